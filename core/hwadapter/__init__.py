@@ -1,0 +1,34 @@
+"""hwadapter: plug accelerators into a deep-learning runtime through pip-installable plugins.
+
+No logging handler is installed: with none configured, Python prints hwadapter's WARNINGs (CPU fallback)
+to stderr, so fallback is never silent by default.
+"""
+from __future__ import annotations
+
+
+from . import dtypes
+from .config import configure
+from .device import device_guard, get_device, set_device
+from .dtypes import (bool_, float16, float32, float64, int8, int16, int32, int64, uint8)  # noqa: F401
+from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
+                     InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
+                     PluginLoadError, UnsupportedDTypeError)
+from .tensor import Tensor, from_dlpack, to_tensor
+from .ops.api import *  # noqa: F401,F403  the op set: hwadapter.add, hwadapter.matmul, ...
+from .ops.api import __all__ as _ops_all
+from .ops import methods as _methods  # noqa: F401  (binds operators and methods to Tensor)
+from . import device, nn, profiler  # noqa: F401
+
+
+__version__ = "0.1.0"
+bool = bool_  # noqa: A001  paddle's name for the boolean dtype
+
+__all__ = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard", "configure", "device",
+           "nn", "profiler", "dtypes", "HwAdapterError"] + list(_ops_all)
+
+
+def __getattr__(name):
+    if name == "kp":  # the kernel-primitive language, imported only when used
+        import hwadapter_kp
+        return hwadapter_kp
+    raise AttributeError(f"module 'hwadapter' has no attribute {name!r}")

@@ -1,0 +1,104 @@
+"""The device API, after paddle.device: choose, list, guard and inspect devices."""
+from __future__ import annotations
+
+import contextlib
+
+from .errors import HwAdapterError, InvalidDeviceError
+from .runtime import device as _dev
+from .runtime.device import Device
+from .runtime.discovery import registry
+
+__all__ = ["Device", "set_device", "get_device", "get_all_device_type", "get_available_device", "device_count",
+           "is_available", "device_guard", "synchronize", "memory_stats", "empty_cache", "get_device_properties",
+           "reset_peak_memory_stats", "reset_plugins"]
+
+
+def set_device(device) -> Device:
+    """Make "type:index" the device new tensors and ops use; returns the Device."""
+    return _dev.set_default(device)
+
+
+def get_device() -> str:
+    """The current device as "type:index"."""
+    return str(_dev.current())
+
+
+def get_all_device_type() -> list[str]:
+    """Device types of every plugin that loaded and has at least one device."""
+    return [r.name for r in registry.all() if r.ok]
+
+
+def get_available_device() -> list[str]:
+    """Every usable device as "type:index"."""
+    return [f"{r.name}:{i}" for r in registry.all() if r.ok for i in range(r.device_count)]
+
+
+def device_count(device_type: str) -> int:
+    """Number of devices of a type; 0 when its plugin is missing or unusable."""
+    rec = registry.get(device_type)
+    return rec.device_count if rec is not None and rec.ok else 0
+
+
+def is_available(device_type: str) -> bool:
+    """True when the type's plugin loaded and found a device."""
+    return device_count(device_type) > 0
+
+
+@contextlib.contextmanager
+def device_guard(device):
+    """Run a block with another current device: `with hwadapter.device_guard("opencl:0"): ...`."""
+    token = _dev._current.set(_dev.get(device))
+    try:
+        yield _dev._current.get()
+    finally:
+        _dev._current.reset(token)
+
+
+def _get(device) -> Device:
+    return _dev.current() if device is None else _dev.get(device)
+
+
+def synchronize(device=None) -> None:
+    """Wait for all work on a device (default: the current one)."""
+    _get(device).runtime.synchronize()
+
+
+def memory_stats(device=None) -> dict:
+    """The caching allocator's statistics for a device (host-memory devices use numpy's allocator and report none)."""
+    dev = _get(device)
+    if dev.host_memory:
+        return {"host_memory": True}
+    return dev.allocator.stats()
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Restart the peak measurement of a device's allocator."""
+    dev = _get(device)
+    if not dev.host_memory:
+        dev.allocator.reset_peak()
+
+
+def empty_cache(device=None) -> None:
+    """Return cached, unused blocks to the device (all devices when none is given)."""
+    devices = [_get(device)] if device is not None else list(_dev._devices.values())
+    for dev in devices:
+        if dev._allocator is not None:
+            dev._allocator.empty_cache()
+
+
+def get_device_properties(device=None):
+    """The DeviceProperties a plugin reports for a device."""
+    return _get(device).runtime.properties()
+
+
+
+
+def reset_plugins() -> None:
+    """Rescan entry points and forget loaded plugins, devices and kernels (after installing or removing a plugin)."""
+    from .dispatch import dispatcher
+    registry.reset()
+    _dev.forget()
+    _dev._default[0] = None
+    with dispatcher._lock:
+        for name in list(dispatcher._registered):
+            dispatcher.forget_device_type(name)

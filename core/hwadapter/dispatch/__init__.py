@@ -1,0 +1,1 @@
+"""Kernel registry, dispatch, and CPU fallback that is never silent."""

@@ -1,0 +1,51 @@
+"""The error hierarchy: every error says what failed, where, and how to fix it."""
+
+
+class HwAdapterError(Exception):
+    """Base class of every error hwadapter raises."""
+
+
+class InvalidDeviceError(HwAdapterError, ValueError):
+    """A device string is malformed, names an unknown type, or an index out of range."""
+
+
+class PluginLoadError(HwAdapterError, RuntimeError):
+    """A plugin could not be imported, constructed, or failed the version handshake."""
+
+
+class DeviceUnavailableError(HwAdapterError, RuntimeError):
+    """A plugin loaded but has no usable device here (no driver, no hardware)."""
+
+
+class KernelNotFoundError(HwAdapterError, NotImplementedError):
+    """No kernel for an op on a device, and fallback is off."""
+
+
+class OutOfMemoryError(HwAdapterError, MemoryError):
+    """A device allocation failed even after the cache was emptied."""
+
+
+class InvalidArgumentError(HwAdapterError, ValueError):
+    """An op was called with arguments it cannot accept (shapes, axes, attributes)."""
+
+
+class UnsupportedDTypeError(HwAdapterError, TypeError):
+    """An op does not accept an input's dtype."""
+
+
+class CompileError(HwAdapterError, RuntimeError):
+    """A device compiler rejected generated source; carries the source and the build log."""
+
+    def __init__(self, message: str, source: str = "", log: str = ""):
+        self.source, self.log = source, log
+        numbered = "\n".join(f"{i:4d} | {line}" for i, line in enumerate(source.splitlines(), 1))
+        parts = [message]
+        if log:
+            parts.append("build log:\n" + log.rstrip())
+        if source:
+            parts.append("source:\n" + numbered)
+        super().__init__("\n".join(parts))
+
+
+class KernelExecutionError(HwAdapterError, RuntimeError):
+    """A device kernel raised while running an op."""

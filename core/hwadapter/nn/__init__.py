@@ -1,0 +1,2 @@
+"""Neural-network functions (hwadapter.nn.functional)."""
+from . import functional  # noqa: F401

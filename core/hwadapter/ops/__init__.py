@@ -1,0 +1,1 @@
+"""The op set: shapes rules, numpy reference kernels, and the frontend functions."""

@@ -1,0 +1,1 @@
+"""Plugin discovery, devices, device memory and the caching allocator."""

@@ -1,0 +1,129 @@
+"""The caching allocator: keeps freed device blocks for reuse, on top of a runtime's allocate/free."""
+from __future__ import annotations
+
+import bisect
+import threading
+
+from ..errors import OutOfMemoryError
+
+_ROUND = 512
+
+
+def round_size(nbytes: int) -> int:
+    """The size class of a request: whole 512-byte units, so near sizes share blocks."""
+    return max(_ROUND, (nbytes + _ROUND - 1) // _ROUND * _ROUND)
+
+
+class Block:
+    """One device allocation lent to a tensor; returns to the cache when the last reference goes."""
+
+    __slots__ = ("allocator", "handle", "size", "requested", "__weakref__")
+
+    def __init__(self, allocator, handle, size, requested):
+        self.allocator, self.handle, self.size, self.requested = allocator, handle, size, requested
+
+    def __del__(self):
+        allocator = self.allocator
+        if allocator is not None:
+            self.allocator = None
+            allocator.release(self)
+
+
+class CachingAllocator:
+    """Best-fit reuse of freed blocks; empties itself and retries once when the device runs out."""
+
+    def __init__(self, runtime, device_name: str):
+        self.runtime, self.device_name = runtime, device_name
+        self._free: dict[int, list] = {}
+        self._free_sizes: list[int] = []  # sorted sizes that have free blocks
+        self._lock = threading.Lock()
+        self.allocated = self.reserved = self.peak_allocated = 0
+        self.live_blocks = self.device_allocs = self.device_frees = self.requests = self.cache_hits = 0
+        self.oom_retries = 0
+
+    def malloc(self, nbytes: int) -> Block:
+        """A block of at least `nbytes` bytes, reused from the cache when one fits."""
+        size = round_size(nbytes)
+        with self._lock:
+            self.requests += 1
+            handle, size = self._take_cached(size)
+            if handle is not None:
+                self.cache_hits += 1
+        if handle is None:
+            handle = self._allocate_device(size, nbytes)
+        with self._lock:
+            self.allocated += size
+            self.live_blocks += 1
+            if self.allocated > self.peak_allocated:
+                self.peak_allocated = self.allocated
+        return Block(self, handle, size, nbytes)
+
+    def _take_cached(self, size: int):
+        # Best fit, but never hand out a block more than twice the request: that would waste the rest.
+        i = bisect.bisect_left(self._free_sizes, size)
+        if i == len(self._free_sizes) or self._free_sizes[i] > 2 * size:
+            return None, size
+        found = self._free_sizes[i]
+        bucket = self._free[found]
+        handle = bucket.pop()
+        if not bucket:
+            del self._free[found]
+            self._free_sizes.pop(i)
+        return handle, found
+
+    def _allocate_device(self, size: int, nbytes: int):
+        try:
+            handle = self.runtime.allocate(size)
+        except OutOfMemoryError:
+            self.oom_retries += 1
+            self.empty_cache()
+            try:
+                handle = self.runtime.allocate(size)
+            except OutOfMemoryError as err:
+                raise OutOfMemoryError(
+                    f"{self.device_name}: out of memory allocating {nbytes} bytes (block of {size}) even after "
+                    f"emptying the cache; allocated {self.allocated} bytes in {self.live_blocks} live blocks, "
+                    f"peak {self.peak_allocated}. Fix: release tensors you no longer need, use smaller "
+                    f"batches, or move work to another device. Device said: {err}") from None
+        with self._lock:
+            self.reserved += size
+            self.device_allocs += 1
+        return handle
+
+    def release(self, block: Block) -> None:
+        """Take a block back into the cache (called when its last reference goes)."""
+        with self._lock:
+            self.allocated -= block.size
+            self.live_blocks -= 1
+            bucket = self._free.get(block.size)
+            if bucket is None:
+                self._free[block.size] = [block.handle]
+                bisect.insort(self._free_sizes, block.size)
+            else:
+                bucket.append(block.handle)
+
+    def empty_cache(self) -> None:
+        """Give every cached (unused) block back to the device."""
+        with self._lock:
+            free, self._free, self._free_sizes = self._free, {}, []
+        for size, handles in free.items():
+            for handle in handles:
+                self.runtime.free(handle)
+                with self._lock:
+                    self.reserved -= size
+                    self.device_frees += 1
+
+    def stats(self) -> dict:
+        """Bytes allocated (in use), reserved (held from the device), peak, and counts."""
+        with self._lock:
+            cached = sum(size * len(h) for size, h in self._free.items())
+            return {"allocated_bytes": self.allocated, "reserved_bytes": self.reserved,
+                    "cached_bytes": cached, "peak_allocated_bytes": self.peak_allocated,
+                    "live_blocks": self.live_blocks, "num_alloc_requests": self.requests,
+                    "num_cache_hits": self.cache_hits, "num_device_allocs": self.device_allocs,
+                    "num_device_frees": self.device_frees, "num_oom_retries": self.oom_retries}
+
+    def reset_peak(self) -> None:
+        """Start measuring the peak from the current allocation."""
+        with self._lock:
+            self.peak_allocated = self.allocated

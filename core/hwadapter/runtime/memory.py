@@ -1,0 +1,78 @@
+"""DeviceArray: a shaped, typed view of a block of device memory, the array type device kernels receive."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class DeviceArray:
+    """A C-contiguous array in a device allocation; blocks are shared by reshapes and freed with the last one."""
+
+    __slots__ = ("device", "block", "shape", "dtype", "__weakref__")
+
+    def __init__(self, device, block, shape: tuple, dtype: np.dtype):
+        self.device, self.block, self.shape, self.dtype = device, block, tuple(shape), np.dtype(dtype)
+
+    @classmethod
+    def empty(cls, device, shape, dtype) -> "DeviceArray":
+        """Uninitialised device memory for `shape` and `dtype`."""
+        shape = tuple(int(s) for s in shape)
+        dtype = np.dtype(dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        block = device.allocator.malloc(nbytes) if nbytes else None
+        return cls(device, block, shape, dtype)
+
+    @classmethod
+    def from_numpy(cls, device, array: np.ndarray, stream=None) -> "DeviceArray":
+        """Copy a host array to the device."""
+        array = np.ascontiguousarray(array)
+        out = cls.empty(device, array.shape, array.dtype)
+        if array.nbytes:
+            device.runtime.copy_h2d(out.block.handle, 0, array, stream)
+        return out
+
+    def numpy(self, stream=None) -> np.ndarray:
+        """Copy to a new host array (waits for the copy)."""
+        out = np.empty(self.shape, self.dtype)
+        if out.nbytes:
+            self.device.runtime.copy_d2h(out, self.block.handle, 0, stream)
+            if stream is not None:
+                stream.synchronize()
+        return out
+
+    @property
+    def handle(self):
+        """The runtime's handle of the allocation (offset 0)."""
+        return None if self.block is None else self.block.handle
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def strides(self) -> tuple:
+        """Element strides of the C-contiguous layout."""
+        out, acc = [], 1
+        for s in reversed(self.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+    def reshape(self, shape) -> "DeviceArray":
+        """The same memory with another shape of the same size."""
+        shape = tuple(int(s) for s in shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape {self.shape} to {shape}")
+        return DeviceArray(self.device, self.block, shape, self.dtype)
+
+    def __repr__(self):
+        return f"DeviceArray(shape={list(self.shape)}, dtype={self.dtype.name}, device={self.device})"

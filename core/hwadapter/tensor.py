@@ -1,0 +1,209 @@
+"""Tensor: a dense, C-contiguous, immutable array on a device."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import dtypes as _dt
+from .dispatch import dispatcher
+from .dispatch.dispatcher import transfer
+from .errors import InvalidArgumentError, UnsupportedDTypeError
+from .runtime import device as _device
+from .runtime.memory import DeviceArray
+
+
+class Tensor:
+    """A dense array on a device. Ops return new tensors; tensors are never changed in place."""
+
+    __slots__ = ("_data", "_device", "_dtype", "__weakref__")
+    __array_priority__ = 100  # numpy defers `ndarray + Tensor` to Tensor.__radd__
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with hwadapter.to_tensor(...), zeros, ones, full or arange")
+
+    # --- metadata -------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._device
+
+    place = device  # paddle's name
+
+    @property
+    def ndim(self) -> int:
+        return len(self._data.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self._data.shape)
+
+    def numel(self) -> int:
+        """Number of elements."""
+        return self.size
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._dtype.itemsize
+
+    @property
+    def strides(self) -> tuple:
+        """Element strides (always C-contiguous)."""
+        out, acc = [], 1
+        for s in reversed(self._data.shape):
+            out.append(acc)
+            acc *= s
+        return tuple(reversed(out))
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    # --- host and device movement -----------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """A new host copy of the data."""
+        data = self._data
+        return data.copy() if isinstance(data, np.ndarray) else data.numpy()
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype, copy=False)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self.size != 1:
+            raise InvalidArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def to(self, device=None, dtype=None) -> "Tensor":
+        """This tensor on another device and/or as another dtype (a no-op when nothing changes)."""
+        out = self
+        if dtype is not None and _dt.as_dtype(dtype) != self._dtype:
+            from .ops import api
+            out = api.cast(out, dtype)
+        if device is not None:
+            dev = _device.get(device)
+            if dev is not out._device:
+                out = _make(transfer(out._data, out._device, dev), dev)
+        return out
+
+    def cpu(self) -> "Tensor":
+        """This tensor on the fallback (CPU) device."""
+        from .config import config
+        return self.to(config.fallback_device)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        if not isinstance(self._data, np.ndarray):
+            raise InvalidArgumentError(f"__dlpack__ is only supported for host-memory devices; this tensor is on "
+                                       f"{self._device}. Fix: call .cpu() first")
+        return self._data.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self):
+        if not isinstance(self._data, np.ndarray):
+            raise InvalidArgumentError(f"__dlpack_device__: tensor is on {self._device}, not host memory; call .cpu()")
+        return self._data.__dlpack_device__()
+
+    # --- Python protocol ------------------------------------------------------------------------
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self):
+        if self.size != 1:
+            raise InvalidArgumentError(f"the truth value of a tensor with {self.size} elements is ambiguous; "
+                                       f"use .any() / .all() style reductions")
+        return bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be used as an index, not {self._dtype.name}")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="       ")
+        return f"Tensor(shape={list(self.shape)}, dtype={self._dtype.name}, device={self._device},\n       {body})"
+
+    def __reduce__(self):
+        return (_rebuild, (self.numpy(), str(self._device)))
+
+
+def _rebuild(array, device):
+    return to_tensor(array, device=device)
+
+
+def _make(data, dev) -> Tensor:
+    t = object.__new__(Tensor)
+    t._data, t._device, t._dtype = data, dev, data.dtype
+    return t
+
+
+dispatcher.bind_tensor(Tensor)
+
+
+def _host_array(data, dtype) -> np.ndarray:
+    if isinstance(data, Tensor):
+        arr = data.numpy()
+    else:
+        try:
+            arr = np.asarray(data)
+        except (ValueError, TypeError) as err:
+            raise InvalidArgumentError(f"to_tensor: cannot make an array of {type(data).__name__}: {err}") from None
+    if dtype is not None:
+        target = _dt.as_dtype(dtype)
+        if arr.dtype.kind not in "biuf" and arr.size:
+            raise UnsupportedDTypeError(f"to_tensor: cannot convert data of dtype {arr.dtype} to {target.name}")
+        return np.array(arr, dtype=target, order="C")
+    if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and arr.dtype == np.float64 \
+            and not isinstance(data, (np.generic, Tensor)):
+        arr = arr.astype(_dt.DEFAULT_FLOAT)  # Python floats default to float32, as in paddle
+    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:
+        arr = arr.astype(_dt.DEFAULT_INT)
+    if arr.dtype not in _dt.ALL:
+        if arr.size == 0 and arr.dtype.kind in "OUS":
+            arr = arr.astype(_dt.DEFAULT_FLOAT)
+        else:
+            names = ", ".join(d.name for d in _dt.ALL)
+            raise UnsupportedDTypeError(f"to_tensor: dtype {arr.dtype} is not supported; supported dtypes: {names}. "
+                                        f"Fix: convert the data with .astype(...) or pass dtype=")
+    return np.array(arr, order="C", copy=True)
+
+
+def to_tensor(data, dtype=None, device=None) -> Tensor:
+    """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors) on `device`."""
+    dev = _device.get(device) if device is not None else _device.current()
+    arr = _host_array(data, dtype)
+    return _make(arr if dev.host_memory else DeviceArray.from_numpy(dev, arr), dev)
+
+
+def from_dlpack(obj) -> Tensor:
+    """A host-memory tensor sharing memory with a DLPack-capable CPU object (numpy, torch, ...)."""
+    arr = np.from_dlpack(obj)
+    if arr.dtype not in _dt.ALL:
+        raise UnsupportedDTypeError(f"from_dlpack: dtype {arr.dtype} is not supported")
+    from .config import config
+    dev = _device.get(config.fallback_device)
+    if not dev.host_memory:
+        raise InvalidArgumentError(f"from_dlpack needs a host-memory fallback device, {dev} is not one")
+    return _make(np.ascontiguousarray(arr), dev)

@@ -1,0 +1,58 @@
+"""Shared fixtures: test plugins on sys.path as real distributions, clean state and no leaked device memory."""
+from __future__ import annotations
+
+import gc
+import sys
+from pathlib import Path
+
+import pytest
+
+PLUGINS = Path(__file__).parent / "plugins"
+
+
+def _reset_plugins():
+    import hwadapter as hw
+    hw.device.reset_plugins()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def test_plugins_on_path():
+    """The test device plugins (tests/plugins/*.dist-info) are found through entry points like any vendor's."""
+    sys.path.insert(0, str(PLUGINS))
+    _reset_plugins()
+    yield
+    sys.path.remove(str(PLUGINS))
+
+
+@pytest.fixture
+def reset_plugins():
+    """Call to rescan entry points after changing sys.path or the environment (and once more after the test)."""
+    yield _reset_plugins
+    _reset_plugins()
+
+
+def _live_bytes() -> dict:
+    from hwadapter.runtime import device
+    return {str(d): d._allocator.allocated for d in list(device._devices.values()) if d._allocator is not None}
+
+
+@pytest.fixture(autouse=True)
+def clean_state():
+    """Fresh fallback counters and settings per test; every device's live bytes back to the baseline afterwards."""
+    import hwadapter as hw
+    from hwadapter.dispatch import fallback
+    fallback.reset()
+    before = _live_bytes()
+    yield
+    hw.configure(fallback="warn")
+    gc.collect()
+    after = _live_bytes()
+    leaked = {d: n - before.get(d, 0) for d, n in after.items() if n != before.get(d, 0)}
+    assert not leaked, f"device memory still allocated after the test: {leaked}"
+
+
+@pytest.fixture
+def testdev():
+    """testdev:0, a device with separate memory and only add/mul/relu/matmul kernels (float32)."""
+    from hwadapter.runtime.device import get
+    return get("testdev:0")

@@ -1,0 +1,99 @@
+"""A test device: its memory is separate from the host's (numpy byte arrays it hands out), has a size limit, and
+it has kernels for only a few ops, so everything else exercises CPU fallback."""
+from __future__ import annotations
+
+import numpy as np
+
+from hwadapter.plugin import (DeviceArray, DeviceProperties, HostEvent, HostStream, OutOfMemoryError, Plugin,
+                              Runtime)
+
+MEMORY_LIMIT = 1 << 20  # bytes per device; tests change it to provoke out-of-memory
+
+
+class TestDevRuntime(Runtime):
+    """Device memory as numpy byte arrays, with a byte budget and live-allocation tracking."""
+
+    def __init__(self, index):
+        super().__init__(index)
+        self.live = {}
+        self.allocate_calls = 0
+        self._stream = HostStream()
+
+    def properties(self):
+        return DeviceProperties(name=f"testdev {self.index}", vendor="hwadapter tests", total_memory=MEMORY_LIMIT)
+
+    @property
+    def used(self) -> int:
+        return sum(a.nbytes for a in self.live.values())
+
+    def allocate(self, nbytes):
+        self.allocate_calls += 1
+        if self.used + nbytes > MEMORY_LIMIT:
+            raise OutOfMemoryError(f"testdev:{self.index} has {MEMORY_LIMIT - self.used} bytes free")
+        buf = np.zeros(nbytes, np.uint8)
+        self.live[id(buf)] = buf
+        return buf
+
+    def free(self, handle):
+        del self.live[id(handle)]
+
+    def copy_h2d(self, dst, dst_offset, src, stream=None):
+        dst[dst_offset:dst_offset + src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def copy_d2h(self, dst, src, src_offset, stream=None):
+        dst.reshape(-1).view(np.uint8)[:] = src[src_offset:src_offset + dst.nbytes]
+
+    def copy_d2d(self, dst, dst_offset, src, src_offset, nbytes, stream=None):
+        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
+
+    def memset(self, dst, offset, value, nbytes, stream=None):
+        dst[offset:offset + nbytes] = value
+
+    def create_stream(self):
+        return HostStream()
+
+    @property
+    def default_stream(self):
+        return self._stream
+
+    def create_event(self):
+        return HostEvent()
+
+    def synchronize(self):
+        pass
+
+    def memory_info(self):
+        return MEMORY_LIMIT - self.used, MEMORY_LIMIT
+
+
+def view(a: DeviceArray) -> np.ndarray:
+    """The numpy view of a testdev array's memory."""
+    if a.block is None:
+        return np.empty(a.shape, a.dtype)
+    return a.block.handle[:a.nbytes].view(a.dtype).reshape(a.shape)
+
+
+def _elementwise(fn):
+    def kernel(*xs):
+        res = fn(*(view(x) for x in xs))
+        out = DeviceArray.empty(xs[0].device, res.shape, res.dtype)
+        view(out)[...] = res
+        return out
+    return kernel
+
+
+class TestDevPlugin(Plugin):
+    """Two test devices with kernels for add, mul, relu and matmul in float32 only."""
+
+    def device_count(self):
+        return 2
+
+    def create_runtime(self, index):
+        return TestDevRuntime(index)
+
+    def register_kernels(self, kernels):
+        kernels.register("add", _elementwise(np.add), dtypes=["float32"])
+        kernels.register("mul", _elementwise(np.multiply), dtypes=["float32"])
+        kernels.register("relu", _elementwise(lambda x: np.maximum(x, 0)), dtypes=["float32"])
+        kernels.register("matmul", _elementwise(np.matmul), dtypes=["float32"])
+        kernels.register("reshape", lambda x, shape: x.reshape(shape))
