@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 PLUGINS = Path(__file__).parent / "plugins"
+sys.path.insert(0, str(PLUGINS))  # before collection, so device parametrisation sees the test plugins
 
 
 def _reset_plugins():
@@ -15,13 +16,16 @@ def _reset_plugins():
     hw.device.reset_plugins()
 
 
-@pytest.fixture(scope="session", autouse=True)
-def test_plugins_on_path():
-    """The test device plugins (tests/plugins/*.dist-info) are found through entry points like any vendor's."""
-    sys.path.insert(0, str(PLUGINS))
-    _reset_plugins()
-    yield
-    sys.path.remove(str(PLUGINS))
+def test_devices() -> list[str]:
+    """Every available device an op test runs on: each real plugin's devices, and testdev:0 (all through fallback)."""
+    import hwadapter as hw
+    return [d for d in hw.device.get_available_device() if d != "testdev:1"]
+
+
+def pytest_generate_tests(metafunc):
+    """A test that takes `device` runs once on every available device."""
+    if "device" in metafunc.fixturenames:
+        metafunc.parametrize("device", test_devices())
 
 
 @pytest.fixture
