@@ -41,7 +41,7 @@ def _live_bytes() -> dict:
 
 
 @pytest.fixture(autouse=True)
-def clean_state():
+def clean_state(request):
     """Fresh fallback counters and settings per test; every device's live bytes back to the baseline afterwards."""
     import hwadapter as hw
     from hwadapter.dispatch import fallback
@@ -49,6 +49,9 @@ def clean_state():
     before = _live_bytes()
     yield
     hw.configure(fallback="warn")
+    for name in list(request.node.funcargs):  # the test is over: drop its arguments so their tensors can go
+        if name != "request":
+            request.node.funcargs[name] = None
     gc.collect()
     after = _live_bytes()
     leaked = {d: n - before.get(d, 0) for d, n in after.items() if n != before.get(d, 0)}

@@ -10,12 +10,13 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-_quiet = np.errstate(all="ignore")  # inf/nan results are the semantics, not a warning
+def _quiet():
+    return np.errstate(all="ignore")  # inf/nan results are the semantics, not a warning (one per call: not reentrant)
 
 
 def _quietly(fn):
     def kernel(*args, **kwargs):
-        with _quiet:
+        with _quiet():
             return fn(*args, **kwargs)
     kernel.__name__ = kernel.__qualname__ = getattr(fn, "__name__", "kernel")
     return kernel
@@ -98,7 +99,7 @@ def where(cond, x, y):
 
 
 def cast(x, dtype):
-    with _quiet:
+    with _quiet():
         return x.astype(dtype)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from hwadapter.plugin import (DeviceArray, DeviceProperties, HostEvent, HostStream, OutOfMemoryError, Plugin,
                               Runtime)
 
-MEMORY_LIMIT = 1 << 20  # bytes per device; tests change it to provoke out-of-memory
+MEMORY_LIMIT = 16 << 20  # bytes per device; tests change it to provoke out-of-memory
 
 
 class TestDevRuntime(Runtime):
