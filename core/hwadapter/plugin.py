@@ -254,3 +254,6 @@ class Plugin(ABC):
         if cls.codegen_backend is not Plugin.codegen_backend:
             out.append("codegen")
         return out
+
+
+from .runtime.native import NativePlugin, NativeRuntime  # noqa: E402,F401  (needs the classes above)
