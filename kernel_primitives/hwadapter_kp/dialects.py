@@ -1,0 +1,372 @@
+"""The three C-family dialects (C + OpenMP, OpenCL C, CUDA C) and the schedule they carry.
+
+A dialect only answers small questions for the one renderer in codegen.py:
+type names, literals, math function names, how to load/store a dtype, the
+entry-point signature, and the loop that spreads work items over the grid.
+"""
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import cfuncs
+from . import dtypes as dt
+from .errors import KernelError
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """How work is spread: work-group/block size, work units per item, and SIMD width (C)."""
+
+    local_size: int = 128
+    elems_per_item: int = 1
+    vector_width: int = 1
+
+    def __post_init__(self):
+        for name in ("local_size", "elems_per_item", "vector_width"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise KernelError(f"schedule {name} must be a positive int, got {getattr(self, name)!r}")
+
+    def describe(self) -> str:
+        """One-line description for source headers."""
+        return (f"local_size={self.local_size}, elems_per_item={self.elems_per_item}, "
+                f"vector_width={self.vector_width}")
+
+
+_MATH = ("exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "rint", "fabs", "pow",
+         "fmod", "copysign")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Base of the C-family dialects; instances are immutable and hashable (they key source caches)."""
+
+    schedule: Schedule = field(default_factory=Schedule)
+    name = ""
+    title = ""
+    extension = ""
+    index_type = ""
+    func_qualifier = ""
+    types = {}
+    storage = {}
+    unsigned = {}
+
+    def with_schedule(self, **changes) -> "Dialect":
+        """A copy of this dialect with schedule fields replaced."""
+        return dataclasses.replace(self, schedule=dataclasses.replace(self.schedule, **changes))
+
+    # --- types and literals ---------------------------------------------------------
+    def ctype(self, d: str) -> str:
+        """Register type of dtype ``d`` (float16 computes as float)."""
+        return self.types[dt.register(d)]
+
+    def storage_type(self, d: str) -> str:
+        """Element type of a buffer of dtype ``d``."""
+        return self.storage.get(d) or self.types[d]
+
+    def utype(self, d: str) -> str:
+        """Unsigned type as wide as int32 or int64 (for wrapping arithmetic)."""
+        return self.unsigned[d if d in ("int32", "int64") else "int32"]
+
+    def lit(self, value, d: str) -> str:
+        """Literal of ``value`` in register dtype ``d``."""
+        d = dt.register(d)
+        if d == "bool":
+            return "true" if value else "false"
+        if dt.is_float(d):
+            v = float(value)
+            if math.isnan(v) or math.isinf(v):
+                return self.special_float(v, d)
+            text = str(np.float32(v)) if d == "float32" else repr(v)
+            text = text + "f" if d == "float32" else text
+            return f"({text})" if v < 0 or text.startswith("-") else text
+        v = int(value)
+        suffix = self.int64_suffix if d == "int64" else ""
+        info = np.iinfo(d)
+        if v == info.min and d in ("int32", "int64"):
+            return f"(-{info.max}{suffix} - 1)"
+        return f"({v}{suffix})" if v < 0 else f"{v}{suffix}"
+
+    def special_float(self, v, d):
+        """Literal for inf/nan."""
+        text = "NAN" if math.isnan(v) else "INFINITY"
+        text = text if d == "float32" else f"(double){text}"
+        return f"(-{text})" if v < 0 else text
+
+    def call(self, fn: str, d: str, *args) -> str:
+        """Call of math function ``fn`` on floating register dtype ``d``."""
+        d = dt.register(d)
+        if fn == "rsqrt":
+            return f"{self.lit(1, d)} / {self.call('sqrt', d, *args)}"
+        if fn not in _MATH:
+            raise KernelError(f"no math function {fn!r}")
+        return f"{fn}{'f' if d == 'float32' else ''}({', '.join(args)})"
+
+    # --- memory -------------------------------------------------------------------------
+    def load(self, ptr: str, offset: str, d: str, helpers) -> str:
+        """Expression reading element ``offset`` of buffer ``ptr`` as a register value."""
+        if d == "bool":
+            return f"{ptr}[{offset}] != 0"
+        return f"{ptr}[{offset}]"
+
+    def store(self, ptr: str, offset: str, value: str, d: str, helpers) -> str:
+        """Statement writing register ``value`` to element ``offset`` of ``ptr``."""
+        return f"{ptr}[{offset}] = {value};"
+
+    # --- helpers ---------------------------------------------------------------------
+    def helper(self, kind: str, d: str):
+        """(name, source, dependencies) of a helper function."""
+        name = cfuncs.helper_name(kind, d)
+        if kind == "round_half":
+            return name, self.round_half_source(), self.round_half_deps()
+        if kind == "floormod" and dt.is_float(d):
+            return name, cfuncs.float_floormod(dt.register(d), self), []
+        if kind in ("floordiv", "floormod", "ipow"):
+            return name, cfuncs.int_helper(kind, d, self), []
+        raise KernelError(f"dialect {self.name}: no helper {kind!r}")
+
+    def round_half_deps(self):
+        """Helpers the float16 rounding helper needs."""
+        return []
+
+    # --- structure ------------------------------------------------------------------------
+    def global_size(self, n_units: int) -> int:
+        """Work items to launch for ``n_units`` work units (a multiple of local_size, 0 if none)."""
+        items = -(-n_units // self.schedule.elems_per_item)
+        local = self.schedule.local_size
+        return -(-items // local) * local
+
+    def grid_loop(self, vectorizable: bool):
+        """(opening lines, closing lines, body depth) of the loop running ``unit`` over all work units."""
+        s, I = self.schedule, self.index_type
+        first = self.first_item()
+        step = self.item_stride()
+        if s.elems_per_item == 1:
+            return ([f"for ({I} unit = {first}; unit < n_units; unit += {step}) {{"], ["}"], 1)
+        ept = s.elems_per_item
+        # consecutive work items take consecutive units for each e, so memory accesses coalesce
+        return ([f"const {I} n_items = (n_units + {ept} - 1) / {ept};",
+                 f"for ({I} item = {first}; item < n_items; item += {step}) {{",
+                 "    #pragma unroll",
+                 f"    for (int e = 0; e < {ept}; ++e) {{",
+                 f"        const {I} unit = item + e * n_items;",
+                 "        if (unit >= n_units) break;"], ["    }", "}"], 2)
+
+    def features_prelude(self, uses) -> list:
+        """Lines before the helpers: includes and pragmas for the features used."""
+        return []
+
+    def describe_schedule(self) -> str:
+        """The schedule as the source header shows it."""
+        return self.schedule.describe()
+
+
+def _types(f16, f32, f64, i8, i16, i32, i64, u8, b):
+    return dict(zip(dt.DTYPES, (f16, f32, f64, i8, i16, i32, i64, u8, b)))
+
+
+@dataclass(frozen=True)
+class CDialect(Dialect):
+    """Plain C99 with an OpenMP parallel loop; the entry runs the whole grid itself."""
+
+    schedule: Schedule = field(default_factory=lambda: Schedule(local_size=1))
+    parallel_threshold: int = 32768     # below this many work units OpenMP's fork costs more than it saves
+    name = "c"
+    title = "C99 + OpenMP"
+    extension = ".c"
+    index_type = "int64_t"
+    int64_suffix = "LL"
+    func_qualifier = "static inline "
+    types = _types(None, "float", "double", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "bool")
+    storage = {"float16": "uint16_t", "bool": "uint8_t"}
+    unsigned = {"int32": "uint32_t", "int64": "uint64_t"}
+
+    def global_size(self, n_units):
+        return -(-n_units // self.schedule.elems_per_item)
+
+    def describe_schedule(self):
+        s = self.schedule
+        return (f"elems_per_item={s.elems_per_item}, vector_width={s.vector_width}, "
+                f"parallel_threshold={self.parallel_threshold} (whole grid in one call)")
+
+    def load(self, ptr, offset, d, helpers):
+        if d == "float16":
+            return f"{helpers('half_to_float', d)}({ptr}[{offset}])"
+        return super().load(ptr, offset, d, helpers)
+
+    def store(self, ptr, offset, value, d, helpers):
+        if d == "float16":
+            return f"{ptr}[{offset}] = {helpers('float_to_half', d)}({value});"
+        return super().store(ptr, offset, value, d, helpers)
+
+    def helper(self, kind, d):
+        if kind == "half_to_float":
+            return "kp_half_to_float", cfuncs.HALF_TO_FLOAT.format(q=self.func_qualifier), []
+        if kind == "float_to_half":
+            return "kp_float_to_half", cfuncs.FLOAT_TO_HALF.format(q=self.func_qualifier), []
+        return super().helper(kind, d)
+
+    def round_half_source(self):
+        return (f"{self.func_qualifier}float kp_round_half(float x)\n{{\n"
+                f"    return kp_half_to_float(kp_float_to_half(x));\n}}")
+
+    def round_half_deps(self):
+        return [("half_to_float", "float16"), ("float_to_half", "float16")]
+
+    def features_prelude(self, uses):
+        return ["#include <stdint.h>", "#include <stdbool.h>", "#include <math.h>"]
+
+    def signature(self, name, buffers, scalars):
+        args = [f"{'const ' if is_in else ''}{t}* restrict {n}" for n, t, is_in in buffers]
+        args += [f"const int64_t {s}" for s in scalars]
+        return [f"void {name}(", *_arg_lines(args), ")"]
+
+    def grid_loop(self, vectorizable):
+        s = self.schedule
+        omp = f"#pragma omp parallel for schedule(static) if (n_units > {self.parallel_threshold})"
+        simd = f"#pragma omp simd simdlen({s.vector_width})" if vectorizable and s.vector_width > 1 else None
+        if s.elems_per_item == 1:
+            if simd:
+                omp = omp.replace("parallel for", "parallel for simd simdlen(%d)" % s.vector_width)
+            return ([omp, "for (int64_t unit = 0; unit < n_units; ++unit) {"], ["}"], 1)
+        ept = s.elems_per_item
+        inner = ([f"    {simd}"] if simd else []) + ["    for (int64_t unit = first; unit < last; ++unit) {"]
+        # each work item takes a contiguous run of units: cache friendly and SIMD friendly on CPUs
+        return ([f"const int64_t n_items = (n_units + {ept} - 1) / {ept};", omp,
+                 "for (int64_t item = 0; item < n_items; ++item) {",
+                 f"    const int64_t first = item * {ept};",
+                 f"    const int64_t last = first + {ept} < n_units ? first + {ept} : n_units;",
+                 *inner], ["    }", "}"], 2)
+
+
+@dataclass(frozen=True)
+class OpenCLDialect(Dialect):
+    """OpenCL C 1.2: __kernel entry, get_global_id grid-stride loop, half via vload/vstore_half."""
+
+    name = "opencl"
+    title = "OpenCL C"
+    extension = ".cl"
+    index_type = "long"
+    int64_suffix = "L"
+    func_qualifier = ""
+    types = _types(None, "float", "double", "char", "short", "int", "long", "uchar", "bool")
+    storage = {"float16": "half", "bool": "uchar"}
+    unsigned = {"int32": "uint", "int64": "ulong"}
+
+    def call(self, fn, d, *args):
+        if fn == "rsqrt":
+            return f"rsqrt({', '.join(args)})"
+        super().call(fn, "float64", *args)   # validates the name
+        return f"{fn}({', '.join(args)})"    # OpenCL builtins are overloaded on float/double
+
+    def load(self, ptr, offset, d, helpers):
+        if d == "float16":
+            return f"vload_half({offset}, {ptr})"
+        return super().load(ptr, offset, d, helpers)
+
+    def store(self, ptr, offset, value, d, helpers):
+        if d == "float16":
+            return f"vstore_half_rte({value}, {offset}, {ptr});"
+        return super().store(ptr, offset, value, d, helpers)
+
+    def round_half_source(self):
+        # no cl_khr_fp16 needed: round-trip through a 16-bit private slot
+        return ("float kp_round_half(float x)\n{\n    ushort bits;\n"
+                "    vstore_half_rte(x, 0, (__private half*)&bits);\n"
+                "    return vload_half(0, (__private const half*)&bits);\n}")
+
+    def features_prelude(self, uses):
+        return ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"] if "float64" in uses else []
+
+    def signature(self, name, buffers, scalars):
+        args = [f"__global {'const ' if is_in else ''}{t}* restrict {n}" for n, t, is_in in buffers]
+        args += [f"const long {s}" for s in scalars]
+        attr = f"__attribute__((reqd_work_group_size({self.schedule.local_size}, 1, 1)))"
+        return [f"__kernel {attr}", f"void {name}(", *_arg_lines(args), ")"]
+
+    def first_item(self):
+        return "get_global_id(0)"
+
+    def item_stride(self):
+        return "get_global_size(0)"
+
+
+@dataclass(frozen=True)
+class CUDADialect(Dialect):
+    """CUDA C++ for NVRTC/nvcc: extern "C" __global__ entry, grid-stride loop, __half via cuda_fp16.h."""
+
+    schedule: Schedule = field(default_factory=lambda: Schedule(local_size=256))
+    name = "cuda"
+    title = "CUDA C"
+    extension = ".cu"
+    index_type = "long long"
+    int64_suffix = "LL"
+    func_qualifier = "static __device__ __forceinline__ "
+    types = _types(None, "float", "double", "signed char", "short", "int", "long long", "unsigned char", "bool")
+    storage = {"float16": "__half", "bool": "unsigned char"}
+    unsigned = {"int32": "unsigned int", "int64": "unsigned long long"}
+
+    def special_float(self, v, d):
+        # NVRTC has no math.h macros; build inf/nan from their bit patterns
+        if d == "float32":
+            text = "__int_as_float(0x7fffffff)" if math.isnan(v) else "__int_as_float(0x7f800000)"
+        else:
+            text = ("__longlong_as_double(0x7ff8000000000000LL)" if math.isnan(v)
+                    else "__longlong_as_double(0x7ff0000000000000LL)")
+        return f"(-{text})" if v < 0 else text
+
+    def call(self, fn, d, *args):
+        if fn == "rsqrt":
+            return f"rsqrt{'f' if dt.register(d) == 'float32' else ''}({', '.join(args)})"
+        return super().call(fn, d, *args)
+
+    def load(self, ptr, offset, d, helpers):
+        if d == "float16":
+            return f"__half2float({ptr}[{offset}])"
+        return super().load(ptr, offset, d, helpers)
+
+    def store(self, ptr, offset, value, d, helpers):
+        if d == "float16":
+            return f"{ptr}[{offset}] = __float2half_rn({value});"
+        return super().store(ptr, offset, value, d, helpers)
+
+    def round_half_source(self):
+        return (f"{self.func_qualifier}float kp_round_half(float x)\n{{\n"
+                f"    return __half2float(__float2half_rn(x));\n}}")
+
+    def features_prelude(self, uses):
+        return ["#include <cuda_fp16.h>"] if "float16" in uses else []
+
+    def signature(self, name, buffers, scalars):
+        args = [f"{'const ' if is_in else ''}{t}* __restrict__ {n}" for n, t, is_in in buffers]
+        args += [f"const long long {s}" for s in scalars]
+        return [f'extern "C" __global__ void __launch_bounds__({self.schedule.local_size})',
+                f"{name}(", *_arg_lines(args), ")"]
+
+    def first_item(self):
+        return "(long long)blockIdx.x * blockDim.x + threadIdx.x"
+
+    def item_stride(self):
+        return "(long long)gridDim.x * blockDim.x"
+
+
+def _arg_lines(args):
+    return [f"    {a}{',' if i < len(args) - 1 else ''}" for i, a in enumerate(args)]
+
+
+C = CDialect()
+OPENCL = OpenCLDialect()
+CUDA = CUDADialect()
+DIALECTS = {"c": C, "opencl": OPENCL, "cuda": CUDA}
+
+
+def get_dialect(dialect) -> Dialect:
+    """A Dialect instance from a name ("c", "opencl", "cuda") or an instance."""
+    if isinstance(dialect, Dialect):
+        return dialect
+    try:
+        return DIALECTS[str(dialect).lower()]
+    except KeyError:
+        raise KernelError(f"unknown dialect {dialect!r}; use one of {sorted(DIALECTS)}") from None

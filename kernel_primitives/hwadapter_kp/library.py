@@ -1,0 +1,161 @@
+"""Standard op kernels written in primitives, for the core to register as ops.
+
+``KERNELS`` maps op names to Kernels.  Elementwise binaries broadcast (numpy
+rules); reductions are ``reduce_<sum|mean|max|min|prod>`` with attrs ``axis``
+(None: all) and ``keepdims``.  Output dtype variables left unbound are
+inferred from what the kernel writes (e.g. comparisons give bool, integer sums
+int64); ``cast`` needs its output variable ``U`` bound.
+"""
+
+from . import dsl as kp
+from .dsl import ParamDecl
+from .functors import BINARY, UNARY
+from .kernel import Kernel
+
+KERNELS = {}
+
+
+def _register(name, params, body, attrs=None, example_shapes=None, doc=""):
+    decls = [ParamDecl(n, kind, dtype, optional) for n, kind, dtype, optional in params]
+    KERNELS[name] = Kernel(name, decls, body, attrs, example_shapes, doc)
+    return KERNELS[name]
+
+
+def _compute_dtype(dtype):
+    """float16 math is done in float32 (free: that is its register type)."""
+    return "float32" if dtype == "float16" else dtype
+
+
+def _unary(op):
+    def body(x, out):
+        kp.write(out, kp.unary(op, kp.read(x)))
+    _register(op, [("x", "in", "T", False), ("out", "out", "U", False)], body, doc=f"elementwise {op}")
+
+
+def _binary(op):
+    def body(x, y, out):
+        kp.write(out, kp.binary(op, kp.read_broadcast(x), kp.read_broadcast(y)))
+    _register(op, [("x", "in", "T", False), ("y", "in", "T", False), ("out", "out", "U", False)], body,
+              doc=f"elementwise {op} with numpy broadcasting")
+
+
+for _op in UNARY:
+    _unary(_op)
+for _op in BINARY:
+    _binary(_op)
+
+
+def _where(cond, x, y, out):
+    kp.write(out, kp.ternary("where", kp.read_broadcast(cond), kp.read_broadcast(x), kp.read_broadcast(y)))
+
+
+_register("where", [("cond", "in", "bool", False), ("x", "in", "T", False), ("y", "in", "T", False),
+                    ("out", "out", "T", False)], _where, doc="cond ? x : y with numpy broadcasting")
+
+
+def _cast(x, out):
+    if out.dtype is None:
+        raise kp.current().error("cast needs its output dtype: pass dtypes={'U': ...}")
+    kp.write(out, kp.cast(kp.read(x), out.dtype))
+
+
+_register("cast", [("x", "in", "T", False), ("out", "out", "U", False)], _cast, doc="numpy astype")
+
+
+def _clip(x, out, min=None, max=None):
+    v = kp.read(x)
+    if min is not None:
+        v = kp.binary("max", v, kp.init(min, x.dtype))
+    if max is not None:
+        v = kp.binary("min", v, kp.init(max, x.dtype))
+    kp.write(out, v)
+
+
+_register("clip", [("x", "in", "T", False), ("out", "out", "T", False)], _clip, {"min": None, "max": None},
+          doc="clamp to [min, max] (either may be None)")
+
+
+def _reduction(op):
+    def body(x, out, axis=None, keepdims=False):
+        kp.write(out, kp.reduce(op, kp.read(x), axes=axis, keepdims=keepdims))
+    _register(f"reduce_{op}", [("x", "in", "T", False), ("out", "out", "U", False)], body,
+              {"axis": None, "keepdims": False}, {"x": (4, 8)}, doc=f"{op} over axis (None: all)")
+
+
+for _op in ("sum", "mean", "max", "min", "prod"):
+    _reduction(_op)
+
+
+def _softmax(x, out, axis=-1):
+    v = kp.read(x)
+    shifted = v - kp.reduce("max", v, axes=axis, keepdims=True)   # subtracting the max keeps exp finite
+    e = kp.unary("exp", shifted)
+    kp.write(out, e / kp.reduce("sum", e, axes=axis, keepdims=True))
+
+
+def _log_softmax(x, out, axis=-1):
+    v = kp.read(x)
+    shifted = v - kp.reduce("max", v, axes=axis, keepdims=True)
+    total = kp.reduce("sum", kp.unary("exp", shifted), axes=axis, keepdims=True)
+    kp.write(out, shifted - kp.unary("log", total))
+
+
+for _name, _body in (("softmax", _softmax), ("log_softmax", _log_softmax)):
+    _register(_name, [("x", "in", "T", False), ("out", "out", "T", False)], _body, {"axis": -1},
+              {"x": (4, 8)}, doc=f"numerically stable {_name} along axis")
+
+
+def _layer_norm(x, weight, bias, out, mean, variance, begin_norm_axis=1, epsilon=1e-5):
+    cd = _compute_dtype(x.dtype)
+    axes = tuple(range(begin_norm_axis % x.ndim if x.ndim else 0, x.ndim))
+    v = kp.cast(kp.read(x), cd)
+    mu = kp.reduce("mean", v, axes=axes)
+    d = v - mu
+    var = kp.reduce("mean", d * d, axes=axes)
+    y = d * kp.unary("rsqrt", var + kp.init(epsilon, cd))
+    if weight is not None:
+        y = y * kp.cast(kp.read_broadcast(weight), cd)
+    if bias is not None:
+        y = y + kp.cast(kp.read_broadcast(bias), cd)
+    kp.write(out, kp.cast(y, x.dtype))
+    kp.write(mean, mu)
+    kp.write(variance, var)
+
+
+_register("layer_norm", [("x", "in", "T", False), ("weight", "in", "W", True), ("bias", "in", "W", True),
+                         ("out", "out", "T", False), ("mean", "out", "U", False), ("variance", "out", "U", False)],
+          _layer_norm, {"begin_norm_axis": 1, "epsilon": 1e-5}, {"x": (4, 8), "weight": (8,), "bias": (8,)},
+          doc="normalise over axes >= begin_norm_axis; weight/bias have shape x.shape[begin_norm_axis:]; "
+              "mean/variance (float32 for float16 x) have shape x.shape[:begin_norm_axis]")
+
+
+def _batch_norm(x, running_mean, running_var, weight, bias, out, epsilon=1e-5, channel_axis=1):
+    cd = _compute_dtype(x.dtype)
+    axis = channel_axis % x.ndim
+
+    def per_channel(p):
+        return kp.cast(kp.read_broadcast(p, axis=axis), cd)
+
+    y = (kp.cast(kp.read(x), cd) - per_channel(running_mean))
+    y = y * kp.unary("rsqrt", per_channel(running_var) + kp.init(epsilon, cd))
+    if weight is not None:
+        y = y * per_channel(weight)
+    if bias is not None:
+        y = y + per_channel(bias)
+    kp.write(out, kp.cast(y, x.dtype))
+
+
+_register("batch_norm", [("x", "in", "T", False), ("running_mean", "in", "W", False),
+                         ("running_var", "in", "W", False), ("weight", "in", "W", True),
+                         ("bias", "in", "W", True), ("out", "out", "T", False)],
+          _batch_norm, {"epsilon": 1e-5, "channel_axis": 1},
+          {"x": (2, 3, 4), "running_mean": (3,), "running_var": (3,), "weight": (3,), "bias": (3,)},
+          doc="inference batch norm; per-channel params of shape (C,) on channel_axis (NC... by default)")
+
+
+def get(name) -> Kernel:
+    """The library kernel registered as ``name``."""
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise kp.KernelError(f"no library kernel {name!r}; known: {', '.join(sorted(KERNELS))}") from None
