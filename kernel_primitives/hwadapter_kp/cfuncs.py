@@ -7,16 +7,14 @@ can be concatenated into one translation unit (batch compilation).
 FLOORDIV_INT = """{q}{T} kp_floordiv_{d}({T} a, {T} b)
 {{
     if (b == 0) return 0;  /* numpy: x // 0 == 0 */{minus_one}
-    {T} q = a / b;
-    if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;
+    {T} q = a / b;{floor_fix}
     return q;
 }}"""
 
 FLOORMOD_INT = """{q}{T} kp_floormod_{d}({T} a, {T} b)
 {{
     if (b == 0) return 0;  /* numpy: x % 0 == 0 */{minus_one_mod}
-    {T} r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    {T} r = a % b;{mod_fix}
     return r;
 }}"""
 
@@ -111,6 +109,9 @@ def int_helper(kind: str, d: str, dialect) -> str:
                   minus_one=(f"\n    if (b == -1) return ({T})(({dialect.utype(d)})0 - ({dialect.utype(d)})a);"
                              f"  /* no trap on MIN / -1 */" if signed else ""),
                   minus_one_mod="\n    if (b == -1) return 0;" if signed else "",
+                  # C truncates toward zero; numpy floors (unsigned values need no fix)
+                  floor_fix="\n    if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;" if signed else "",
+                  mod_fix="\n    if (r != 0 && ((r < 0) != (b < 0))) r += b;" if signed else "",
                   W=dialect.utype("int64" if d == "int64" else "int32"),
                   negative=("\n    if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);"
                             if signed else ""))

@@ -5,7 +5,6 @@ proxies; every primitive call appends a node to the current trace.  Nodes are
 interned, so reading the same input twice yields one load.
 """
 
-import inspect
 import re
 import threading
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import dtypes as dt
-from .errors import KernelError  # noqa: F401  (re-exported for kernel bodies)
+from .errors import KernelError
 from .functors import lookup
 from .ir import Apply, Const, CycleLoad, Load, Reduce, Store, Value
 from .reducers import lookup_reducer

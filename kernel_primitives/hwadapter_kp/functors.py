@@ -151,17 +151,16 @@ def _neg(ctx, a, dts, attrs):
     return f"-{a[0]}"
 
 
-def _maximum(ctx, a, dts, attrs):
-    # numpy's maximum: (a >= b || isnan(a)) ? a : b, so NaN propagates from either side
-    if dt.is_float(dts[0]):
-        return f"({a[0]} >= {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]}"
-    return f"{a[0]} >= {a[1]} ? {a[0]} : {a[1]}"
+def _select(op):
+    # numpy's maximum/minimum: (a >= b || isnan(a)) ? a : b, so NaN propagates from either side
+    def render(ctx, a, dts, attrs):
+        if dt.is_float(dts[0]) and a[0].isidentifier():    # a numeric literal is never NaN
+            return f"({a[0]} {op} {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]}"
+        return f"{a[0]} {op} {a[1]} ? {a[0]} : {a[1]}"
+    return render
 
 
-def _minimum(ctx, a, dts, attrs):
-    if dt.is_float(dts[0]):
-        return f"({a[0]} <= {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]}"
-    return f"{a[0]} <= {a[1]} ? {a[0]} : {a[1]}"
+_maximum, _minimum = _select(">="), _select("<=")
 
 
 def _div(ctx, a, dts, attrs):
@@ -213,12 +212,16 @@ def _gelu(ctx, a, dts, attrs):
 
 
 def _relu(ctx, a, dts, attrs):
+    if dts[0] == "uint8":
+        return a[0]
     zero = ctx.lit(0, dts[0])
     return _maximum(ctx, [a[0], zero], dts, attrs)
 
 
 def _sign(ctx, a, dts, attrs):
     d = dts[0]
+    if d == "uint8":
+        return f"{a[0]} > 0 ? {ctx.lit(1, d)} : {a[0]}"
     # returning x itself for zero and NaN keeps numpy's sign(0) == 0 and sign(nan) == nan
     return f"{a[0]} > 0 ? {ctx.lit(1, d)} : ({a[0]} < 0 ? {ctx.lit(-1, d)} : {a[0]})"
 

@@ -59,4 +59,4 @@ def _store(program, store, value, domain):
         out = np.broadcast_to(value, kept)
         if not store.keepdims:
             out = out.reshape(tuple(s for a, s in enumerate(domain) if a not in program.reduce_axes))
-    return np.ascontiguousarray(out).astype(dt.to_numpy(param.dtype))
+    return np.array(out, dtype=dt.to_numpy(param.dtype), order="C")   # (ascontiguousarray would make 0-d 1-d)

@@ -1,6 +1,7 @@
 """Kernels (the written-once definitions) and their specialisation into Programs."""
 
 import inspect
+import threading
 from collections import OrderedDict
 
 from . import dtypes as dt
@@ -8,7 +9,7 @@ from .dsl import ParamDecl, ParamRef, ParamSpec, check_param_name, run_trace
 from .errors import KernelError
 from .ir import Param, Reduce
 from .layout import Access, as_layout, bcast_pattern, broadcast_domain, is_contiguous
-from .program import Program, frontier_reduces
+from .program import Program
 
 _CACHE_SIZE = 512
 
@@ -30,6 +31,7 @@ class Kernel:
         self.example_shapes = dict(example_shapes or {})
         self.__doc__ = doc
         self._cache = OrderedDict()
+        self._lock = threading.Lock()
 
     def __repr__(self):
         return f"<kp.Kernel {self.name}({', '.join(p.name for p in self.params)})>"
@@ -62,12 +64,14 @@ class Kernel:
         key = (tuple(sorted((dtypes or {}).items())),
                tuple(sorted((n, tuple(as_layout(v).shape)) for n, v in shapes.items())),
                tuple(sorted(strided)), tuple(sorted((k, repr(v)) for k, v in attrs.items())))
-        program = self._cache.get(key)
+        with self._lock:
+            program = self._cache.get(key)
         if program is None:
             program = self._specialize(dict(dtypes or {}), shapes, set(strided), attrs)
-            self._cache[key] = program
-            if len(self._cache) > _CACHE_SIZE:
-                self._cache.popitem(last=False)
+            with self._lock:
+                self._cache[key] = program
+                if len(self._cache) > _CACHE_SIZE:
+                    self._cache.popitem(last=False)
         return program
 
     def specialize_for(self, inputs, dtypes=None, **attrs) -> Program:
@@ -86,8 +90,8 @@ class Kernel:
 
     def source(self, dialect="c", dtypes=None, shapes=None, **attrs) -> str:
         """Source of an example specialisation (unbound type variables: float32; shapes: example)."""
-        shapes = shapes or {p.name: self.example_shapes.get(p.name, (8,))
-                            for p in self.params if p.kind == "in" and not p.optional}
+        shapes = shapes or {p.name: self.example_shapes.get(p.name, (8,)) for p in self.params
+                            if p.kind == "in" and (not p.optional or p.name in self.example_shapes)}
         bound = {p.dtype: "float32" for p in self.params if not dt.is_dtype(p.dtype)}
         bound.update(dtypes or {})
         return self.specialize(bound, shapes, **attrs).source(dialect)
@@ -165,14 +169,6 @@ def _build(kernel, refs, trace, layouts, strided, attrs) -> Program:
         else:
             accesses.append(Access(n, "cycle", len(shape), 0, (), n in strided, False))
     reduce_axes, has_reduce = _reduce_axes(kernel, trace, rank)
-    for store in trace.stores:
-        tops = frontier_reduces(store.value)
-        if tops:
-            keep = {r.keepdims for r in tops}
-            if len(keep) > 1:
-                raise KernelError(f"kernel {kernel!r}: output {store.param!r} mixes reductions with and "
-                                  f"without keepdims")
-            store.keepdims = keep.pop()
     return Program(kernel, params, accesses, rank, reduce_axes, has_reduce, trace.stores, attrs)
 
 

@@ -8,7 +8,8 @@ int64); ``cast`` needs its output variable ``U`` bound.
 """
 
 from . import dsl as kp
-from .dsl import ParamDecl
+from .dsl import ParamDecl, current
+from .errors import KernelError
 from .functors import BINARY, UNARY
 from .kernel import Kernel
 
@@ -55,7 +56,7 @@ _register("where", [("cond", "in", "bool", False), ("x", "in", "T", False), ("y"
 
 def _cast(x, out):
     if out.dtype is None:
-        raise kp.current().error("cast needs its output dtype: pass dtypes={'U': ...}")
+        raise current().error("cast needs its output dtype: pass dtypes={'U': ...}")
     kp.write(out, kp.cast(kp.read(x), out.dtype))
 
 
@@ -158,4 +159,4 @@ def get(name) -> Kernel:
     try:
         return KERNELS[name]
     except KeyError:
-        raise kp.KernelError(f"no library kernel {name!r}; known: {', '.join(sorted(KERNELS))}") from None
+        raise KernelError(f"no library kernel {name!r}; known: {', '.join(sorted(KERNELS))}") from None

@@ -6,8 +6,8 @@ from typing import NamedTuple
 import numpy as np
 
 from .errors import KernelError
-from .ir import Apply, CycleLoad, Load, Param, Reduce, describe, operands, topo_order
-from .layout import (Access, as_layout, bcast_pattern, broadcast_domain, coalesce, is_contiguous)
+from .ir import Apply, CycleLoad, Load, Reduce, describe, operands, topo_order
+from .layout import as_layout, bcast_pattern, broadcast_domain, coalesce, is_contiguous
 
 
 class Launch(NamedTuple):
@@ -32,9 +32,15 @@ class Program:
         self.nodes = tuple(topo_order(s.value for s in self.stores))
         self.full = _full_level(self.nodes, self.accesses, reduce_axes, has_reduce)
         for store in self.stores:
-            # a value built from reductions that no longer varies along the reduced axes has the reduced shape
-            if frontier_reduces(store.value) and id(store.value) not in self.full:
+            # a value built from reductions that does not vary along the reduced axes has the reduced shape
+            tops = frontier_reduces(store.value)
+            if tops and id(store.value) not in self.full:
                 store.kind = "kept"
+                keep = {r.keepdims for r in tops}
+                if len(keep) > 1:
+                    raise KernelError(f"kernel {kernel_name!r}: output {store.param!r} mixes reductions with "
+                                      f"and without keepdims")
+                store.keepdims = keep.pop()
         self.layout = coalesce(rank, reduce_axes, accesses)
         self.name = f"{kernel_name}_{hashlib.sha1(self.signature().encode()).hexdigest()[:10]}"
         self._sources = {}
@@ -159,8 +165,11 @@ class Program:
 
     def _check_empty_reduction(self, sizes, n_units):
         n_reduce = int(np.prod([sizes[g] for g in self.layout.reduced_axes], dtype=np.int64))
-        if n_reduce == 0 and n_units:
-            for node in self.nodes:
+        if n_reduce or not n_units:
+            return
+        # full-shape outputs are empty then; only reduced-shape outputs could observe the missing identity
+        for store in self.stores:
+            for node in topo_order([store.value]) if store.kind == "kept" else ():
                 if isinstance(node, Reduce) and node.reducer.name in ("max", "min"):
                     raise KernelError(f"kernel {self.kernel_name!r}: reduction {node.reducer.name!r} "
                                       f"over an empty extent has no identity")

@@ -44,9 +44,8 @@ class Reducer:
         reg = np.dtype(dt.register(acc_dtype))
         if self.name in ("max", "min"):
             if x.size == 0:
-                if _kept_size(x, axes):
-                    raise KernelError(f"reduction {self.name!r} over an empty extent has no identity")
-                return np.empty(_kept_shape(x, axes), reg)
+                # unobservable unless stored, and Program.bind rejects storing it
+                return np.full(_kept_shape(x, axes), self.identity(acc_dtype), reg)
             fn = np.max if self.name == "max" else np.min
             return fn(x, axis=axes, keepdims=True)
         if self.name == "sum":
@@ -60,10 +59,6 @@ class Reducer:
 
 def _kept_shape(x, axes):
     return tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-
-
-def _kept_size(x, axes):
-    return int(np.prod(_kept_shape(x, axes)))
 
 
 _REDUCERS = [
