@@ -91,8 +91,6 @@ def get_device_properties(device=None):
     return _get(device).runtime.properties()
 
 
-
-
 def reset_plugins() -> None:
     """Rescan entry points and forget loaded plugins, devices and kernels (after installing or removing a plugin)."""
     from .dispatch import dispatcher
@@ -102,3 +100,4 @@ def reset_plugins() -> None:
     with dispatcher._lock:
         for name in list(dispatcher._registered):
             dispatcher.forget_device_type(name)
+        dispatcher.clear_cache()  # resolved routes hold the Devices just forgotten

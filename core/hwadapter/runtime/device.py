@@ -7,9 +7,10 @@ import threading
 
 from ..errors import DeviceUnavailableError, InvalidDeviceError
 from .allocator import CachingAllocator
-from .discovery import registry
+from .discovery import TYPE_NAME, registry
 
-_PATTERN = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?::([0-9]+))?")
+_TYPE = TYPE_NAME
+_PATTERN = re.compile(rf"({TYPE_NAME.pattern})(?::([0-9]+))?")  # [0-9], not \d: ASCII digits only
 _devices: dict[tuple[str, int], "Device"] = {}
 _lock = threading.Lock()
 
@@ -67,6 +68,18 @@ class Device:
         return (get, (self._str,))
 
 
+_KNOWN_DISTRIBUTIONS = {"opencl": "hwadapter-opencl", "cuda": "hwadapter-cuda"}
+_MAX_INDEX_DIGITS = 18  # keeps int() of the index cheap (and clear of Python's int-string length limit)
+
+
+def _safe_repr(obj, limit: int = 60) -> str:
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _available_summary() -> str:
     avail, broken = [], []
     for rec in registry.all():
@@ -80,35 +93,77 @@ def _available_summary() -> str:
     return text
 
 
-def get(spec) -> Device:
+def _malformed(spec: str) -> InvalidDeviceError:
+    """Say what exactly is wrong with a device string that is not 'type' or 'type:index'."""
+    if not spec.strip():
+        why = "it is empty" if not spec else "it is only whitespace"
+    elif spec != spec.strip() or any(c.isspace() for c in spec):
+        why = "it contains whitespace; write it without spaces"
+    else:
+        dtype, sep, index = spec.partition(":")
+        if not dtype:
+            why = "the device type before ':' is missing"
+        elif not _TYPE.fullmatch(dtype):
+            why = f"{_safe_repr(dtype)} is not a device type (letters, digits and _, not starting with a digit)"
+        elif not index:
+            why = "the index after ':' is missing"
+        elif index.startswith("-") and index[1:].isdigit():
+            why = "the index is negative"
+        elif ":" in index:
+            why = "it has more than one ':'"
+        elif index.isascii() and index.isdigit():
+            why = "the index is too large"
+        else:
+            why = f"the index {_safe_repr(index)} is not a non-negative integer"
+    return InvalidDeviceError(f"malformed device string {_safe_repr(spec)}: {why}; expected 'type' or 'type:index', "
+                              f"e.g. 'cpu' or 'cpu:0'; {_available_summary()}")
+
+
+def _unknown(dtype: str) -> InvalidDeviceError:
+    import difflib
+    known = list(registry.entry_points())
+    close = [n for n in known if n.lower() == dtype.lower()] or difflib.get_close_matches(dtype, known, n=2)
+    hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    dist = _KNOWN_DISTRIBUTIONS.get(dtype.lower())
+    fix = (f"pip install {dist}" if dist else
+           "pip install the vendor's plugin (it declares an entry point in the group 'hwadapter.plugins')")
+    return InvalidDeviceError(f"unknown device type {dtype!r}: no installed plugin provides it.{hint} Fix: {fix}, "
+                              f"then check with `hwadapter devices`; {_available_summary()}")
+
+
+def get(spec) -> "Device":
     """The Device for "type", "type:index" or a Device; InvalidDeviceError for anything else."""
     if isinstance(spec, Device):
         return spec
     if not isinstance(spec, str):
-        raise InvalidDeviceError(f"a device is a string like 'cpu' or 'cpu:0', not {type(spec).__name__} {spec!r}; "
-                                 + _available_summary())
+        raise InvalidDeviceError(f"a device is a string like 'cpu' or 'cpu:0', not {type(spec).__name__} "
+                                 f"{_safe_repr(spec)}; {_available_summary()}")
+    if type(spec) is not str:
+        spec = str.__str__(spec)  # a str subclass may override hashing or comparison; use its plain text
     key = _parse_cache.get(spec)
     if key is not None:
-        return _devices[key]
-    m = _PATTERN.fullmatch(spec.strip())
-    if m is None:
-        raise InvalidDeviceError(f"malformed device string {spec!r}: expected 'type' or 'type:index' "
-                                 f"with a non-negative integer index, e.g. 'cpu:0'; {_available_summary()}")
+        dev = _devices.get(key)
+        if dev is not None and registry._records.get(key[0]) is dev.record:
+            return dev
+    m = _PATTERN.fullmatch(spec)
+    if m is None or (m.group(2) is not None and len(m.group(2)) > _MAX_INDEX_DIGITS):
+        raise _malformed(spec)
     dtype, index = m.group(1), int(m.group(2) or 0)
     record = registry.get(dtype)
     if record is None:
-        raise InvalidDeviceError(f"unknown device type {dtype!r}: no plugin provides it; {_available_summary()}. "
-                                 f"Fix: pip install the vendor's plugin (entry point group 'hwadapter.plugins')")
+        raise _unknown(dtype)
     if not record.ok:
-        raise InvalidDeviceError(f"device type {dtype!r} cannot be used: {record.explain()}")
+        raise InvalidDeviceError(f"device type {dtype!r} cannot be used: {record.explain()} "
+                                 f"(`hwadapter doctor` shows the details)")
     if index >= record.device_count:
         raise InvalidDeviceError(f"device index {index} is out of range for {dtype!r}, which has "
-                                 f"{record.device_count} device(s); {_available_summary()}")
+                                 f"{record.device_count} device(s) (indices 0 to {record.device_count - 1}); "
+                                 f"{_available_summary()}")
     with _lock:
         dev = _devices.get((dtype, index))
         if dev is None or dev.record is not record:
             dev = _devices[(dtype, index)] = Device(record, index)
-    _parse_cache[spec] = (dtype, index)
+        _parse_cache[spec] = (dtype, index)
     return dev
 
 
@@ -133,7 +188,14 @@ def current() -> Device:
         return dev
     if _default[0] is None:
         from ..config import config
-        _default[0] = get(config.fallback_device)
+        try:
+            _default[0] = get(config.fallback_device)
+        except InvalidDeviceError as err:
+            raise InvalidDeviceError(
+                f"no device was chosen with hwadapter.set_device, and the fallback device "
+                f"HWADAPTER_FALLBACK_DEVICE={config.fallback_device!r} cannot be used: {err}. Fix: call "
+                f"hwadapter.set_device(...) with an available device, or set HWADAPTER_FALLBACK_DEVICE to one "
+                f"(default 'cpu')") from None
     return _default[0]
 
 

@@ -1,12 +1,19 @@
 """Plugin discovery through the entry-point group `hwadapter.plugins` (stevedore), lazy and isolated.
 
-Each plugin is loaded on first use, on its own: one that fails to import, to construct, to pass the
-version handshake, or to count its devices is recorded with the cause and a fix, and never breaks
-`import hwadapter` or another plugin.
+Each plugin is loaded on first use, on its own: one that fails to import, is not a `Plugin` subclass, fails the
+version handshake, fails to construct, or fails to count its devices is recorded with the cause and a fix, and
+never breaks `import hwadapter` or another plugin.
+
+Stevedore lists the entry points (with its cache); the one entry point chosen for a device type is then loaded
+by itself, so a shadowed duplicate of the same name is never imported.
 """
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
+import operator
+import re
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -20,6 +27,11 @@ log = logging.getLogger("hwadapter")
 GROUP = "hwadapter.plugins"
 
 OK, UNAVAILABLE, FAILED, INCOMPATIBLE, DISABLED = "ok", "unavailable", "failed", "incompatible", "disabled"
+#: Statuses that mean the plugin itself is broken (as opposed to "no device here" or "switched off").
+BROKEN = (FAILED, INCOMPATIBLE)
+#: A device type is an identifier, so that "type:index" parses unambiguously.
+TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DOCTOR = "run `hwadapter doctor --verbose` for the traceback"
 
 
 @dataclass
@@ -33,7 +45,7 @@ class PluginRecord:
     cause: str = ""
     fix: str = ""
     details: str = ""
-    api_version: tuple | None = None
+    api_version: Any = None
     _dist: tuple | None = field(default=None, repr=False)
 
     @property
@@ -41,12 +53,22 @@ class PluginRecord:
         return self.status == OK
 
     @property
+    def broken(self) -> bool:
+        """True when the plugin failed to load or is incompatible (not merely without a device, or disabled)."""
+        return self.status in BROKEN
+
+    @property
     def levels(self) -> list[str]:
-        return self.plugin.levels() if self.plugin is not None else []
+        if self.plugin is None:
+            return []
+        try:
+            return list(self.plugin.levels())
+        except Exception:  # a vendor override of levels() must not break listing
+            return []
 
     @property
     def distribution(self) -> tuple[str, str]:
-        """(distribution name, version) that declares this entry point."""
+        """(distribution name, version) that declares this entry point; ("?", "?") when none is found."""
         if self._dist is None:
             self._dist = _distribution_of(self.name, self.entry_point)
         return self._dist
@@ -56,13 +78,25 @@ class PluginRecord:
         return f"{self.name}: {self.status}: {self.cause}" + (f" Fix: {self.fix}" if self.fix else "")
 
 
+_dist_index: dict | None = None
+
+
 def _distribution_of(name: str, value: str) -> tuple[str, str]:
-    from importlib.metadata import distributions
-    for dist in distributions():
-        for ep in dist.entry_points:
-            if ep.group == GROUP and ep.name == name and ep.value == value:
-                return dist.metadata["Name"], dist.version
-    return "?", "?"
+    global _dist_index
+    if _dist_index is None:
+        from importlib.metadata import distributions
+        index: dict = {}
+        for dist in distributions():
+            try:
+                eps = dist.entry_points
+                meta = (dist.metadata["Name"] or "?", dist.version or "?")
+            except Exception:  # a broken METADATA of an unrelated distribution must not break us
+                continue
+            for ep in eps:
+                if ep.group == GROUP:
+                    index.setdefault((ep.name, ep.value), meta)  # sys.path order, as the entry points
+        _dist_index = index
+    return _dist_index.get((name, value), ("?", "?"))
 
 
 def _core_api():
@@ -74,63 +108,160 @@ def _check_version(record: PluginRecord, cls) -> bool:
     core = _core_api()
     version = getattr(cls, "api_version", None)
     record.api_version = version
-    valid = isinstance(version, tuple) and len(version) == 2 and all(isinstance(v, int) for v in version)
+    valid = (isinstance(version, tuple) and len(version) == 2
+             and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in version))
     if not valid:
-        record.status, record.cause = INCOMPATIBLE, f"api_version is {version!r}, not a (MAJOR, MINOR) tuple of ints"
-        record.fix = f"set api_version = {core} on the plugin class"
+        record.status = INCOMPATIBLE
+        record.cause = f"api_version is {_short_repr(version)}, not a (MAJOR, MINOR) tuple of non-negative ints"
+        record.fix = (f"set api_version = {core} on the plugin class (the plugin API version it was built for), "
+                      f"or install a release of the plugin that does")
         return False
     if version[0] != core[0] or version[1] > core[1]:
         record.status = INCOMPATIBLE
-        record.cause = f"built for plugin API {version[0]}.{version[1]}, this hwadapter provides {core[0]}.{core[1]}"
+        record.cause = (f"built for plugin API {version[0]}.{version[1]}, this hwadapter provides "
+                        f"{core[0]}.{core[1]} (accepted: {core[0]}.0 to {core[0]}.{core[1]})")
         newer_plugin = version[0] > core[0] or (version[0] == core[0] and version[1] > core[1])
-        record.fix = ("upgrade hwadapter (pip install -U hwadapter)" if newer_plugin else
-                      f"install a release of the plugin built for plugin API {core[0]}.x")
+        record.fix = ("upgrade hwadapter (pip install -U hwadapter) to a release providing plugin API "
+                      f"{version[0]}.{version[1]}, or install an older release of the plugin" if newer_plugin else
+                      f"install a release of the plugin built for plugin API {core[0]}.x "
+                      f"(pip install -U <the plugin's distribution>)")
         return False
     return True
 
 
-def _load(name: str, entry_point: str) -> PluginRecord:
+def _short_repr(obj, limit: int = 80) -> str:
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _import_failure(record: PluginRecord, err: BaseException) -> PluginRecord:
+    record.status = FAILED
+    record.cause = f"import of {record.entry_point} failed: {type(err).__name__}: {err}"
+    record.details = "".join(traceback.format_exception(err))
+    module = record.entry_point.split(":", 1)[0].strip()
+    if isinstance(err, ImportError) and getattr(err, "name", None):
+        missing = err.name
+        if missing == module or module.startswith(missing + "."):
+            record.fix = (f"the plugin's module {module!r} is not installed where this Python finds it: reinstall "
+                          f"the plugin's distribution (pip install --force-reinstall <distribution>), or fix the "
+                          f"entry point {record.name} = {record.entry_point}")
+        else:
+            record.fix = (f"install the missing module {missing!r} (reinstall the plugin's distribution with its "
+                          f"dependencies); {_DOCTOR}")
+    elif isinstance(err, AttributeError):
+        record.fix = (f"the entry point {record.name} = {record.entry_point} names an object its module does not "
+                      f"define: fix the entry point in the plugin's pyproject.toml, or reinstall the plugin")
+    elif isinstance(err, ValueError) and ":" not in record.entry_point:
+        record.fix = f"the entry point value must be 'module:PluginClass', not {record.entry_point!r}"
+    else:
+        record.fix = f"the plugin's module raised while being imported; {_DOCTOR}, and report it to its vendor"
+    return record
+
+
+def _disabled_reason(name: str) -> str | None:
+    if name in config.disable_plugins:
+        return "disabled by HWADAPTER_DISABLE_PLUGINS (or hwadapter.configure(disable_plugins=...))"
+    if config.plugins and name not in config.plugins:
+        return (f"not in the allow-list HWADAPTER_PLUGINS={','.join(config.plugins)} "
+                f"(or hwadapter.configure(plugins=...))")
+    return None
+
+
+def _load(name: str, entry_point: str, ep=None) -> PluginRecord:
     record = PluginRecord(name, entry_point)
-    if name in config.disable_plugins or (config.plugins and name not in config.plugins):
-        record.status = DISABLED
-        record.cause = ("disabled by HWADAPTER_DISABLE_PLUGINS" if name in config.disable_plugins
-                        else "not in the allow-list HWADAPTER_PLUGINS")
-        record.fix = "change HWADAPTER_PLUGINS / HWADAPTER_DISABLE_PLUGINS (or hwadapter.configure)"
+    try:
+        return _load_into(record, ep)
+    except Exception as err:  # whatever a vendor's object does when inspected, discovery must go on
+        record.status, record.plugin = FAILED, None
+        record.cause = f"hwadapter could not inspect the plugin: {type(err).__name__}: {err}"
+        record.details = traceback.format_exc()
+        record.fix = f"{_DOCTOR}, and report it to the plugin's vendor"
         return record
-    failures = []
-    manager = NamedExtensionManager(GROUP, names=[name], on_missing_entrypoints_callback=None,
-                                    on_load_failure_callback=lambda _m, _ep, err: failures.append(err))
-    if failures or name not in manager.names():
-        err = failures[0] if failures else None
+
+
+def _load_into(record: PluginRecord, ep) -> PluginRecord:
+    from ..plugin import Plugin
+    name = record.name
+    reason = _disabled_reason(name)
+    if reason is not None:
+        record.status, record.cause = DISABLED, reason
+        record.fix = ("to use it, remove it from HWADAPTER_DISABLE_PLUGINS" if name in config.disable_plugins
+                      else "to use it, add it to HWADAPTER_PLUGINS (or unset HWADAPTER_PLUGINS)")
+        return record
+    if not TYPE_NAME.fullmatch(name):
         record.status = FAILED
-        record.cause = f"import of {entry_point} failed: {type(err).__name__}: {err}" if err else "entry point vanished"
-        record.details = "".join(traceback.format_exception(err)) if err else ""
-        missing = getattr(err, "name", None) if isinstance(err, ImportError) else None
-        record.fix = (f"install the missing module {missing!r} (reinstall the plugin's distribution with its dependencies)"
-                      if missing else "reinstall the plugin's distribution; run with -X dev for the full traceback")
+        record.cause = f"the entry point name {name!r} is not a valid device type (letters, digits and _ only)"
+        record.fix = ("rename the entry point in the plugin's pyproject.toml to an identifier such as "
+                      f"{re.sub(r'[^A-Za-z0-9_]', '_', name) or 'acme'!r}; the name is the device type in 'type:index'")
         return record
-    cls = manager[name].plugin
+    if ep is None:
+        from importlib.metadata import EntryPoint
+        ep = EntryPoint(name, record.entry_point, GROUP)
+    try:
+        cls = ep.load()
+    except (Exception, SystemExit) as err:  # SystemExit too: a plugin's import must never end the process
+        return _import_failure(record, err)
+    if not (isinstance(cls, type) and issubclass(cls, Plugin)):
+        record.status = FAILED
+        what = "an instance of " + type(cls).__name__ if not isinstance(cls, type) else "the class " + cls.__name__
+        record.cause = (f"the entry point {name} = {record.entry_point} names {what}, "
+                        f"not a subclass of hwadapter.plugin.Plugin")
+        record.fix = ("point the entry point (group 'hwadapter.plugins') at the plugin's class, which must subclass "
+                      "hwadapter.plugin.Plugin: `class AcmePlugin(hwadapter.plugin.Plugin): ...`")
+        return record
     if not _check_version(record, cls):
         return record
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(getattr(cls, "__abstractmethods__", ())))
+        record.status = FAILED
+        record.cause = f"{cls.__name__} does not implement the abstract method(s) {missing} of Plugin"
+        record.fix = f"implement {missing} in {cls.__module__}.{cls.__name__} (a plugin bug: report it to its vendor)"
+        return record
+    from ..errors import DeviceUnavailableError
     try:
         plugin = cls()
         plugin.name = name
-    except Exception as err:  # a vendor's constructor may raise anything: record it, never propagate
-        record.status, record.cause = FAILED, f"constructor raised {type(err).__name__}: {err}"
+    except DeviceUnavailableError as err:  # the constructor found no driver: not a bug of the plugin
+        record.status, record.cause = UNAVAILABLE, f"{type(err).__name__}: {err}"
         record.details = traceback.format_exc()
-        record.fix = "see the plugin's documentation for its requirements (driver, runtime, environment)"
+        record.fix = getattr(err, "fix", "") or "install the device's driver/runtime, or check the hardware is visible"
+        return record
+    except (Exception, SystemExit) as err:  # a vendor's constructor may raise anything: record it, never propagate
+        record.status, record.cause = FAILED, f"constructor {cls.__name__}() raised {type(err).__name__}: {err}"
+        record.details = traceback.format_exc()
+        record.fix = (f"check the plugin's requirements (driver, runtime, environment variables) in its "
+                      f"documentation; {_DOCTOR}")
         return record
     record.plugin = plugin
     try:
-        record.device_count = int(plugin.device_count())
-    except Exception as err:
-        record.status, record.cause = UNAVAILABLE, f"{type(err).__name__}: {err}"
+        count = plugin.device_count()
+    except (Exception, SystemExit) as err:
+        record.status, record.cause = UNAVAILABLE, f"device_count() raised {type(err).__name__}: {err}"
         record.details = traceback.format_exc()
-        record.fix = getattr(err, "fix", "") or "install the device's driver/runtime, or check that the hardware is visible"
+        record.fix = getattr(err, "fix", "") or (
+            "install the device's driver/runtime, or check that the hardware is visible to this process; "
+            + ("" if isinstance(err, DeviceUnavailableError) else
+               "if it is, report this to the plugin's vendor (device_count() should raise DeviceUnavailableError "
+               "saying why no device can be used)"))
         return record
-    if record.device_count <= 0:
+    try:
+        if isinstance(count, bool):
+            raise TypeError("bool")
+        count = operator.index(count)
+        if count < 0:
+            raise ValueError("negative")
+    except (TypeError, ValueError):
+        record.status = FAILED
+        record.cause = f"device_count() returned {_short_repr(count)}, not a non-negative int"
+        record.fix = "a plugin bug: device_count() must return an int; report it to the plugin's vendor"
+        return record
+    record.device_count = count
+    if count == 0:
         record.status, record.cause = UNAVAILABLE, "the plugin found no devices"
-        record.fix = "check that the device and its driver are present"
+        record.fix = "check that the device and its driver are present and visible to this process"
     return record
 
 
@@ -140,44 +271,79 @@ class _Registry:
     def __init__(self):
         self._lock = threading.RLock()
         self._names: dict[str, str] | None = None
+        self._eps: dict = {}
         self._records: dict[str, PluginRecord] = {}
+        self._loading: set = set()
+        #: name -> entry point values that lost to an earlier one of the same name (a conflict doctor reports).
+        self.shadowed: dict[str, list[str]] = {}
 
     def entry_points(self) -> dict[str, str]:
         """name -> entry point value, in discovery order (first of duplicate names wins)."""
         with self._lock:
             if self._names is None:
-                eps = NamedExtensionManager(GROUP, names=[], on_missing_entrypoints_callback=None).list_entry_points()
+                # names=[]: stevedore lists the group (through its cache) and loads none of it
+                eps = NamedExtensionManager(GROUP, names=[], on_missing_entrypoints_callback=None)
                 names: dict[str, str] = {}
-                for ep in eps:
-                    if ep.name in names and names[ep.name] != ep.value:
-                        log.warning("two plugins claim device type %r (%s and %s); using the first",
-                                    ep.name, names[ep.name], ep.value)
-                    names.setdefault(ep.name, ep.value)
-                self._names = names
+                chosen: dict = {}
+                shadowed: dict[str, list[str]] = {}
+                for ep in eps.list_entry_points():
+                    if ep.name in names:
+                        if names[ep.name] != ep.value and ep.value not in shadowed.get(ep.name, []):
+                            log.warning("two plugins claim device type %r (%s and %s); using the first",
+                                        ep.name, names[ep.name], ep.value)
+                            shadowed.setdefault(ep.name, []).append(ep.value)
+                        continue
+                    names[ep.name], chosen[ep.name] = ep.value, ep
+                self._names, self._eps, self.shadowed = names, chosen, shadowed
             return self._names
 
     def get(self, name: str) -> PluginRecord | None:
         """The record of plugin `name`, loading it now if needed; None if no entry point has that name."""
+        if not isinstance(name, str):
+            return None
+        record = self._records.get(name)
+        if record is not None:
+            return record
         with self._lock:
             record = self._records.get(name)
             if record is None:
                 value = self.entry_points().get(name)
                 if value is None:
                     return None
-                record = self._records[name] = _load(name, value)
+                if name in self._loading:  # the plugin asked for itself while importing or constructing
+                    return PluginRecord(name, value, UNAVAILABLE, cause="the plugin is still being loaded",
+                                        fix="a plugin must not use hwadapter devices while it is being loaded")
+                self._loading.add(name)
+                try:
+                    record = _load(name, value, self._eps.get(name))
+                finally:
+                    self._loading.discard(name)
+                self._records[name] = record
                 if not record.ok:
                     log.info("plugin %s", record.explain())
             return record
 
     def all(self) -> list[PluginRecord]:
         """Every plugin's record, loading each."""
-        return [self.get(n) for n in self.entry_points()]
+        return [r for r in (self.get(n) for n in list(self.entry_points())) if r is not None]
+
+    def loaded(self) -> list[PluginRecord]:
+        """The records of plugins loaded so far, without loading any."""
+        return list(self._records.values())
 
     def reset(self) -> None:
         """Forget everything, so the next use rescans entry points (after installing a plugin)."""
+        global _dist_index
         with self._lock:
             ExtensionManager.ENTRY_POINT_CACHE.pop(GROUP, None)
-            self._names, self._records = None, {}
+            try:  # stevedore also memoises per sys.path in memory, which would hide a plugin installed just now
+                from stevedore import _cache
+                _cache._c._internal.clear()
+            except Exception:
+                pass
+            importlib.invalidate_caches()
+            _dist_index = None
+            self._names, self._eps, self._records, self.shadowed = None, {}, {}, {}
 
 
 registry = _Registry()
