@@ -28,7 +28,7 @@ __all__ = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "de
 
 
 def __getattr__(name):
-    if name == "kp":  # the kernel-primitive language, imported only when used
-        import hwadapter_kp
-        return hwadapter_kp
+    if name == "kp":  # the kernel-primitive language is imported when first used, not by `import hwadapter`
+        import importlib
+        return importlib.import_module(".kp", __name__)
     raise AttributeError(f"module 'hwadapter' has no attribute {name!r}")

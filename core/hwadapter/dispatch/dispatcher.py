@@ -16,8 +16,6 @@ from .registry import KernelRegistrar, kernels
 _cache: dict = {}
 _registered: set = set()
 _lock = threading.RLock()
-#: Codegen routes (the compiler level) plug in here: fn(op, device, dtypes) -> kernel or None.
-codegen_routes: list = []
 #: Set by hwadapter.profiler while profiling: called with (op, device, dtypes, route, seconds).
 profile_hook = None
 
@@ -88,10 +86,8 @@ def _find(op: str, dev, dtypes: tuple):
     ensure_registered(dev.record)
     fn = kernels.lookup(op, dev.type, dtypes)
     if fn is None:
-        for route in codegen_routes:
-            fn = route(op, dev, dtypes)
-            if fn is not None:
-                break
+        from . import codegen
+        fn = codegen.route(op, dev, dtypes)
     return fn
 
 

@@ -1,0 +1,69 @@
+"""The op set written in kernel primitives: which hwadapter_kp kernel runs each op, and how attributes map.
+
+No `from __future__ import annotations` here: kp.kernel reads the kp.In[...] annotations as objects.
+"""
+
+import numpy as np
+
+import hwadapter_kp as kp
+from hwadapter_kp import library
+
+from ..dispatch.codegen import PrimitiveOp, register
+
+_SAME = {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf", "sin", "cos",
+         "floor", "ceil", "round", "sign"}
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "div": "div", "pow": "pow", "maximum": "max",
+           "minimum": "min", "mod": "mod"}
+_COMPARE = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le", "greater": "gt",
+            "greater_equal": "ge", "logical_and": "logical_and", "logical_or": "logical_or",
+            "logical_xor": "logical_xor"}
+
+
+def _same_dtype(attrs, dtypes):
+    return {"U": np.dtype(dtypes[0]).name}
+
+
+def _bool_out(attrs, dtypes):
+    return {"U": "bool"}
+
+
+@kp.kernel(name="gelu")
+def _gelu(x: kp.In["T"], out: kp.Out["T"], *, approximate=False):
+    """Exact (erf) gelu, or the tanh approximation; float16 is computed in float32."""
+    cd = "float32" if x.dtype == "float16" else x.dtype
+    v = kp.cast(kp.read(x), cd)
+    if approximate:
+        inner = kp.init(0.7978845608028654, cd) * (v + kp.init(0.044715, cd) * v * v * v)
+        y = kp.init(0.5, cd) * v * (kp.init(1.0, cd) + kp.unary("tanh", inner))
+    else:
+        y = kp.unary("gelu", v)
+    kp.write(out, kp.cast(y, x.dtype))
+
+
+def _reduce_attrs(attrs, dtypes):
+    return {"axis": tuple(attrs["axis"]), "keepdims": attrs.get("keepdim", False)}
+
+
+def install() -> None:
+    """Register every primitive-expressible op of the op set with the codegen route."""
+    for op in _SAME:
+        register(op, PrimitiveOp(library.get(op), ("x",), bind=_same_dtype))
+    register("logical_not", PrimitiveOp(library.get("logical_not"), ("x",), bind=_bool_out))
+    register("gelu", PrimitiveOp(_gelu, ("x",)))
+    for op, name in _BINARY.items():
+        register(op, PrimitiveOp(library.get(name), ("x", "y"), bind=_same_dtype))
+    for op, name in _COMPARE.items():
+        register(op, PrimitiveOp(library.get(name), ("x", "y"), bind=_bool_out))
+    register("where", PrimitiveOp(library.get("where"), ("cond", "x", "y")))
+    register("cast", PrimitiveOp(library.get("cast"), ("x",), attrs=lambda a, d: {},
+                                 bind=lambda a, d: {"U": a["dtype"]}))
+    register("clip", PrimitiveOp(library.get("clip"), ("x",)))
+    for op in ("sum", "mean", "max", "min", "prod"):
+        register(op, PrimitiveOp(library.get(f"reduce_{op}"), ("x",), attrs=_reduce_attrs, bind=_same_dtype))
+    for op in ("softmax", "log_softmax"):
+        register(op, PrimitiveOp(library.get(op), ("x",)))
+    register("layer_norm", PrimitiveOp(
+        library.get("layer_norm"), ("x", "weight", "bias"), outputs=("out",),
+        attrs=lambda a, d: {"begin_norm_axis": a["begin_axis"], "epsilon": a["epsilon"]}))
+    register("batch_norm", PrimitiveOp(library.get("batch_norm"),
+                                       ("x", "running_mean", "running_var", "weight", "bias")))
