@@ -150,6 +150,7 @@ def _build(kernel, refs, trace, layouts, strided, attrs) -> Program:
         if ref.kind == "out" and name not in {s.param for s in trace.stores}:
             raise KernelError(f"kernel {kernel!r}: output {name!r} is never written")
         params.append(Param(name, dtype, ref.kind))
+    params.sort(key=lambda p: p.kind != "in")    # entry points take all inputs, then all outputs
     inputs = [n for n, r in refs.items() if r.kind == "in"]
     domain_inputs = [n for n in inputs if trace.modes.get(n, "domain") == "domain"]
     if not domain_inputs:

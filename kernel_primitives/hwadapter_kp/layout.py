@@ -31,13 +31,13 @@ def contiguous_strides(shape) -> tuple:
 
 
 def as_layout(value) -> Layout:
-    """Layout of an ndarray, a Layout, or a shape tuple (contiguous)."""
+    """Layout of an ndarray, a Layout, a shape tuple, or any object with ``.shape`` (taken as row-major)."""
     if isinstance(value, Layout):
         return Layout(tuple(int(s) for s in value.shape), tuple(int(s) for s in value.strides))
     if isinstance(value, np.ndarray):
         item = value.itemsize
         return Layout(value.shape, tuple(s // item for s in value.strides))
-    shape = tuple(int(s) for s in value)
+    shape = tuple(int(s) for s in getattr(value, "shape", value))
     return Layout(shape, contiguous_strides(shape))
 
 

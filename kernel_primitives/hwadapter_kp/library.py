@@ -4,7 +4,8 @@
 rules); reductions are ``reduce_<sum|mean|max|min|prod>`` with attrs ``axis``
 (None: all) and ``keepdims``.  Output dtype variables left unbound are
 inferred from what the kernel writes (e.g. comparisons give bool, integer sums
-int64); ``cast`` needs its output variable ``U`` bound.
+int64); ``cast`` needs its output variable ``U`` bound, and a bound ``U`` of a
+reduction converts the accumulated result to it.
 """
 
 from . import dsl as kp
@@ -78,7 +79,9 @@ _register("clip", [("x", "in", "T", False), ("out", "out", "T", False)], _clip, 
 
 def _reduction(op):
     def body(x, out, axis=None, keepdims=False):
-        kp.write(out, kp.reduce(op, kp.read(x), axes=axis, keepdims=keepdims))
+        value = kp.reduce(op, kp.read(x), axes=axis, keepdims=keepdims)
+        # U left unbound: the accumulator dtype (int64 for integer sums); bound: converted to it
+        kp.write(out, kp.cast(value, out.dtype) if out.dtype else value)
     _register(f"reduce_{op}", [("x", "in", "T", False), ("out", "out", "U", False)], body,
               {"axis": None, "keepdims": False}, {"x": (4, 8)}, doc=f"{op} over axis (None: all)")
 

@@ -264,3 +264,28 @@ def test_constant_representability():
     def half_int(x: kp.In["int32"], out: kp.Out["int32"]):
         kp.write(out, kp.read(x) * 0.5)
     _raises("not representable as int32", half_int.specialize, shapes={"x": (3,)})
+
+
+def test_params_are_inputs_then_outputs():
+    @kp.kernel
+    def interleaved(a: kp.In["T"], total: kp.Out["T"], b: kp.In["T"], diff: kp.Out["T"]):
+        kp.write(total, kp.read(a) + kp.read(b))
+        kp.write(diff, kp.read(a) - kp.read(b))
+    p = interleaved.specialize({"T": "int32"}, {"a": (3,), "b": (3,)})
+    assert [q.name for q in p.params] == ["a", "b", "total", "diff"]
+    a, b = np.arange(3, dtype=np.int32), np.full(3, 5, np.int32)
+    got = H.run_c(p, {"a": a, "b": b})
+    np.testing.assert_array_equal(got["total"], a + b)
+    np.testing.assert_array_equal(got["diff"], a - b)
+
+
+def test_shape_objects_and_bound_reduction_dtype():
+    class Dense:           # what a device array looks like to the launch contract: shape and dtype
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = shape, np.dtype(dtype)
+    p = library.get("reduce_sum").specialize_for({"x": Dense((4, 6), "int32")}, dtypes={"U": "int32"}, axis=1)
+    assert p.outputs[0].dtype == "int32" and p.bind({"x": Dense((4, 6), "int32")}).scalar_args == (4, 6)
+    x = np.arange(24, dtype=np.int32).reshape(4, 6)
+    np.testing.assert_array_equal(H.run_c(p, {"x": x})["out"], x.sum(axis=1).astype(np.int32))
+    unbound = library.get("reduce_sum").specialize_for({"x": x}, axis=1)
+    assert unbound.outputs[0].dtype == "int64"
