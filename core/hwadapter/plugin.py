@@ -16,6 +16,8 @@ from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, Inval
 from .dispatch.registry import KernelRegistrar  # noqa: F401
 from .runtime.memory import DeviceArray  # noqa: F401
 from .ops import reference  # noqa: F401  (numpy reference kernels, the semantics of every op)
+from .ops import shapes  # noqa: F401  (shape rules, to size outputs)
+from .graph.ir import Graph, Node, Value  # noqa: F401  (what subgraph backends receive)
 from . import dtypes  # noqa: F401
 
 #: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
@@ -188,6 +190,10 @@ class CodegenBackend(ABC):
         """None when the backend can compile here, else the reason it cannot."""
         return None
 
+    def cache_key(self) -> dict:
+        """What a binary depends on besides its source (compiler version, flags, target), for the disk cache."""
+        return {"backend": type(self).__qualname__}
+
 
 class Executable(ABC):
     """A compiled subgraph."""
@@ -257,3 +263,12 @@ class Plugin(ABC):
 
 
 from .runtime.native import NativePlugin, NativeRuntime  # noqa: E402,F401  (needs the classes above)
+
+
+def codegen_kernel(op: str, device):
+    """The op's kernel-primitive program runner on `device` (None when the op is not written in primitives or the
+    device has no usable codegen backend): `.program(arrays, attrs)`, `.load(program)`, or call it like a kernel.
+    Subgraph backends use it to compile op nodes."""
+    from .dispatch import codegen
+    from .runtime.device import get
+    return codegen.route(op, get(device), ())
