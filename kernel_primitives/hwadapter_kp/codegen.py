@@ -164,6 +164,8 @@ class _Renderer:
     def emit_pass(self, depth):
         if depth in self.done_passes:
             return
+        for shallower in range(1, depth):   # a pass reads the results of every shallower one
+            self.emit_pass(shallower)
         self.done_passes.add(depth)
         reduces = [n for n in self.p.nodes if isinstance(n, Reduce) and self.passes[id(n)] == depth]
         loop = _Scope(loop=True)
@@ -229,7 +231,8 @@ class _Renderer:
         if p.has_reduce:
             reduced = " * ".join(sizes[g] for g in lay.reduced_axes) or "1"
             pre.append(f"const {self.I} n_reduce = {reduced};")
-        opening, closing, depth = d.grid_loop(vectorizable=not p.has_reduce)
+        work = "n_units * n_reduce" if p.has_reduce else "n_units"
+        opening, closing, depth = d.grid_loop(vectorizable=not p.has_reduce, work=work)
         buffers = [(q.name, d.storage_type(q.dtype), q.is_input) for q in p.params]
         scalars = p.scalar_arg_names()
         lines = _header(p, d, scalars)

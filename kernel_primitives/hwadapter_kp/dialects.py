@@ -138,8 +138,11 @@ class Dialect:
         local = self.schedule.local_size
         return -(-items // local) * local
 
-    def grid_loop(self, vectorizable: bool):
-        """(opening lines, closing lines, body depth) of the loop running ``unit`` over all work units."""
+    def grid_loop(self, vectorizable: bool, work: str = "n_units"):
+        """(opening lines, closing lines, body depth) of the loop running ``unit`` over all work units.
+
+        ``vectorizable``: the body has no inner loops; ``work``: expression of the total element count.
+        """
         s, I = self.schedule, self.index_type
         first = self.first_item()
         step = self.item_stride()
@@ -158,6 +161,22 @@ class Dialect:
         """Lines before the helpers: includes and pragmas for the features used."""
         return []
 
+    def first_item(self) -> str:
+        """Expression of this work item's first index (grid-stride dialects)."""
+        raise NotImplementedError
+
+    def item_stride(self) -> str:
+        """Expression of the grid-stride step (grid-stride dialects)."""
+        raise NotImplementedError
+
+    def signature(self, name, buffers, scalars) -> list:
+        """Lines of the entry declaration: ``buffers`` are (name, element type, is_input)."""
+        raise NotImplementedError
+
+    def round_half_source(self) -> str:
+        """Source of ``kp_round_half`` (float -> nearest half -> float)."""
+        raise NotImplementedError
+
     def describe_schedule(self) -> str:
         """The schedule as the source header shows it."""
         return self.schedule.describe()
@@ -172,7 +191,7 @@ class CDialect(Dialect):
     """Plain C99 with an OpenMP parallel loop; the entry runs the whole grid itself."""
 
     schedule: Schedule = field(default_factory=lambda: Schedule(local_size=1))
-    parallel_threshold: int = 32768     # below this many work units OpenMP's fork costs more than it saves
+    parallel_threshold: int = 32768     # below this many elements OpenMP's fork costs more than it saves
     name = "c"
     title = "C99 + OpenMP"
     extension = ".c"
@@ -223,9 +242,9 @@ class CDialect(Dialect):
         args += [f"const int64_t {s}" for s in scalars]
         return [f"void {name}(", *_arg_lines(args), ")"]
 
-    def grid_loop(self, vectorizable):
+    def grid_loop(self, vectorizable, work="n_units"):
         s = self.schedule
-        omp = f"#pragma omp parallel for schedule(static) if (n_units > {self.parallel_threshold})"
+        omp = f"#pragma omp parallel for schedule(static) if ({work} > {self.parallel_threshold})"
         simd = f"#pragma omp simd simdlen({s.vector_width})" if vectorizable and s.vector_width > 1 else None
         if s.elems_per_item == 1:
             if simd:

@@ -16,8 +16,9 @@ from kp_corpus import cases
 
 CASES = cases()
 IDS = [c.id for c in CASES]
-# schedules the renderer must honour: several work units per item, SIMD width (C), other group sizes
-C_VARIANT = kp.C.with_schedule(elems_per_item=4, vector_width=4)
+# schedules the renderer must honour: several work units per item, SIMD width (C), other group sizes;
+# the C variant also forces the OpenMP threads on for every size
+C_VARIANT = kp.CDialect(schedule=kp.Schedule(local_size=1, elems_per_item=4, vector_width=4), parallel_threshold=0)
 CL_VARIANT = kp.OPENCL.with_schedule(local_size=32, elems_per_item=3)
 CUDA_VARIANT = kp.CUDA.with_schedule(local_size=128, elems_per_item=4)
 

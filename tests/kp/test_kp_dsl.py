@@ -289,3 +289,14 @@ def test_shape_objects_and_bound_reduction_dtype():
     np.testing.assert_array_equal(H.run_c(p, {"x": x})["out"], x.sum(axis=1).astype(np.int32))
     unbound = library.get("reduce_sum").specialize_for({"x": x}, axis=1)
     assert unbound.outputs[0].dtype == "int64"
+
+
+def test_large_launches_run_in_parallel_and_agree():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((300, 257)).astype(np.float32)
+    y = rng.standard_normal(257).astype(np.float32)
+    add = library.get("add").specialize_for({"x": x, "y": y})
+    H.assert_same(H.run_c(add, {"x": x, "y": y})["out"], x + y)
+    for axis in (-1, 0):
+        sm = library.get("softmax").specialize_for({"x": x}, axis=axis)
+        H.assert_same(H.run_c(sm, {"x": x})["out"], kp.interpret(sm, {"x": x})["out"])
