@@ -19,70 +19,8 @@ from hwadapter.runtime.discovery import registry
 
 PLUGINS = Path(__file__).parent / "plugins"
 
-# A complete host-memory plugin that reuses the CPU reference kernels; its `add` counts its calls, so a test can
-# tell the op ran on this plugin's kernel rather than through fallback.
-GOOD = '''
-import numpy as np
-from hwadapter.plugin import DeviceProperties, HostEvent, HostStream, Plugin, Runtime, reference
-
-ADD_CALLS = []
-
-
-class GoodRuntime(Runtime):
-    host_memory = True
-
-    def properties(self):
-        return DeviceProperties(name="good host device", vendor="tests")
-
-    def allocate(self, nbytes):
-        return np.empty(nbytes, np.uint8)
-
-    def free(self, handle):
-        pass
-
-    def copy_h2d(self, dst, dst_offset, src, stream=None):
-        dst[dst_offset:dst_offset + src.nbytes] = src.reshape(-1).view(np.uint8)
-
-    def copy_d2h(self, dst, src, src_offset, stream=None):
-        dst.reshape(-1).view(np.uint8)[:] = src[src_offset:src_offset + dst.nbytes]
-
-    def copy_d2d(self, dst, dst_offset, src, src_offset, nbytes, stream=None):
-        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
-
-    def memset(self, dst, offset, value, nbytes, stream=None):
-        dst[offset:offset + nbytes] = value
-
-    def create_stream(self):
-        return HostStream()
-
-    @property
-    def default_stream(self):
-        return HostStream()
-
-    def create_event(self):
-        return HostEvent()
-
-    def synchronize(self):
-        pass
-
-
-def _counted_add(x, y):
-    ADD_CALLS.append(1)
-    return reference.KERNELS["add"](x, y)
-
-
-class GoodPlugin(Plugin):
-    def device_count(self):
-        return 1
-
-    def create_runtime(self, index):
-        return GoodRuntime(index)
-
-    def register_kernels(self, kernels):
-        for op, fn in reference.KERNELS.items():
-            kernels.register(op, fn)
-        kernels.register("add", _counted_add)
-'''
+FIXTURES = Path(__file__).parent / "fixtures" / "discovery"
+GOOD = (FIXTURES / "good_plugin.py").read_text()
 
 # A plugin class header every broken variant below can build on.
 BASE = '''

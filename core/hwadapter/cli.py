@@ -59,6 +59,24 @@ def plugin_info(record) -> dict:
             "cause": record.cause, "fix": record.fix}
 
 
+def codegen_status(record) -> tuple[bool | None, str, set]:
+    """(usable, why not, ops it can generate) of a plugin's codegen backend on its device 0; usable is None when the
+    plugin has no codegen level."""
+    if not record.ok or "codegen" not in record.levels:
+        return None, "", set()
+    try:
+        from hwadapter.dispatch import codegen
+        from hwadapter.runtime import device as _device
+        dev = _device.get(f"{record.name}:0")
+        codegen.route("", dev, ())  # installs the op set written in kernel primitives (imports hwadapter_kp)
+        backend = codegen.backend_for(dev)
+        if backend is None:
+            return False, codegen.unavailable_reasons().get(str(dev), "the backend reported no reason"), set()
+        return True, "", set(codegen.OPS)
+    except Exception as err:  # a vendor's codegen_backend() may raise anything
+        return False, f"{type(err).__name__}: {err}", set()
+
+
 # --- devices ----------------------------------------------------------------------------------------------
 def _add_devices(sub) -> None:
     p = sub.add_parser("devices", help="list every installed plugin, its status and its devices",
@@ -172,6 +190,7 @@ def _cmd_doctor(args) -> int:
     say = lambda text, style="": console.print(Text(text, style=style))  # noqa: E731
     say(f"hwadapter {version} (plugin API {api}), Python {sys.version.split()[0]} at {sys.executable}", "bold")
     records = _records()
+    no_codegen: list[str] = []
     say("Plugins:", "bold")
     if not records:
         say("  FAIL no plugin is installed (entry point group 'hwadapter.plugins')", "bold red")
@@ -183,6 +202,14 @@ def _cmd_doctor(args) -> int:
             devices = ", ".join(f"{rec.name}:{i}" for i in range(rec.device_count))
             say(f"{head}: ok, {rec.device_count} device(s) {devices}; levels: {', '.join(rec.levels) or 'none'}",
                 "green")
+            usable, why, ops = codegen_status(rec)
+            if usable:
+                say(f"       codegen backend usable: {len(ops)} ops written in kernel primitives compile for it")
+            elif usable is False:
+                no_codegen.append(rec.name)
+                say(f"       warn codegen backend unavailable: {why}", "yellow")
+                say("       fix: see the cause; until then ops without a kernel on "
+                    f"{rec.name} fall back instead of being generated")
             continue
         say(f"{head}: {rec.status}: {rec.cause}", STATUS_STYLE.get(rec.status, ""))
         if rec.fix:
@@ -204,11 +231,13 @@ def _cmd_doctor(args) -> int:
                         + ", ".join(r.name for r in broken))
     if unavailable:
         problems.append(f"{len(unavailable)} plugin(s) have no usable device: " + ", ".join(r.name for r in unavailable))
+    if no_codegen:
+        problems.append("codegen backend unavailable on " + ", ".join(no_codegen))
     if bad_settings:
         problems.append(f"{len(bad_settings)} setting(s) need fixing")
     say("Summary: " + ("; ".join(problems) if problems else "everything is in order"),
         "bold red" if broken else "bold")
-    if broken or (args.strict and (unavailable or bad_settings or not records)):
+    if broken or (args.strict and (unavailable or bad_settings or no_codegen or not records)):
         return 1
     return 0
 
@@ -254,15 +283,26 @@ def _cmd_ops(args) -> int:
         except HwAdapterError as err:
             notes.append(str(err))
     table_of = {t: kernels.ops(t) for t in dict.fromkeys(types + ([fb_type] if fb_type else []))}
+    generated: dict[str, set] = {}
+    for t in types:
+        usable, why, gen_ops = codegen_status(registry.get(t))
+        generated[t] = gen_ops
+        if usable is False:
+            notes.append(f"{t}: codegen backend unavailable: {why}")
     ops = sorted(set(reference.KERNELS).union(*(set(v) for v in table_of.values())))
-    if config.fallback == "error":
-        missing_word = "no kernel: raises KernelNotFoundError (HWADAPTER_FALLBACK=error)"
-    else:
-        missing_word = f"no kernel: falls back to {fb_type}" if fb_type else "no kernel (no usable fallback device)"
+
+    def missing(t: str) -> str:
+        if config.fallback == "error":
+            return "no kernel: raises KernelNotFoundError (HWADAPTER_FALLBACK=error)"
+        if t == fb_type:
+            return "no kernel: raises KernelNotFoundError (it is the fallback device)"
+        return f"no kernel: falls back to {fb_type}" if fb_type else "no kernel (no usable fallback device)"
+
     if args.json:
         print(json.dumps({"fallback_device": fb_type, "fallback": config.fallback, "device_types": types,
-                          "ops": {op: {t: table_of[t].get(op) for t in types} for op in ops}, "notes": notes},
-                         indent=2))
+                          "ops": {op: {t: table_of[t].get(op) for t in types} for op in ops},
+                          "codegen": {t: sorted(generated[t] & set(ops)) for t in types if generated[t]},
+                          "notes": notes}, indent=2))
         return 0
     from rich.table import Table
     if args.device is not None:
@@ -272,25 +312,33 @@ def _cmd_ops(args) -> int:
         table.add_column(f"{t} kernel (dtypes)", overflow="fold")
         for op in ops:
             have = table_of[t].get(op)
-            dtypes = ", ".join(have) if have else ""
-            if have and "any" not in have and fb_type and fb_type != t:
-                dtypes += f" (other dtypes fall back to {fb_type})"
-            table.add_row(_text(op), _text(dtypes, "green") if have else _text(missing_word, "yellow"))
+            if have:
+                cell = _text(", ".join(have), "green")
+                if "any" not in have:
+                    other = ("codegen" if op in generated[t] else
+                             f"fall back to {fb_type}" if fb_type and fb_type != t else "have no kernel")
+                    cell.append(f" (other dtypes: {other})")
+            elif op in generated[t]:
+                cell = _text("codegen (generated from kernel primitives)", "cyan")
+            else:
+                cell = _text(missing(t), "yellow")
+            table.add_row(_text(op), cell)
         console.print(table)
         n = sum(1 for op in ops if table_of[t].get(op))
-        console.print(_text(f"{t}: {n} of {len(ops)} ops have a kernel; {len(ops) - n} have none "
-                            f"({missing_word.split(': ', 1)[-1]})"))
-        rec = registry.get(t)
-        if rec is not None and "codegen" in rec.levels:
-            console.print(_text(f"{t} has a codegen backend: ops written in kernel primitives also run there "
-                                f"through generated code"))
+        g = sum(1 for op in ops if not table_of[t].get(op) and op in generated[t])
+        console.print(_text(f"{t}: {n} of {len(ops)} ops have a kernel"
+                            + (f", {g} more are generated by its codegen backend" if g else "")
+                            + (f"; {len(ops) - n - g} have none ({missing(t).split(': ', 1)[-1]})"
+                               if len(ops) > n + g else "")))
     else:
-        table = Table(title="op kernels per device type (dtypes; '-' = no kernel, falls back)", title_justify="left")
+        table = Table(title="op kernels per device type (dtypes; 'codegen' = generated from kernel primitives; "
+                            "'-' = no kernel, falls back)", title_justify="left")
         table.add_column("op")
         for t in types:
             table.add_column(t, overflow="fold")
         for op in ops:
             table.add_row(_text(op), *(_text(", ".join(table_of[t][op]), "green") if table_of[t].get(op)
+                                       else _text("codegen", "cyan") if op in generated[t]
                                        else _text("-", "yellow") for t in types))
         console.print(table)
         for t in types:
