@@ -1,9 +1,8 @@
 """A specialised kernel: the analysed IR plus the launch contract (bind, output shapes, source)."""
 
 import hashlib
+import math
 from typing import NamedTuple
-
-import numpy as np
 
 from .errors import KernelError
 from .ir import Apply, CycleLoad, Load, Reduce, describe, operands, topo_order
@@ -96,7 +95,9 @@ class Program:
     # --- launch contract -------------------------------------------------------------------
     def domain(self, inputs) -> tuple:
         """Domain shape for ``inputs`` (arrays, Layouts or shapes); checks they fit this specialisation."""
-        layouts = self._layouts(inputs)
+        return self._domain(self._layouts(inputs))
+
+    def _domain(self, layouts) -> tuple:
         entries = [(n, layouts[n].shape, a.offset) for n, a in self.accesses.items() if a.mode == "domain"]
         domain = broadcast_domain(self.kernel_name, entries, self.rank)
         for name, acc in self.accesses.items():
@@ -118,9 +119,9 @@ class Program:
         """Global size and ordered int64 scalar args (sizes, strides, periods) for a launch."""
         from .dialects import get_dialect
         layouts = self._layouts(inputs)
-        domain = self.domain(layouts)
+        domain = self._domain(layouts)
         lay = self.layout
-        sizes = [int(np.prod([domain[a] for a in g], dtype=np.int64)) for g in lay.groups]
+        sizes = [math.prod([domain[a] for a in g]) for g in lay.groups]
         args = list(sizes)
         for p in self.inputs:
             acc, layout = self.accesses[p.name], layouts[p.name]
@@ -128,11 +129,11 @@ class Program:
                 raise self._mismatch(p.name, "is not contiguous; specialise with strided=[...] for it")
             if acc.mode == "domain" and p.name not in lay.flat:
                 args += [layout.strides[acc.dim(g[-1])] for g, b in zip(lay.groups, lay.bcast[p.name]) if not b]
-        n_units = int(np.prod([sizes[g] for g in lay.kept_axes], dtype=np.int64))
-        n_domain = int(np.prod(domain, dtype=np.int64))
+        n_units = math.prod([sizes[g] for g in lay.kept_axes])
+        n_domain = math.prod(domain)
         for p in self.inputs:
             if self.accesses[p.name].mode == "cycle":
-                period = int(np.prod(layouts[p.name].shape, dtype=np.int64))
+                period = math.prod(layouts[p.name].shape)
                 if period == 0 and n_domain:
                     raise self._mismatch(p.name, "is empty but is cycled over a non-empty domain")
                 if not is_contiguous(layouts[p.name]):
@@ -164,7 +165,7 @@ class Program:
         return tuple(s for a, s in enumerate(domain) if a not in self.reduce_axes)
 
     def _check_empty_reduction(self, sizes, n_units):
-        n_reduce = int(np.prod([sizes[g] for g in self.layout.reduced_axes], dtype=np.int64))
+        n_reduce = math.prod([sizes[g] for g in self.layout.reduced_axes])
         if n_reduce or not n_units:
             return
         # full-shape outputs are empty then; only reduced-shape outputs could observe the missing identity

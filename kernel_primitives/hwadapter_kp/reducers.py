@@ -1,5 +1,6 @@
 """Reductions: accumulator dtype, identity, combining functor and numpy semantics."""
 
+import math
 import types
 from dataclasses import dataclass
 
@@ -52,7 +53,7 @@ class Reducer:
             return np.sum(x, axis=axes, dtype=reg, keepdims=True)
         if self.name == "prod":
             return np.prod(x, axis=axes, dtype=reg, keepdims=True)
-        count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+        count = math.prod(x.shape[a] for a in axes)
         total = np.sum(x, axis=axes, dtype=reg, keepdims=True)
         return (total / reg.type(count)).astype(reg) if count else np.full(total.shape, np.nan, reg)
 
