@@ -89,3 +89,12 @@ def test_profiler_shows_the_route_of_every_op(x):
         hw.exp(x + x)
     routes = {r["op"]: r["route"] for r in prof.table()}
     assert routes == {"add": "kernel", "exp": "fallback to cpu:0"}
+
+
+def test_an_invalid_fallback_setting_is_an_error_at_the_first_fallback(x, monkeypatch):
+    from hwadapter.config import config
+    monkeypatch.setattr(config, "fallback", "bogus")
+    from hwadapter.dispatch import dispatcher
+    dispatcher.clear_cache()
+    with pytest.raises(hw.InvalidArgumentError, match="HWADAPTER_FALLBACK='bogus'"):
+        hw.exp(x)

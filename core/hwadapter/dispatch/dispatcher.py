@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from ..config import config
+from ..config import check_fallback_mode, config
 from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError, PluginLoadError
 from ..runtime import device as _device
 from ..runtime.memory import DeviceArray
@@ -96,6 +96,7 @@ def resolve(op: str, dev, dtypes: tuple):
     fn = _find(op, dev, dtypes)
     if fn is not None:
         return fn
+    check_fallback_mode()
     if config.fallback == "error":
         raise _not_found(op, dev, dtypes, "fallback is off (HWADAPTER_FALLBACK=error / strict mode)")
     try:
