@@ -3,13 +3,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The reference plugins are separate distributions, installed editable beside the core.
+PLUGINS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml))
 
-.PHONY: demo test test-slow test-gpu bench clean opencl-runtime
+.PHONY: demo test test-slow test-gpu bench clean
 
-$(STAMP): pyproject.toml setup.py core/native/native.cpp
+$(STAMP): pyproject.toml setup.py core/native/native.cpp $(addsuffix /pyproject.toml,$(PLUGINS)) scripts/ensure-opencl.sh
+	./scripts/ensure-opencl.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test]' $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 demo: $(STAMP)
@@ -21,9 +24,17 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# On a machine with an NVIDIA GPU: cupy for CUDA 13, the CUDA plugin's GPU tests, and its benchmarks.
+test-gpu: $(STAMP)
+	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
+	$(PY) -m pytest -q -m gpu tests/test_cuda.py
+	$(PY) benchmarks/cuda.py
+
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
 	$(PY) benchmarks/dispatch.py
+	$(PY) benchmarks/fused_elementwise.py
+	$(if $(wildcard benchmarks/matmul.py),$(PY) benchmarks/matmul.py)
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info
