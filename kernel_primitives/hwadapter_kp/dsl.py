@@ -71,11 +71,19 @@ _C_WORDS = set("auto break case char const continue default do double else enum 
                "inline int long register restrict return short signed sizeof static struct switch typedef "
                "union unsigned void volatile while bool half global local kernel private constant "
                "true false new delete class this template".split())
+# math and work-item builtins a parameter (a pointer in the entry) would shadow in some dialect
+_BUILTINS = set("exp log sqrt rsqrt tanh erf sin cos floor ceil rint fabs pow fmod copysign min max abs isnan "
+                "sign round select clamp mix vload_half vstore_half vstore_half_rte get_global_id get_global_size "
+                "blockIdx threadIdx blockDim gridDim uint ulong uchar ushort char2 float2 float4 "
+                "INFINITY NAN".split())
 
 
 def check_param_name(kernel: str, name: str):
-    """Reject parameter names that would clash with C keywords or generated locals."""
-    if name in _C_WORDS or _RESERVED.match(name) or name.startswith("__"):
+    """Reject parameter names that are not C identifiers or would clash with keywords, builtins or locals."""
+    if not name.isidentifier() or not name.isascii():
+        raise KernelError(f"kernel {kernel!r}: parameter name {name!r} is not a C identifier; rename it")
+    if name in _C_WORDS or name in _BUILTINS or _RESERVED.match(name) or name.startswith("__") \
+            or name.endswith("_t"):
         raise KernelError(f"kernel {kernel!r}: parameter name {name!r} is reserved in generated code; rename it")
 
 

@@ -229,6 +229,11 @@ def test_kernel_definition_errors():
         pass
     _raises("reserved", kp.kernel, reserved)
 
+    def shadows_builtin(exp: kp.In["T"], out: kp.Out["T"]):
+        pass
+    _raises("reserved", kp.kernel, shadows_builtin)
+    _raises("not a C identifier", kp.fuse, [("neg", ["x.1"], "y", {})], ["x.1"], ["y"])
+
     @kp.kernel
     def twice(x: kp.In["T"], out: kp.Out["T"]):
         kp.write(out, kp.read(x))
