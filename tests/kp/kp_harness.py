@@ -4,6 +4,7 @@ These are deliberately independent of hwadapter_kp internals: they use only the
 public launch contract (params, source, bind, output_shapes, local_size).
 """
 
+import atexit
 import ctypes
 import hashlib
 import os
@@ -17,6 +18,7 @@ import numpy as np
 import hwadapter_kp as kp
 
 _TMP = tempfile.mkdtemp(prefix="kp_tests_")
+atexit.register(shutil.rmtree, _TMP, True)
 _LIBS = {}
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
 

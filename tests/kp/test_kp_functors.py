@@ -128,6 +128,12 @@ def test_logical_not_and_truthiness():
     check(run("logical_and", {"x": x, "y": x})["out"], np.logical_and(x, x))
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bool", "int64"])
+def test_identity(dtype):
+    x = values(np.random.default_rng(3), (2, 3), dtype)
+    check(kp.interpret(kp.fuse([("identity", ["x"], "y", {})], ["x"], ["y"]), {"x": x})["y"], x)
+
+
 def test_where_broadcasts():
     rng = np.random.default_rng(3)
     cond, x, y = values(rng, (3, 1), "bool"), values(rng, (4,), "float32"), values(rng, (3, 4), "float32")
