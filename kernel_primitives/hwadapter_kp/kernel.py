@@ -41,7 +41,12 @@ class Kernel:
         """Build a kernel from a function annotated with kp.In/kp.Out; keyword-only args are attributes."""
         params, attrs = [], {}
         kname = name or fn.__name__
-        for p in inspect.signature(fn).parameters.values():
+        # eval_str: modules with `from __future__ import annotations` hand us "kp.In['T']" strings
+        try:
+            signature = inspect.signature(fn, eval_str=True)
+        except Exception:  # an annotation that cannot be evaluated is reported per parameter below
+            signature = inspect.signature(fn)
+        for p in signature.parameters.values():
             if p.kind == p.KEYWORD_ONLY:
                 attrs[p.name] = p.default
             elif isinstance(p.annotation, ParamSpec):

@@ -305,3 +305,16 @@ def test_large_launches_run_in_parallel_and_agree():
     for axis in (-1, 0):
         sm = library.get("softmax").specialize_for({"x": x}, axis=axis)
         H.assert_same(H.run_c(sm, {"x": x})["out"], kp.interpret(sm, {"x": x})["out"])
+
+
+def test_kernel_in_a_module_with_postponed_annotations(tmp_path):
+    """`from __future__ import annotations` turns annotations into strings; kp.kernel evaluates them."""
+    import importlib.util
+    src = tmp_path / "postponed_mod.py"
+    src.write_text("from __future__ import annotations\nimport hwadapter_kp as kp\n\n"
+                   "@kp.kernel\ndef inc(x: kp.In['T'], out: kp.Out['T']):\n    kp.write(out, kp.read(x) + 1)\n")
+    spec = importlib.util.spec_from_file_location("postponed_mod", src)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    import numpy as np
+    assert np.array_equal(kp.interpret(mod.inc, {"x": np.arange(3)})["out"], np.arange(1, 4))
