@@ -7,7 +7,7 @@ from rich.table import Table
 
 import hwadapter as hw
 import hwadapter.nn.functional as F
-from hwadapter import cli
+from hwadapter import cli, kp
 
 console = Console()
 
@@ -33,8 +33,6 @@ def mlp_hw(x, params):
 
 def kernel_primitive_demo(x) -> None:
     """bias + gelu written once in kernel primitives; each device compiles it with its own backend."""
-    from hwadapter import kp
-
     @kp.kernel
     def bias_gelu(x: kp.In["T"], b: kp.In["T"], out: kp.Out["T"]):
         kp.write(out, kp.unary(kp.ops.gelu, kp.read(x) + kp.read_broadcast(b, like=x)))
