@@ -1,0 +1,646 @@
+"""The CUDA plugin (plugins/cuda).
+
+Everywhere: it is discovered, and without a GPU it is unavailable with its cause and fix; with nvcc, every CUDA
+kernel it can generate (the op set's kernel-primitive programs) or ships (kernels/*.cu) compiles for sm_90.
+Marked `gpu` (make test-gpu): ops against numpy in strict mode, the runtime contract, the allocator, compile errors,
+out-of-memory, the disk cache across processes and the subgraph backend, on cuda:0.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hwadapter as hw
+from hwadapter.errors import DeviceUnavailableError, InvalidDeviceError
+from hwadapter.runtime.discovery import registry
+
+NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
+ARCH = "sm_90"
+DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"]
+NOT_INSTALLED = "hwadapter-cuda is not installed: run `.venv/bin/pip install -e plugins/cuda` (make test does)"
+
+
+def _cuda_unusable() -> str | None:
+    """None when cuda:0 can be used, else why not."""
+    rec = registry.get("cuda")
+    if rec is None:
+        return NOT_INSTALLED
+    return None if rec.ok else rec.explain()
+
+
+# --- (a) discovery, and the errors without a GPU --------------------------------------------------------------
+def test_plugin_is_discovered_with_all_three_levels():
+    assert registry.entry_points().get("cuda") == "hwadapter_cuda:CudaPlugin", NOT_INSTALLED
+    rec = registry.get("cuda")
+    assert rec.distribution[0] == "hwadapter-cuda"
+    assert rec.status in ("ok", "unavailable"), rec.explain()  # never "failed": importing needs no cupy
+    assert sorted(rec.levels) == ["codegen", "op", "subgraph"]
+
+
+def test_importing_the_plugin_never_imports_cupy():
+    code = ("import sys, hwadapter, hwadapter_cuda, hwadapter_cuda.codegen, hwadapter_cuda.kernels, "
+            "hwadapter_cuda.subgraph; hwadapter.device.get_available_device(); "
+            "assert 'cupy' not in sys.modules or hwadapter.device.is_available('cuda'), sorted(sys.modules)")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.skipif(_cuda_unusable() is None, reason="a GPU is usable here")
+def test_without_a_gpu_cuda_is_unavailable_with_cause_and_fix(capsys):
+    rec = registry.get("cuda")
+    assert rec.status == "unavailable" and rec.cause and rec.fix, rec.explain()
+    assert hw.device.is_available("cuda") is False
+    assert "cuda:0" not in hw.device.get_available_device()
+    with pytest.raises(InvalidDeviceError) as err:
+        hw.set_device("cuda:0")
+    assert rec.cause in str(err.value) and rec.fix in str(err.value)
+    from hwadapter.cli import main
+    assert main(["devices", "--json"]) == 0
+    row = next(p for p in json.loads(capsys.readouterr().out)["plugins"] if p["type"] == "cuda")
+    assert row["status"] == "unavailable" and row["cause"] == rec.cause
+
+
+def _fake_cupy(count=None, status=None):
+    """A stand-in cupy whose getDeviceCount returns `count` or raises CUDARuntimeError(status)."""
+    import types
+
+    class CUDARuntimeError(RuntimeError):
+        def __init__(self, status):
+            super().__init__(f"cudaError {status}")
+            self.status = status
+
+    def get_device_count():
+        if status is not None:
+            raise CUDARuntimeError(status)
+        return count
+
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=get_device_count,
+                                                                    CUDARuntimeError=CUDARuntimeError))
+    return cupy
+
+
+@pytest.mark.parametrize("count, status, cause, fix", [
+    (None, 35, "NVIDIA driver is missing or older", "nvidia-smi"),
+    (None, 100, "no NVIDIA GPU is visible", "CUDA_VISIBLE_DEVICES"),
+    (0, None, "no NVIDIA GPU is visible", "CUDA_VISIBLE_DEVICES"),
+    (None, 803, "differ in version", "reinstall the NVIDIA driver"),
+    (None, 3, "could not count GPUs", "hwadapter-cuda[cuda13]"),
+])
+def test_device_count_says_why_there_is_no_gpu(monkeypatch, count, status, cause, fix):
+    from hwadapter_cuda import CudaPlugin
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(count, status))
+    with pytest.raises(DeviceUnavailableError, match=cause) as err:
+        CudaPlugin().device_count()
+    assert fix in err.value.fix
+
+
+def test_missing_or_broken_cupy_says_how_to_install(monkeypatch, tmp_path):
+    from hwadapter_cuda import CudaPlugin
+    monkeypatch.setitem(sys.modules, "cupy", None)  # as if not installed
+    with pytest.raises(DeviceUnavailableError, match="cupy is not installed") as err:
+        CudaPlugin().device_count()
+    assert "pip install 'hwadapter-cuda[cuda13]'" in err.value.fix
+    (tmp_path / "cupy").mkdir()
+    (tmp_path / "cupy" / "__init__.py").write_text("raise ImportError('CuPy failed to load libnvrtc.so.13')\n")
+    monkeypatch.delitem(sys.modules, "cupy")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(DeviceUnavailableError, match="libnvrtc.so.13") as err:
+        CudaPlugin().device_count()
+    assert "exactly one cupy wheel" in err.value.fix
+
+
+# --- (b) every CUDA kernel compiles with nvcc --------------------------------------------------------------------
+def _programs() -> dict:
+    """name -> CUDA source of the op set's kernel-primitive programs, specialised as the dispatcher would."""
+    from hwadapter.dispatch import codegen
+    from hwadapter.ops import primitives
+    if "add" not in codegen.OPS:
+        primitives.install()
+    out = {}
+    for op, arrays, attrs in _op_cases():
+        kernel = codegen.CodegenKernel(op, codegen.OPS[op], None, None)
+        try:
+            _, program = kernel.program([np.empty(s, d) for s, d in arrays], attrs)
+        except Exception as err:  # the primitives refuse this dtype (e.g. exp of int8): the frontend never asks
+            if type(err).__name__ != "KernelError":
+                raise
+            continue
+        out[program.name] = program.source("cuda")
+    return out
+
+
+def _op_cases():
+    """(op, [(shape, dtype)], attrs) over dtypes, ranks, broadcasts, reductions and attributes."""
+    from hwadapter.dispatch.codegen import OPS
+    shapes_1 = [(7,), (), (2, 3, 4)]
+    shapes_2 = [((4, 5), (4, 5)), ((4, 5), (5,)), ((4, 1), (1, 5)), ((2, 3, 4), (3, 1)), ((), (4, 5))]
+    unary = {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf", "sin", "cos",
+             "floor", "ceil", "round", "sign", "logical_not", "gelu"}
+    reductions = [((3, 4, 5), axes, keep) for axes in [(0, 1, 2), (0,), (1,), (2,), (0, 2), (1, 2)]
+                  for keep in (False, True)] + [((), (), False), ((6,), (0,), False)]
+    for op in sorted(OPS):
+        for dtype in DTYPES:
+            if op in unary:
+                for s in shapes_1:
+                    yield op, [(s, dtype)], {}
+                if op == "gelu":
+                    yield op, [((7,), dtype)], {"approximate": True}
+            elif op == "where":
+                for a, b in shapes_2:
+                    yield op, [(a, "bool"), (b, dtype), (a, dtype)], {}
+            elif op == "cast":
+                for to in DTYPES:
+                    yield op, [((7,), dtype)], {"dtype": to}
+            elif op == "clip":
+                lo, hi = (0.5, 2.5) if dtype.startswith("float") else (1, 3)
+                for attrs in ({"min": lo, "max": hi}, {"min": lo, "max": None}, {"min": None, "max": hi}):
+                    yield op, [((7,), dtype)], attrs
+            elif op in ("sum", "mean", "max", "min", "prod"):
+                for shape, axes, keep in reductions:
+                    yield op, [(shape, dtype)], {"axis": axes, "keepdim": keep}
+            elif op in ("softmax", "log_softmax"):
+                for shape, axis in [((3, 4, 5), 0), ((3, 4, 5), 1), ((3, 4, 5), 2), ((7,), 0)]:
+                    yield op, [(shape, dtype)], {"axis": axis}
+            elif op == "layer_norm":
+                for shape, begin in [((2, 3, 4), 1), ((2, 3, 4), 2), ((5, 6), 1)]:
+                    yield op, [(shape, dtype), (shape[begin:], dtype), (shape[begin:], dtype)], \
+                        {"begin_axis": begin, "epsilon": 1e-5}
+            elif op == "batch_norm":
+                for shape, axis in [((2, 3), 1), ((2, 3, 4, 5), 1), ((2, 4, 5, 3), 3)]:
+                    c = (shape[axis],)
+                    yield op, [(shape, dtype)] + [(c, dtype)] * 4, {"epsilon": 1e-5, "channel_axis": axis}
+            else:  # binary arithmetic, comparisons and logical ops
+                for a, b in shapes_2:
+                    yield op, [(a, dtype), (b, dtype)], {}
+
+
+def _force_instantiation(file: str, expressions: list[str]) -> str:
+    """A translation unit that includes a .cu file and instantiates these templates (taking their addresses)."""
+    refs = ", ".join(f"(void*)&{e}" for e in expressions)
+    tag = re.sub(r"\W", "_", file)
+    return f'#include "{file}"\nvoid* hwadapter_instantiate_{tag}[] = {{{refs}}};\n'
+
+
+def _mangled(expression: str) -> bytes:
+    """The Itanium-mangled prefix of a one-type template kernel, e.g. max_pool2d<float> -> _Z10max_pool2dIfE."""
+    codes = {"__half": "6__half", "float": "f", "double": "d", "signed char": "a", "short": "s", "int": "i",
+             "long long": "x", "unsigned char": "h"}
+    name, ctype = re.fullmatch(r"(\w+)<(.+)>", expression).groups()
+    return f"_Z{len(name)}{name}I{codes[ctype]}E".encode()
+
+
+def nvcc_cubin(source: str, include_dirs=(), name="tu") -> bytes:
+    """Compile one translation unit with `nvcc -cubin -arch=sm_90` and the plugin's options; AssertionError with
+    nvcc's log (and the failing lines) when it does not compile."""
+    from hwadapter_cuda.codegen import OPTIONS
+    with tempfile.TemporaryDirectory(prefix="hwadapter-cuda-") as tmp:
+        src, out = Path(tmp) / f"{name}.cu", Path(tmp) / f"{name}.cubin"
+        src.write_text(source)
+        cmd = [NVCC, "-cubin", f"-arch={ARCH}", *OPTIONS, *(f"-I{d}" for d in include_dirs), str(src), "-o", str(out)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            lines = source.splitlines()
+            where = sorted({int(n) for n in re.findall(rf"{re.escape(src.name)}\((\d+)\)", res.stderr)})[:5]
+            context = "\n".join(f"{n:5d} | {lines[n - 1]}" for n in where if 0 < n <= len(lines))
+            raise AssertionError(f"nvcc failed ({' '.join(cmd[:3])}):\n{res.stderr[-4000:]}\n{context}")
+        return out.read_bytes()
+
+
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (install the CUDA toolkit to check CUDA sources)")
+
+
+@needs_nvcc
+def test_every_kernel_primitive_program_compiles_with_nvcc():
+    programs = _programs()
+    assert len(programs) > 300, f"only {len(programs)} distinct programs: the case table lost coverage"
+    names = sorted(programs)
+    groups = [names[i::2] for i in range(2)]  # two translation units, compiled side by side
+    units = ["\n".join(programs[n] for n in g) for g in groups]
+    with ThreadPoolExecutor(2) as pool:
+        cubins = list(pool.map(lambda i: nvcc_cubin(units[i], name=f"kp{i}"), range(2)))
+    for group, cubin in zip(groups, cubins):
+        missing = [n for n in group if n.encode() not in cubin]
+        assert not missing, f"entry points missing from the cubin: {missing[:5]}"
+
+
+@needs_nvcc
+def test_every_handwritten_kernel_compiles_with_nvcc_for_its_dtypes():
+    from hwadapter_cuda import kernels
+    unit = "".join(_force_instantiation(f, kernels.name_expressions(f)) for f in sorted(kernels.TEMPLATES))
+    cubin = nvcc_cubin(unit, include_dirs=[kernels.SOURCE_DIR], name="handwritten")
+    expressions = [e for f in kernels.TEMPLATES for e in kernels.name_expressions(f)]
+    assert len(expressions) >= 40
+    missing = [e for e in expressions if _mangled(e) not in cubin]
+    assert not missing, f"instantiations missing from the cubin: {missing}"
+    shipped = {p.name for p in kernels.SOURCE_DIR.glob("*.cu")}
+    assert shipped == set(kernels.TEMPLATES), "every shipped .cu file must be listed in kernels.TEMPLATES"
+
+
+@needs_nvcc
+def test_the_compile_check_fails_on_a_broken_source():
+    good = next(iter(_programs().values()))
+    broken = good.replace("{", "{ this is not CUDA;", 1)
+    with pytest.raises(AssertionError, match="nvcc failed") as err:
+        nvcc_cubin(broken, name="broken")
+    assert "this is not CUDA" in str(err.value)
+    with pytest.raises(AssertionError, match="nvcc failed"):
+        nvcc_cubin(_force_instantiation("pool.cu", ["max_pool2d<no_such_type>"]), name="badinst",
+                   include_dirs=[__import__("hwadapter_cuda.kernels").kernels.SOURCE_DIR])
+
+
+# --- the plugin's Python logic on a host-emulated cupy -----------------------------------------------------------
+# A stand-in for the subset of cupy the plugin uses, backed by host memory and numpy: it exercises runtime.py,
+# the cupy-based kernels, the codegen backend's NVRTC handling (nvcc stands in for NVRTC) and subgraph.py without a
+# GPU. It checks the plugin's own logic, not cupy's API: the `gpu` tests below do that on a real device.
+class _Emulated:
+    """Builds the fake `cupy` module; `memory_limit` makes cudaMalloc fail like a full GPU."""
+
+    def __init__(self, memory_limit=1 << 30):
+        import ctypes
+        import contextlib
+        import types
+        self.limit, self.live, self.launches = memory_limit, {}, []
+        emu = self
+
+        class CUDARuntimeError(RuntimeError):
+            def __init__(self, status):
+                super().__init__(f"cudaError {status}")
+                self.status = status
+
+        def malloc(n):
+            if sum(a.nbytes for a in self.live.values()) + n > self.limit:
+                raise CUDARuntimeError(2)
+            buf = np.zeros(n, np.uint8)
+            self.live[buf.ctypes.data] = buf
+            return buf.ctypes.data
+
+        def free(ptr):
+            del self.live[ptr]
+
+        runtime = types.SimpleNamespace(
+            CUDARuntimeError=CUDARuntimeError, errorMemoryAllocation=2, memcpyHostToDevice=1, memcpyDeviceToHost=2,
+            memcpyDeviceToDevice=3, getDeviceCount=lambda: 1, malloc=malloc, free=free,
+            memcpyAsync=lambda d, s, n, kind, stream: ctypes.memmove(d, s, n),
+            memsetAsync=lambda p, v, n, stream: ctypes.memset(p, v, n),
+            memGetInfo=lambda: (self.limit - sum(a.nbytes for a in self.live.values()), self.limit),
+            deviceSynchronize=lambda: None, driverGetVersion=lambda: 13000, runtimeGetVersion=lambda: 13000,
+            getDeviceProperties=lambda i: {"name": b"host-emulated GPU", "totalGlobalMem": self.limit, "major": 9,
+                                           "minor": 0, "multiProcessorCount": 4, "maxThreadsPerBlock": 1024})
+
+        class Context:
+            def __init__(self, *args, **kwargs):
+                self.ptr = id(self)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                return False
+
+        class Stream(Context):
+            done = True
+
+            def synchronize(self):
+                pass
+
+            def wait_event(self, event):
+                assert isinstance(event, Context)
+
+        class Event(Context):
+            done = True
+
+            def record(self, stream=None):
+                pass
+
+            def synchronize(self):
+                pass
+
+        class UnownedMemory:
+            def __init__(self, ptr, size, owner, device_id):
+                self.ptr, self.size, self.owner = ptr, size, owner
+
+        class MemoryPointer:
+            def __init__(self, mem, offset):
+                self.mem, self.ptr = mem, mem.ptr + offset
+
+        def ndarray(shape, dtype, memptr):
+            nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+            if nbytes == 0:
+                return np.empty(shape, dtype)
+            raw = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(memptr.ptr))
+            raw.flags.writeable = True
+            return raw.view(dtype).reshape(shape)
+
+        class NVRTCError(RuntimeError):
+            pass
+
+        class Program:
+            def __init__(self, src, name):
+                self.src, self.name, self.log, self.cubin = src, name, "", b""
+
+        def compile_program(prog, options):
+            opts = [o.replace("--gpu-architecture=", "-arch=") for o in options]
+            with tempfile.TemporaryDirectory() as tmp:
+                src = Path(tmp) / prog.name
+                src.write_text(prog.src)
+                res = subprocess.run([NVCC, "-cubin", *opts, str(src), "-o", str(src) + ".cubin"],
+                                     capture_output=True, text=True)
+                prog.log = res.stderr
+                if res.returncode:
+                    raise NVRTCError("NVRTC_ERROR_COMPILATION (6)")
+                prog.cubin = (src.parent / (src.name + ".cubin")).read_bytes()
+
+        nvrtc = types.SimpleNamespace(
+            NVRTCError=NVRTCError, getVersion=lambda: (13, 0), getSupportedArchs=lambda: (75, 80, 86, 89, 90),
+            createProgram=lambda src, name, h, i: Program(src, name), compileProgram=compile_program,
+            getProgramLog=lambda p: p.log, getCUBIN=lambda p: p.cubin, destroyProgram=lambda p: None)
+
+        class Module:
+            def load(self, binary):
+                assert binary[:4] == b"\x7fELF", "not a cubin"
+                self.binary = binary
+
+            def get_function(self, name):
+                assert name.encode() in self.binary, f"no entry point {name}"
+                return lambda grid, block, args, stream=None: emu.launches.append((name, grid, block, args))
+
+        class CompileException(Exception):
+            pass
+
+        class RawModule:
+            """Compiles with nvcc the way cupy would with NVRTC: the code, its options and name expressions."""
+
+            def __init__(self, code, options, name_expressions):
+                includes = [o[2:] for o in options if o.startswith("-I")]
+                refs = ", ".join(f"(void*)&{e}" for e in name_expressions)
+                self.cubin = nvcc_cubin(f"{code}\nvoid* hwadapter_instantiate[] = {{{refs}}};\n", includes)
+                self.names = set(name_expressions)
+
+            def get_function(self, expression):
+                assert expression in self.names and _mangled(expression) in self.cubin, expression
+                return lambda grid, block, args, stream=None: emu.launches.append((expression, grid, block, args))
+
+        allocators = []
+
+        @contextlib.contextmanager
+        def using_allocator(fn):
+            allocators.append(fn)
+            try:
+                yield
+            finally:
+                allocators.pop()
+
+        cuda = types.SimpleNamespace(
+            runtime=runtime, Device=Context, Stream=Stream, Event=Event, UnownedMemory=UnownedMemory,
+            MemoryPointer=MemoryPointer, using_allocator=using_allocator, nvrtc=nvrtc, get_cuda_path=lambda: None,
+            function=types.SimpleNamespace(Module=Module), compiler=types.SimpleNamespace(
+                CompileException=CompileException))
+        cupy = types.ModuleType("cupy")
+        cupy.__file__, cupy.__version__, cupy.cuda, cupy.ndarray, cupy.RawModule = __file__, "emulated", cuda, \
+            ndarray, RawModule
+        for name in ("matmul", "swapaxes", "pad", "transpose", "concatenate", "take", "broadcast_to", "lib"):
+            setattr(cupy, name, getattr(np, name))
+        self.cupy = cupy
+
+
+@pytest.fixture
+def emulated(monkeypatch, reset_plugins):
+    """cuda:0 on the host-emulated cupy (needs nvcc, which stands in for NVRTC)."""
+    if NVCC is None:
+        pytest.skip("nvcc not found: the host emulation compiles with it")
+    if _cuda_unusable() is None:
+        pytest.skip("a real GPU is present: the gpu tests cover the plugin")
+    from hwadapter_cuda import kernels
+    emu = _Emulated()
+    monkeypatch.setitem(sys.modules, "cupy", emu.cupy)
+    monkeypatch.setitem(sys.modules, "cupy_backends", None)
+    monkeypatch.setattr(kernels, "_modules", {})
+    monkeypatch.setattr(kernels, "_functions", {})
+    reset_plugins()
+    assert hw.device.is_available("cuda"), registry.get("cuda").explain()
+    yield emu
+    gc.collect()
+    monkeypatch.undo()
+    reset_plugins()
+
+
+def _rand(shape, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+def test_emulated_runtime_contract(emulated):
+    from hwadapter.runtime.device import get
+    rt = get("cuda:0").runtime
+    props = rt.properties()
+    assert props.vendor == "NVIDIA" and props.extra["arch"] == "sm_90"
+    for dtype in DTYPES:
+        for size in (0, 1, 7, 1001):
+            host = _rand((size,), dtype, size)
+            np.testing.assert_array_equal(hw.to_tensor(host, device="cuda:0").numpy(), host)
+    buf = rt.allocate(64)
+    s, e = rt.create_stream(), rt.create_event()
+    rt.copy_h2d(buf, 0, np.zeros(64, np.uint8), s)
+    rt.copy_h2d(buf, 10, np.arange(1, 6, dtype=np.uint8), s)
+    e.record(s)
+    rt.default_stream.wait_event(e)
+    rt.memset(buf, 20, 7, 3)
+    rt.copy_d2d(buf, 30, buf, 10, 5)
+    out = np.empty(32, np.uint8)
+    rt.copy_d2h(out, buf, 8)
+    e.synchronize()
+    assert e.query() and s.query()
+    np.testing.assert_array_equal(out[:8], [0, 0, 1, 2, 3, 4, 5, 0])
+    np.testing.assert_array_equal(out[12:15], [7, 7, 7])
+    np.testing.assert_array_equal(out[22:27], [1, 2, 3, 4, 5])
+    rt.free(buf)
+    assert rt.memory_info()[1] == props.total_memory
+
+
+def test_emulated_out_of_memory_names_the_device(emulated):
+    emulated.limit = 1 << 20
+    with pytest.raises(hw.OutOfMemoryError, match=r"cuda:0.*host-emulated GPU.*cudaMalloc of 2097152 bytes"):
+        hw.zeros([1 << 19], "float32", device="cuda:0")
+
+
+def test_emulated_cupy_kernels_match_numpy(emulated):
+    """matmul, conv2d and data movement run through cupy calls on views of device memory."""
+    from hwadapter.ops import reference as ref
+    from hwadapter.runtime.device import get
+    F = hw.nn.functional
+    alloc = get("cuda:0").allocator
+    base = alloc.stats()["allocated_bytes"]
+    hw.configure(strict=True)
+    t = lambda a: hw.to_tensor(a, device="cuda:0")  # noqa: E731
+    for dtype in ("float32", "float64", "float16", "int32"):
+        a, b = _rand((2, 3, 4), dtype, 1), _rand((4, 5), dtype, 2)
+        np.testing.assert_allclose(hw.matmul(t(a), t(b)).numpy(), ref.matmul(a, b), rtol=2e-3)
+        np.testing.assert_allclose(hw.matmul(t(b), t(a[0]), transpose_x=True, transpose_y=True).numpy(),
+                                   ref.matmul(b, a[0], True, True), rtol=2e-3)
+        np.testing.assert_allclose(hw.matmul(t(b[:, 0]), t(b)).numpy(), ref.matmul(b[:, 0], b), rtol=2e-3)
+        np.testing.assert_allclose(hw.matmul(t(b[0]), t(b[0])).numpy(), ref.matmul(b[0], b[0]), rtol=2e-3)
+    for dtype, groups, stride, pad, dil in [("float32", 1, 1, 0, 1), ("float64", 2, 2, 1, 1),
+                                           ("float16", 4, (1, 2), (1, 0, 2, 1), 2), ("float32", 1, 3, "SAME", 1)]:
+        x, w, bias = _rand((2, 4, 9, 8), dtype, 3), _rand((8, 4 // groups, 3, 2), dtype, 4), _rand((8,), dtype, 5)
+        got = F.conv2d(t(x), t(w), t(bias), stride=stride, padding=pad, dilation=dil, groups=groups)
+        want = F.conv2d(hw.to_tensor(x), hw.to_tensor(w), hw.to_tensor(bias), stride=stride, padding=pad,
+                        dilation=dil, groups=groups)
+        np.testing.assert_allclose(got.numpy().astype(np.float64), want.numpy(), rtol=3e-3, atol=3e-3)
+    x = _rand((3, 4, 5), "float32", 6)
+    cases = [
+        (hw.transpose(t(x), [2, 0, 1]), ref.transpose(x, (2, 0, 1))),
+        (hw.concat([t(x), t(x[:, :2])], axis=1), np.concatenate([x, x[:, :2]], axis=1)),
+        (hw.slice(t(x), [0, 2], [2, -1], [-4, 0], [-1, -2]), x[2::-1, :, -1:0:-2]),
+        (hw.gather(t(x), t(np.array([[2, -1], [0, 1]])), axis=1), np.take(x, [[2, -1], [0, 1]], axis=1)),
+        (hw.expand(t(x[:, :1]), [2, 3, 4, 5]), np.broadcast_to(x[:, :1], (2, 3, 4, 5))),
+        (F.pad(t(x), [1, 2, 0, 1], mode="constant", value=1.5), ref.pad(x, ((0, 0), (0, 1), (1, 2)), "constant", 1.5)),
+        *[(F.pad(t(x), [1, 2], mode=m), ref.pad(x, ((0, 0), (0, 0), (1, 2)), m)) for m in ("reflect", "replicate",
+                                                                                          "circular")],
+    ]
+    cases += [(p, q) for p, q in zip(hw.split(t(x), [1, 4], axis=2), np.split(x, [1], axis=2))]
+    for got, want in cases:
+        np.testing.assert_array_equal(got.numpy(), want)
+    with pytest.raises(hw.InvalidArgumentError, match="gather on cuda:0: index 5 is out of range for axis 1"):
+        hw.gather(t(x), t(np.array([0, 5])), axis=1)
+    r = hw.reshape(t(x), [4, 15])
+    assert r.shape == (4, 15) and r._data.block is not None
+    np.testing.assert_array_equal(r.numpy(), x.reshape(4, 15))
+    del cases, got, want, r
+    gc.collect()
+    assert alloc.stats()["allocated_bytes"] == base
+
+
+def _params(file: str, template: str) -> int:
+    """How many parameters a template kernel of kernels/*.cu declares."""
+    from hwadapter_cuda.kernels import SOURCE_DIR
+    sig = re.search(rf"__global__ void {template}\((.*?)\)", (SOURCE_DIR / file).read_text(), re.S).group(1)
+    return sig.count(",") + 1
+
+
+def test_emulated_handwritten_kernels_compile_and_launch_with_their_signatures(emulated):
+    """Pooling and arg reductions: NVRTC's inputs (code, options, name expressions) compile, and each launch passes
+    exactly the parameters the .cu template declares, pointers as uint64 and sizes as int64."""
+    F = hw.nn.functional
+    x, long = _rand((2, 3, 9, 8), "float32"), _rand((3, 2000), "float32")
+    calls = [lambda d: F.max_pool2d(hw.to_tensor(x, device=d), 3, 2, 1, ceil_mode=True),
+             lambda d: F.avg_pool2d(hw.to_tensor(x, device=d).astype("float16"), 2),
+             lambda d: F.adaptive_avg_pool2d(hw.to_tensor(x, device=d).astype("float64"), [4, 3]),
+             lambda d: F.adaptive_max_pool2d(hw.to_tensor(x, device=d).astype("int16"), 2),
+             lambda d: hw.argmax(hw.to_tensor(long.reshape(2, 3000), device=d).astype("uint8"), axis=0),
+             lambda d: hw.argmin(hw.to_tensor(x, device=d).reshape([6, 72]), axis=None, keepdim=True),
+             lambda d: hw.argmax(hw.to_tensor(long, device=d), axis=1)]
+    for call in calls:
+        got, want = call("cuda:0"), call("cpu")
+        assert got.shape == want.shape and got.dtype == want.dtype
+    launches = [launch for launch in emulated.launches if "<" in launch[0]]
+    expected = ["max_pool2d<float>", "avg_pool2d<__half>", "adaptive_avg_pool2d<double>",
+                "adaptive_max_pool2d<short>", "argmax_rows<unsigned char>", "argmin_blocks<float>", "argmax_blocks<float>"]
+    assert [launch[0] for launch in launches] == expected
+    for name, grid, block, args in launches:
+        file = "argreduce.cu" if name.startswith("arg") else "pool.cu"
+        assert len(args) == _params(file, name.split("<")[0]), name
+        assert [type(a) for a in args[:2]] == [np.uint64, np.uint64] and all(type(a) is np.int64 for a in args[2:])
+        assert block == (256,) and grid[0] >= 1
+
+
+def test_emulated_codegen_compiles_caches_and_launches(emulated, monkeypatch, tmp_path):
+    """Kernel primitives through NVRTC's stand-in: the core's disk cache keeps the cubin; launches get the grid of
+    the CUDA dialect; a bad kernel raises CompileError with NVRTC's log and the source."""
+    monkeypatch.setenv("HWADAPTER_CACHE_DIR", str(tmp_path))
+    from hwadapter import kp
+    from hwadapter.plugin import CompileError
+    from hwadapter.runtime.device import get
+    dev = get("cuda:0")
+    backend = dev.plugin.codegen_backend(dev.runtime)
+    assert backend.available() is None and backend.cache_key()["target"] == "sm_90"
+    a = hw.to_tensor(_rand((1000,), "float32"), device="cuda:0")
+    hw.exp(a)
+    name, grid, block, args = emulated.launches[-1]
+    assert name.startswith("exp_") and block == (256,) and grid == (4,)
+    assert [type(x) for x in args] == [np.uint64, np.uint64, np.int64]
+    assert len(list(tmp_path.rglob("*.bin"))) == 1 and name in backend.binaries
+    source = kp.library.get("exp").source("cuda").replace("expf(", "no_such_function(")
+    with pytest.raises(CompileError, match="NVRTC 13.0 could not compile kernel 'broken' for sm_90") as err:
+        backend.compile(source, "broken")
+    assert "no_such_function" in err.value.log and err.value.source == source
+
+
+def _graph():
+    from hwadapter.graph.ir import GraphBuilder
+    g = GraphBuilder()
+    x, w = g.input("x", (4, 6)), g.input("w", (6, 8))
+    y = g.op("matmul", [x, w])
+    t = g.op("transpose", [y], perm=(1, 0))
+    r = g.op("reshape", [t], shape=(2, 16))
+    c = g.op("concat", [r, r], axis=0)
+    s = g.op("slice", [c], axes=(1,), starts=(1,), ends=(9,), steps=(2,))
+    return g.build([s, r])
+
+
+def test_emulated_subgraph_runs_serialises_and_reloads(emulated):
+    from hwadapter.plugin import DeviceArray
+    from hwadapter.runtime.device import get
+    dev = get("cuda:0")
+    backend = dev.plugin.subgraph_backend(dev.runtime)
+    graph = _graph()
+    assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
+    exe = backend.compile(graph)
+    x, w = _rand((4, 6), "float32", 1), _rand((6, 8), "float32", 2)
+    want = graph.run({"x": x, "w": w}, device="cpu")
+    inputs = [DeviceArray.from_numpy(dev, x), DeviceArray.from_numpy(dev, w)]
+    first = [o.numpy() for o in exe.run(inputs)]
+    second = exe.run(inputs)
+    for got, again, name in zip(first, second, graph.outputs):
+        np.testing.assert_allclose(got, want[name].numpy(), rtol=1e-5)
+        np.testing.assert_array_equal(again.numpy(), got)
+    assert second[1].block is not exe._storage(dev).get(graph.outputs[1])  # outputs are fresh on every run
+    data = exe.serialize()
+    assert data.startswith(b"HWADAPTER-CUDA-EXECUTABLE 1\n") and b"pickle" not in data
+    again = backend.deserialize(data)
+    for got, name in zip(again.run(inputs), graph.outputs):
+        np.testing.assert_allclose(got.numpy(), want[name].numpy(), rtol=1e-5)
+    with pytest.raises(hw.InvalidArgumentError, match="cannot load a cached CUDA subgraph"):
+        backend.deserialize(data[:10])
+
+
+def test_emulated_subgraph_prepares_programs_and_ships_their_binaries(emulated, monkeypatch, tmp_path):
+    monkeypatch.setenv("HWADAPTER_CACHE_DIR", str(tmp_path))
+    from hwadapter.graph.ir import GraphBuilder
+    from hwadapter.runtime.device import get
+    dev = get("cuda:0")
+    backend = dev.plugin.subgraph_backend(dev.runtime)
+    g = GraphBuilder()
+    x = g.input("x", (4, 8))
+    h = g.op("layer_norm", [x, g.input("wt", (8,)), g.input("b", (8,))], begin_axis=1, epsilon=1e-5)
+    y = g.op("max_pool2d", [g.op("reshape", [h], shape=(1, 1, 4, 8))], kernel_size=(2, 2), stride=(2, 2),
+             padding=(0, 0, 0, 0), ceil_mode=False)
+    graph = g.build(g.op("add", [y, y]))
+    assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
+    exe = backend.compile(graph)
+    assert [s.kind for s in exe.steps] == ["program", "alias", "kernel", "program"]
+    ln = exe.steps[0]
+    assert len(ln.params) == 6 and ln.params[4:] == [f"{ln.node.name}/mean", f"{ln.node.name}/variance"]
+    data = exe.serialize()
+    header = json.loads(data.split(b"\n")[1])
+    assert [p["name"] for p in header["programs"]] == [exe.steps[0].program.name, exe.steps[3].program.name]
+    assert header["graph"]["nodes"][2][4]["kernel_size"] == {"tuple": [2, 2]}
+    reloaded = backend.deserialize(data)
+    assert [s.binary for s in reloaded.steps] == [s.binary for s in exe.steps]
+    assert reloaded.steps[2].node.attrs == exe.steps[2].node.attrs
+    from hwadapter.plugin import DeviceArray
+    emulated.launches.clear()
+    outs = reloaded.run([DeviceArray.from_numpy(dev, _rand(s, "float32")) for s in [(4, 8), (8,), (8,)]])
+    assert outs[0].shape == (1, 1, 2, 4)
+    assert [launch[0].split("_")[0] for launch in emulated.launches] == ["layer", "max", "add"]
