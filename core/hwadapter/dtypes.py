@@ -32,8 +32,8 @@ def as_dtype(dt) -> np.dtype:
     if isinstance(dt, str) and dt in _BY_NAME:
         return _BY_NAME[dt]
     try:
-        d = np.dtype(dt)
-    except TypeError:
+        d = np.dtype(dt) if dt is not None else None  # np.dtype(None) would be float64
+    except (TypeError, ValueError, SyntaxError):
         d = None
     if d is None or d not in ALL:
         names = ", ".join(x.name for x in ALL)

@@ -93,7 +93,7 @@ class Tensor:
         if device is not None:
             dev = _device.get(device)
             if dev is not out._device:
-                out = _make(transfer(out._data, out._device, dev), dev)
+                out = _make(_same_shape(transfer(out._data, out._device, dev), out.shape), dev)
         return out
 
     def cpu(self) -> "Tensor":
@@ -153,6 +153,16 @@ def _rebuild(array, device):
     return to_tensor(array, device=device)
 
 
+def _same_shape(data, shape: tuple):
+    # DeviceArray.from_numpy goes through np.ascontiguousarray, which turns a 0-d array into shape (1,)
+    return data if data.shape == shape else data.reshape(shape)
+
+
+def _device_data(dev, arr: np.ndarray):
+    """A host array as `dev`'s data: the array itself on host-memory devices, else a device copy (0-d kept 0-d)."""
+    return arr if dev.host_memory else _same_shape(DeviceArray.from_numpy(dev, arr), arr.shape)
+
+
 def _make(data, dev) -> Tensor:
     t = object.__new__(Tensor)
     t._data, t._device, t._dtype = data, dev, data.dtype
@@ -168,17 +178,23 @@ def _host_array(data, dtype) -> np.ndarray:
     else:
         try:
             arr = np.asarray(data)
-        except (ValueError, TypeError) as err:
+        except (ValueError, TypeError, OverflowError) as err:
             raise InvalidArgumentError(f"to_tensor: cannot make an array of {type(data).__name__}: {err}") from None
     if dtype is not None:
-        target = _dt.as_dtype(dtype)
+        try:
+            target = _dt.as_dtype(dtype)
+        except UnsupportedDTypeError as err:
+            raise UnsupportedDTypeError(f"to_tensor: {err}") from None
         if arr.dtype.kind not in "biuf" and arr.size:
             raise UnsupportedDTypeError(f"to_tensor: cannot convert data of dtype {arr.dtype} to {target.name}")
         return np.array(arr, dtype=target, order="C")
     if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and arr.dtype == np.float64 \
             and not isinstance(data, (np.generic, Tensor)):
         arr = arr.astype(_dt.DEFAULT_FLOAT)  # Python floats default to float32, as in paddle
-    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:
+    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:  # uint16/32/64 (and other byte orders)
+        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
+            raise UnsupportedDTypeError(f"to_tensor: {arr.dtype} values above {np.iinfo(np.int64).max} do not fit "
+                                        f"in int64, the widest supported integer. Fix: convert to float64 first")
         arr = arr.astype(_dt.DEFAULT_INT)
     if arr.dtype not in _dt.ALL:
         if arr.size == 0 and arr.dtype.kind in "OUS":
@@ -194,14 +210,15 @@ def to_tensor(data, dtype=None, device=None) -> Tensor:
     """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors) on `device`."""
     dev = _device.get(device) if device is not None else _device.current()
     arr = _host_array(data, dtype)
-    return _make(arr if dev.host_memory else DeviceArray.from_numpy(dev, arr), dev)
+    return _make(_device_data(dev, arr), dev)
 
 
 def from_dlpack(obj) -> Tensor:
     """A host-memory tensor sharing memory with a DLPack-capable CPU object (numpy, torch, ...)."""
     arr = np.from_dlpack(obj)
     if arr.dtype not in _dt.ALL:
-        raise UnsupportedDTypeError(f"from_dlpack: dtype {arr.dtype} is not supported")
+        names = ", ".join(d.name for d in _dt.ALL)
+        raise UnsupportedDTypeError(f"from_dlpack: dtype {arr.dtype} is not supported; supported dtypes: {names}")
     from .config import config
     dev = _device.get(config.fallback_device)
     if not dev.host_memory:

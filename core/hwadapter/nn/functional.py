@@ -3,27 +3,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
 from ..errors import InvalidArgumentError
 from ..ops import shapes
-from ..ops.api import (_as_float, _promote, _tensor, add, full, gelu, matmul, pad, relu, sigmoid,  # noqa: F401
-                       tanh)
+from ..ops.api import (_as_float, _promote, _reshape, _tensor, add, full, gelu, matmul, pad, relu,  # noqa: F401
+                       sigmoid, tanh)
 
 __all__ = ["relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d",
            "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "linear", "pad"]
 
 
+def _softmax(op, x, axis):
+    x = _as_float(_tensor(op, x))
+    if x.ndim == 0:  # one element along its only "axis" (0 or -1): run it as shape (1,)
+        shapes.normalize_axis(op, axis, 1)
+        return _reshape(dispatch(op, (_reshape(x, (1,)),), {"axis": 0}), ())
+    return dispatch(op, (x,), {"axis": shapes.normalize_axis(op, axis, x.ndim)})
+
+
 def softmax(x, axis=-1):
     """exp(x) / sum(exp(x)) along an axis, computed stably."""
-    x = _as_float(_tensor("softmax", x))
-    return dispatch("softmax", (x,), {"axis": shapes.normalize_axis("softmax", axis, x.ndim)})
+    return _softmax("softmax", x, axis)
 
 
 def log_softmax(x, axis=-1):
     """log(softmax(x)) along an axis, computed stably."""
-    x = _as_float(_tensor("log_softmax", x))
-    return dispatch("log_softmax", (x,), {"axis": shapes.normalize_axis("log_softmax", axis, x.ndim)})
+    return _softmax("log_softmax", x, axis)
 
 
 def _param(op, name, p, x, shape, fill):
@@ -46,6 +51,9 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon=1e-5):
     return dispatch("layer_norm", (x, w, b), {"begin_axis": x.ndim - len(norm), "epsilon": float(epsilon)})
 
 
+_BN_FORMATS = ("NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC")
+
+
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.9, epsilon=1e-5,
                data_format="NCHW"):
     """Inference batch normalisation with running statistics (training=True is not supported)."""
@@ -55,7 +63,11 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     x = _as_float(_tensor("batch_norm", x))
     if x.ndim < 2:
         raise InvalidArgumentError(f"batch_norm: input must be at least 2-D (N, C, ...), got {x.shape}")
-    axis = 1 if data_format.upper().startswith("NC") else x.ndim - 1
+    fmt = data_format.upper() if isinstance(data_format, str) else data_format
+    if fmt not in _BN_FORMATS:
+        raise InvalidArgumentError(f"batch_norm: data_format must be one of {', '.join(_BN_FORMATS)} (channels "
+                                   f"second or last), not {data_format!r}")
+    axis = 1 if fmt.startswith("NC") else x.ndim - 1
     c = x.shape[axis]
     params = [_param("batch_norm", n, p, x, (c,), f) for n, p, f in
               (("running_mean", running_mean, 0), ("running_var", running_var, 1), ("weight", weight, 1),
@@ -122,8 +134,6 @@ def _pool_args(op, x, kernel_size, stride, padding, ceil_mode):
 def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, data_format="NCHW"):
     """Max over sliding windows (padding never wins)."""
     x, nhwc = _nchw("max_pool2d", x, data_format)
-    if x.dtype == _dt.bool_:
-        x = x.astype("uint8")
     return _back(dispatch("max_pool2d", (x,), _pool_args("max_pool2d", x, kernel_size, stride, padding, ceil_mode)),
                  nhwc)
 

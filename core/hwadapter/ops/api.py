@@ -10,8 +10,7 @@ from .. import dtypes as _dt
 from ..dispatch.dispatcher import dispatch, dispatch1, dispatch2
 from ..errors import InvalidArgumentError, UnsupportedDTypeError
 from ..runtime import device as _device
-from ..runtime.memory import DeviceArray
-from ..tensor import Tensor, _make, to_tensor
+from ..tensor import Tensor, _device_data, _make, to_tensor
 from . import shapes
 
 _FLOAT = frozenset(_dt.FLOATING)
@@ -20,12 +19,29 @@ _INTEGER = frozenset(_dt.INTEGER)
 
 
 # --- helpers ---------------------------------------------------------------------------------------
-def _scalar(value, like: Tensor, dtype=None) -> Tensor:
+def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
     """A 0-d tensor on `like`'s device (Python numbers are weakly typed: they take the tensor's dtype)."""
     dt = dtype or _dt.scalar_dtype(value, like._dtype)
-    dev = like._device
-    arr = np.array(value, dtype=dt)
-    return _make(arr if dev.host_memory else DeviceArray.from_numpy(dev, arr), dev)
+    if dt.kind in "iu" and not isinstance(value, float):
+        info = np.iinfo(dt)
+        if not info.min <= value <= info.max:
+            raise InvalidArgumentError(
+                f"{op or 'op'}: the Python int {value} does not fit in {dt.name}, the dtype it takes next to a "
+                f"{like._dtype.name} tensor (valid: {info.min}..{info.max}). Fix: cast the tensor to a wider dtype "
+                f"first, e.g. x.astype('int64') or x.astype('float32')")
+    with np.errstate(over="ignore"):  # a float beyond float16's range is inf, as the arithmetic would make it
+        arr = np.array(value, dtype=dt)
+    return _make(_device_data(like._device, arr), like._device)
+
+
+def _view(x: Tensor, shape: tuple) -> Tensor:
+    """x's data under another shape of the same size, without a copy or a dispatch (both array kinds reshape)."""
+    return _make(x._data.reshape(shape), x._device)
+
+
+def _as_0d(out: Tensor) -> Tensor:
+    """A result the frontend knows is 0-d, as 0-d: device copies of 0-d arrays can come back as shape (1,)."""
+    return out if not out._data.shape else _view(out, ())
 
 
 def _tensor(op: str, x) -> Tensor:
@@ -56,10 +72,10 @@ def _promote(op: str, *xs):
     for x in xs:
         if isinstance(x, Tensor):
             out.append(x if x._dtype == dt else cast(x, dt))
-        elif isinstance(x, (bool, int, float, np.number)) and not isinstance(x, np.ndarray):
-            v = x.item() if isinstance(x, np.generic) else x
+        elif isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)):
+            v = x.item() if isinstance(x, np.generic) else x  # numpy scalars are weak, like Python numbers
             sdt = _dt.scalar_dtype(v, dt)
-            out.append(_scalar(v, tensors[0], sdt))
+            out.append(_scalar(v, tensors[0], sdt, op))
         else:
             raise InvalidArgumentError(f"{op}: cannot use {type(x).__name__} as an operand; use a Tensor or a number")
     dt = _dt.result_type(*(t._dtype for t in out))
@@ -80,15 +96,21 @@ def _binary(op: str, kind: str, doc: str):
 
     def fn(x, y):
         if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:
-            if x._data.shape != y._data.shape:
-                shapes.broadcast(op, x._data.shape, y._data.shape)
+            xs = x._data.shape
+            if xs != y._data.shape:
+                shapes.broadcast(op, xs, y._data.shape)
+            elif not xs:
+                return _binary_0d(fn, x, y)
         else:
             x, y = _promote(op, x, y)
             _check_shapes(op, x, y)
+            if not x._data.shape and not y._data.shape:
+                return _binary_0d(fn, x, y)
         if kind == "arith":
             if x._dtype not in allowed:
                 _check(op, x, allowed, "numeric (non-bool)")
         elif kind == "float" and x._dtype not in _FLOAT:
+            _check(op, x, _NUMERIC, "numeric (non-bool)")
             x, y = _as_float(x), _as_float(y)
         elif kind == "logical" and x._dtype is not _dt.bool_:
             x, y = cast(x, _dt.bool_), cast(y, _dt.bool_)
@@ -99,9 +121,17 @@ def _binary(op: str, kind: str, doc: str):
     return fn
 
 
+def _binary_0d(fn, x: Tensor, y: Tensor) -> Tensor:
+    # Two 0-d inputs run as 1-element arrays: numpy's ufuncs (the CPU kernels) return scalars, not arrays, for 0-d.
+    out = fn(_view(x, (1,)), _view(y, (1,)))
+    return _view(out, ())
+
+
 def _unary(op: str, kind: str, doc: str):
     def fn(x):
         x = _tensor(op, x)
+        if not x._data.shape:  # as binary ops: run 0-d as one element
+            return _view(fn(_view(x, (1,))), ())
         if kind == "float":
             x = _as_float(x)
         elif kind == "numeric":
@@ -160,6 +190,8 @@ logical_not = _unary("logical_not", "logical", "not x (non-zero is true).")
 def gelu(x, approximate: bool = False):
     """Gaussian error linear unit; exact (erf) unless approximate=True (tanh form)."""
     x = _as_float(_tensor("gelu", x))
+    if not x._data.shape:
+        return _view(gelu(_view(x, (1,)), approximate), ())
     if not approximate:
         return dispatch1("gelu", x)
     return dispatch("gelu", (x,), {"approximate": True})
@@ -170,20 +202,26 @@ def where(condition, x, y):
     cond = _tensor("where", condition)
     if cond._dtype is not _dt.bool_:
         cond = cast(cond, _dt.bool_)
-    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
-        x = _scalar(x, cond, _dt.DEFAULT_FLOAT if isinstance(x, float) else None) if not isinstance(x, bool) else x
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two numbers: x takes its own default dtype
+        if not isinstance(x, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise InvalidArgumentError(f"where: cannot use {type(x).__name__} as an operand; use a Tensor or a number")
+        v = x.item() if isinstance(x, np.generic) else x
+        x = _scalar(v, cond, _dt.bool_ if isinstance(v, bool) else _dt.DEFAULT_INT if isinstance(v, int)
+                    else _dt.DEFAULT_FLOAT, "where")
     x, y = _promote("where", x, y)
     _check_shapes("where", cond, x, y)
-    return dispatch("where", (cond, x, y))
+    out = dispatch("where", (cond, x, y))
+    return _as_0d(out) if not (cond._data.shape or x._data.shape or y._data.shape) else out
 
 
 def cast(x, dtype):
     """x converted to `dtype` (float to int truncates toward zero)."""
     x = _tensor("cast", x)
-    dt = _dt.as_dtype(dtype)
+    dt = _op_dtype("cast", dtype)
     if dt == x._dtype:
         return x
-    return dispatch("cast", (x,), {"dtype": dt.name})
+    out = dispatch("cast", (x,), {"dtype": dt.name})
+    return out if x._data.shape else _as_0d(out)
 
 
 astype = cast
@@ -193,13 +231,33 @@ def clip(x, min=None, max=None):  # noqa: A002
     """x limited to [min, max]; either bound may be None."""
     x = _tensor("clip", x)
     _check(x=x, op="clip", allowed=_NUMERIC, what="numeric (non-bool)")
-    conv = float if x._dtype in _FLOAT else int
-    lo = None if min is None else conv(min)
-    hi = None if max is None else conv(max)
-    return dispatch("clip", (x,), {"min": lo, "max": hi})
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and not isinstance(bound, (int, float, np.integer, np.floating)) or \
+                isinstance(bound, (bool, np.bool_)):
+            raise InvalidArgumentError(f"clip: {name} must be a number or None, not {bound!r}")
+        if bound is not None and bound != bound:
+            raise InvalidArgumentError(f"clip: {name} is nan")
+    if min is not None and max is not None and min > max:
+        raise InvalidArgumentError(f"clip: min {min} is greater than max {max}")
+    if x._dtype in _FLOAT:
+        lo = None if min is None else float(min)
+        hi = None if max is None else float(max)
+    else:  # integer bounds, clamped to the dtype's range: rounded inward, so the result stays within [min, max]
+        info = np.iinfo(x._dtype)
+        lo = None if min is None or min <= info.min else (info.max if min > info.max else math.ceil(min))
+        hi = None if max is None or max >= info.max else (info.min if max < info.min else math.floor(max))
+    out = dispatch("clip", (x,), {"min": lo, "max": hi})
+    return out if x._data.shape else _as_0d(out)
 
 
 # --- reductions ------------------------------------------------------------------------------------
+def _op_dtype(op: str, dtype) -> np.dtype:
+    try:
+        return _dt.as_dtype(dtype)
+    except UnsupportedDTypeError as err:
+        raise UnsupportedDTypeError(f"{op}: {err}") from None
+
+
 def _reduce(op: str, x, axis, keepdim, keepdims):
     x = _tensor(op, x)
     keep = builtins.bool(keepdim or keepdims)
@@ -207,8 +265,13 @@ def _reduce(op: str, x, axis, keepdim, keepdims):
     return x, axes, keep
 
 
+def _reduced(op: str, x: Tensor, axes: tuple, keep: bool) -> Tensor:
+    out = dispatch(op, (x,), {"axis": axes, "keepdim": keep})
+    return out if shapes.reduce(x.shape, axes, keep) else _as_0d(out)
+
+
 def _nonempty(op: str, x: Tensor, axes: tuple) -> None:
-    if any(x.shape[a] == 0 for a in axes) or (not axes and x.size == 0):
+    if any(x.shape[a] == 0 for a in axes):
         raise InvalidArgumentError(f"{op}: reducing over an empty axis has no identity (shape {x.shape}, axes "
                                    f"{axes}). Fix: check the input is not empty, or use sum/prod")
 
@@ -217,48 +280,53 @@ def sum(x, axis=None, keepdim=False, dtype=None, keepdims=False):  # noqa: A001
     """Sum over axes (all by default); bool and integer inputs sum in int64."""
     x, axes, keep = _reduce("sum", x, axis, keepdim, keepdims)
     if dtype is not None:
-        x = cast(x, dtype)
+        x = cast(x, _op_dtype("sum", dtype))
     elif x._dtype not in _FLOAT and x._dtype != _dt.int64:
         x = cast(x, _dt.int64)
-    return dispatch("sum", (x,), {"axis": axes, "keepdim": keep})
+    return _reduced("sum", x, axes, keep)
 
 
 def prod(x, axis=None, keepdim=False, dtype=None, keepdims=False):
     """Product over axes; bool and integer inputs multiply in int64."""
     x, axes, keep = _reduce("prod", x, axis, keepdim, keepdims)
     if dtype is not None:
-        x = cast(x, dtype)
+        x = cast(x, _op_dtype("prod", dtype))
     elif x._dtype not in _FLOAT and x._dtype != _dt.int64:
         x = cast(x, _dt.int64)
-    return dispatch("prod", (x,), {"axis": axes, "keepdim": keep})
+    return _reduced("prod", x, axes, keep)
 
 
 def mean(x, axis=None, keepdim=False, keepdims=False):
     """Arithmetic mean over axes; integer inputs give float32. The mean of nothing is nan."""
     x, axes, keep = _reduce("mean", x, axis, keepdim, keepdims)
-    return dispatch("mean", (_as_float(x),), {"axis": axes, "keepdim": keep})
+    return _reduced("mean", _as_float(x), axes, keep)
 
 
 def max(x, axis=None, keepdim=False, keepdims=False):  # noqa: A001
     """Largest element over axes."""
     x, axes, keep = _reduce("max", x, axis, keepdim, keepdims)
     _nonempty("max", x, axes)
-    return dispatch("max", (x,), {"axis": axes, "keepdim": keep})
+    return _reduced("max", x, axes, keep)
 
 
 def min(x, axis=None, keepdim=False, keepdims=False):  # noqa: A001
     """Smallest element over axes."""
     x, axes, keep = _reduce("min", x, axis, keepdim, keepdims)
     _nonempty("min", x, axes)
-    return dispatch("min", (x,), {"axis": axes, "keepdim": keep})
+    return _reduced("min", x, axes, keep)
 
 
 def _arg(op: str, x, axis, keepdim):
     x = _tensor(op, x)
     if axis is not None:
-        axis = shapes.normalize_axis(op, axis, x.ndim) if x.ndim else None
-    _nonempty(op, x, (axis,) if axis is not None else ())
-    return dispatch(op, (x,), {"axis": axis, "keepdim": builtins.bool(keepdim)})
+        axis = shapes.normalize_axis(op, axis, builtins.max(x.ndim, 1))  # a 0-d tensor takes axis 0 or -1
+        if x.ndim == 0:
+            axis = None
+    _nonempty(op, x, (axis,) if axis is not None else tuple(range(x.ndim)))
+    out = dispatch(op, (x,), {"axis": axis, "keepdim": builtins.bool(keepdim)})
+    if axis is None:
+        return out if keepdim and x.ndim else _as_0d(out)
+    return out if shapes.reduce(x.shape, (axis,), keepdim) else _as_0d(out)
 
 
 def argmax(x, axis=None, keepdim=False):
@@ -276,58 +344,67 @@ def matmul(x, y, transpose_x=False, transpose_y=False):
     """Matrix product with numpy's batching, broadcasting and 1-D rules."""
     x, y = _promote("matmul", _tensor("matmul", x), _tensor("matmul", y))
     _check("matmul", x, _NUMERIC, "numeric (non-bool)")
-    shapes.matmul(x.shape, y.shape, transpose_x, transpose_y)
+    out_shape = shapes.matmul(x.shape, y.shape, transpose_x, transpose_y)
     if not (transpose_x or transpose_y):
-        return dispatch("matmul", (x, y))
-    return dispatch("matmul", (x, y), {"transpose_x": builtins.bool(transpose_x),
-                                       "transpose_y": builtins.bool(transpose_y)})
+        out = dispatch("matmul", (x, y))
+    else:
+        out = dispatch("matmul", (x, y), {"transpose_x": builtins.bool(transpose_x),
+                                          "transpose_y": builtins.bool(transpose_y)})
+    return out if out_shape else _as_0d(out)
 
 
 # --- data movement -----------------------------------------------------------------------------------
 def reshape(x, shape):
-    """The same elements in another shape; -1 is inferred, 0 copies the input's dimension."""
+    """The same elements in another shape; -1 is inferred, 0 copies the input's dimension (paddle)."""
     x = _tensor("reshape", x)
-    target = shapes.reshape("reshape", x.shape, shape)
+    return _reshape(x, shapes.reshape("reshape", x.shape, shape))
+
+
+def _reshape(x: Tensor, target: tuple) -> Tensor:
+    """x in a resolved shape of the same size (sizes taken literally: 0 is 0)."""
+    target = tuple(target)
     if target == x.shape:
         return x
-    return dispatch("reshape", (x,), {"shape": target})
+    out = dispatch("reshape", (x,), {"shape": target})
+    return out if target else _as_0d(out)
 
 
 def flatten(x, start_axis=0, stop_axis=-1):
     """Merge the axes from start_axis to stop_axis into one."""
     x = _tensor("flatten", x)
     if x.ndim == 0:
-        return reshape(x, (1,))
+        return _reshape(x, (1,))
     s = shapes.normalize_axis("flatten", start_axis, x.ndim)
     e = shapes.normalize_axis("flatten", stop_axis, x.ndim)
     if s > e:
         raise InvalidArgumentError(f"flatten: start_axis {start_axis} is after stop_axis {stop_axis}")
-    return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+    return _reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
 def squeeze(x, axis=None):
     """Drop axes of size 1 (all of them, or those named; named axes of another size are kept, as in paddle)."""
     x = _tensor("squeeze", x)
     axes = shapes.normalize_axes("squeeze", axis, x.ndim)
-    return reshape(x, tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1)))
+    return _reshape(x, tuple(s for i, s in enumerate(x.shape) if not (i in axes and s == 1)))
 
 
 def unsqueeze(x, axis):
     """Insert axes of size 1 at the given positions of the result."""
     x = _tensor("unsqueeze", x)
-    axes = [axis] if isinstance(axis, int) else list(axis)
+    axes = [axis] if shapes._index(axis) is not None else list(axis)
     out = list(x.shape)
     ndim = x.ndim + len(axes)
     for a in sorted(shapes.normalize_axis("unsqueeze", a, ndim) for a in axes):
         out.insert(a, 1)
-    return reshape(x, out)
+    return _reshape(x, out)
 
 
 def transpose(x, perm=None):
     """Permute axes (reverse them when perm is None)."""
     x = _tensor("transpose", x)
     perm = tuple(reversed(range(x.ndim))) if perm is None else tuple(int(p) for p in perm)
-    if sorted(p % builtins.max(x.ndim, 1) for p in perm) != list(range(x.ndim)) or len(perm) != x.ndim:
+    if len(perm) != x.ndim or any(not -x.ndim <= p < x.ndim for p in perm) or \
+            sorted(p % x.ndim for p in perm) != list(range(x.ndim)):
         raise InvalidArgumentError(f"transpose: perm {perm} is not a permutation of the {x.ndim} axes of {x.shape}")
     perm = tuple(p % x.ndim for p in perm)
     if perm == tuple(range(x.ndim)):
@@ -397,7 +474,8 @@ def gather(x, index, axis=0):
     if index._dtype != _dt.int64:
         index = cast(index, _dt.int64)
     ax = shapes.normalize_axis("gather", axis, x.ndim)
-    return dispatch("gather", (x, index), {"axis": ax})
+    out = dispatch("gather", (x, index), {"axis": ax})
+    return out if x.ndim > 1 or index.ndim else _as_0d(out)
 
 
 def expand(x, shape):
@@ -406,7 +484,12 @@ def expand(x, shape):
     shape = tuple(int(s) for s in shape)
     if len(shape) < x.ndim:
         raise InvalidArgumentError(f"expand: target {shape} has fewer dimensions than {x.shape}")
-    shape = tuple(x.shape[i - len(shape) + x.ndim] if s == -1 else s for i, s in enumerate(shape))
+    lead = len(shape) - x.ndim
+    for i, s in enumerate(shape):
+        if s < -1 or (s == -1 and i < lead):
+            raise InvalidArgumentError(f"expand: size {s} at position {i} of {shape} is not allowed: -1 keeps one "
+                                       f"of the input's dimensions {x.shape}, new leading dimensions need a size")
+    shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
     if shapes.broadcast("expand", x.shape, shape) != shape:
         raise InvalidArgumentError(f"expand: cannot expand {x.shape} to {shape}")
     if shape == x.shape:
@@ -435,24 +518,49 @@ def pad(x, pad, mode="constant", value=0.0):  # noqa: A002
     else:  # torch/paddle style: pairs start at the last axis
         for i in range(len(p) // 2):
             pairs[x.ndim - 1 - i] = (p[2 * i], p[2 * i + 1])
-    if mode == "reflect" and any(b >= s or a >= s for (a, b), s in zip(pairs, x.shape) if a or b):
-        raise InvalidArgumentError(f"pad: reflect padding must be smaller than the padded dimension {x.shape}")
+    for (a, b), s in zip(pairs, x.shape):
+        if not (a or b) or mode == "constant":
+            continue
+        if s == 0:
+            raise InvalidArgumentError(f"pad: {mode} padding of an empty dimension (shape {x.shape}) has nothing to "
+                                       f"copy; use mode='constant'")
+        if mode == "reflect" and builtins.max(a, b) >= s:
+            raise InvalidArgumentError(f"pad: reflect padding ({a}, {b}) must be smaller than the padded dimension "
+                                       f"{s} of {x.shape}")
+        if mode == "circular" and builtins.max(a, b) > s:
+            raise InvalidArgumentError(f"pad: circular padding ({a}, {b}) must be at most the padded dimension "
+                                       f"{s} of {x.shape}")
+    if not any(a or b for a, b in pairs):
+        return x  # tensors are immutable: nothing to pad is the input itself
     return dispatch("pad", (x,), {"pads": tuple(pairs), "mode": mode, "value": value})
 
 
 # --- creation ------------------------------------------------------------------------------------------
-def _shape_arg(shape) -> tuple:
-    if isinstance(shape, int):
-        return (shape,)
-    return tuple(int(s) for s in shape)
+def _shape_arg(op: str, shape) -> tuple:
+    dims = [shape] if shapes._index(shape) is not None else shape
+    try:
+        out = tuple(shapes._index(s) for s in dims)
+    except TypeError:
+        out = (None,)
+    if any(s is None or s < 0 for s in out):
+        raise InvalidArgumentError(f"{op}: shape must be a non-negative int or a sequence of them, not {shape!r}")
+    return out
 
 
 def full(shape, fill_value, dtype=None, device=None):
     """A tensor of `shape` filled with one value."""
-    dt = _dt.as_dtype(dtype) if dtype is not None else (
-        _dt.bool_ if isinstance(fill_value, bool) else _dt.DEFAULT_INT if isinstance(fill_value, int)
-        else _dt.DEFAULT_FLOAT)
-    return to_tensor(np.full(_shape_arg(shape), fill_value, dt), device=device)
+    if isinstance(fill_value, Tensor) and fill_value.size == 1:
+        fill_value = fill_value.item()
+    if not isinstance(fill_value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        raise InvalidArgumentError(f"full: fill_value must be a number, not {type(fill_value).__name__}")
+    dt = _op_dtype("full", dtype) if dtype is not None else (
+        _dt.bool_ if isinstance(fill_value, (bool, np.bool_)) else _dt.DEFAULT_INT
+        if isinstance(fill_value, (int, np.integer)) else _dt.DEFAULT_FLOAT)
+    value = fill_value.item() if isinstance(fill_value, np.generic) else fill_value
+    if dt.kind in "iu" and isinstance(value, int) and not np.iinfo(dt).min <= value <= np.iinfo(dt).max:
+        raise InvalidArgumentError(f"full: fill_value {value} does not fit in {dt.name}")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return to_tensor(np.full(_shape_arg("full", shape), value, dt), device=device)
 
 
 def zeros(shape, dtype="float32", device=None):
@@ -484,6 +592,8 @@ def arange(start, end=None, step=1, dtype=None, device=None):
     """Evenly spaced values in [start, end)."""
     if end is None:
         start, end = 0, start
+    if step == 0:
+        raise InvalidArgumentError("arange: step must not be 0")
     if dtype is None:
         dtype = _dt.DEFAULT_FLOAT if any(isinstance(v, float) for v in (start, end, step)) else _dt.DEFAULT_INT
     return to_tensor(np.arange(start, end, step, dtype=_dt.as_dtype(dtype)), device=device)
@@ -498,14 +608,23 @@ def seed(value: int) -> None:
     _rng = np.random.default_rng(value)
 
 
+def _random_dtype(op: str, dtype) -> np.dtype:
+    dt = _op_dtype(op, dtype)
+    if dt not in _FLOAT:
+        raise UnsupportedDTypeError(f"{op}: random values need a floating dtype, not {dt.name}")
+    return dt
+
+
 def rand(shape, dtype="float32", device=None):
     """Uniform [0, 1) random values (generated on the host)."""
-    return to_tensor(_rng.random(_shape_arg(shape)).astype(_dt.as_dtype(dtype)), device=device)
+    dt = _random_dtype("rand", dtype)
+    return to_tensor(_rng.random(_shape_arg("rand", shape)).astype(dt), device=device)
 
 
 def randn(shape, dtype="float32", device=None):
     """Standard normal random values (generated on the host)."""
-    return to_tensor(_rng.standard_normal(_shape_arg(shape)).astype(_dt.as_dtype(dtype)), device=device)
+    dt = _random_dtype("randn", dtype)
+    return to_tensor(_rng.standard_normal(_shape_arg("randn", shape)).astype(dt), device=device)
 
 
 __all__ = [

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import builtins
+import operator
+
+import numpy as np
 
 from ..errors import InvalidArgumentError
 from ..tensor import Tensor
@@ -12,12 +15,22 @@ def _reflected(fn):
     return lambda self, other: fn(other, self)
 
 
+def _as_int(k):
+    try:
+        return operator.index(k)
+    except TypeError:
+        return None
+
+
 def _getitem(self: Tensor, key):
     """Basic indexing: ints, slices (with steps), None, Ellipsis; a 1-D integer tensor or list gathers along axis 0."""
-    if isinstance(key, Tensor) or isinstance(key, list):
-        if isinstance(key, Tensor) and key.dtype == api._dt.bool_:
+    if (isinstance(key, Tensor) and key.ndim > 0) or isinstance(key, list):
+        if (isinstance(key, Tensor) and key.dtype == api._dt.bool_) or \
+                (isinstance(key, list) and any(isinstance(k, (bool, np.bool_)) for k in key)):
             raise InvalidArgumentError("boolean-mask indexing is not supported (its shape depends on the data). "
                                        "Fix: use hwadapter.where, or .numpy()[mask]")
+        if isinstance(key, list) and not all(isinstance(k, (int, np.integer)) for k in key):
+            raise InvalidArgumentError(f"unsupported index {key!r}: a list index must hold ints only")
         return api.gather(self, key, axis=0)
     key = key if isinstance(key, tuple) else (key,)
     if builtins.sum(k is Ellipsis for k in key) > 1:
@@ -25,8 +38,8 @@ def _getitem(self: Tensor, key):
     n_real = builtins.sum(1 for k in key if k is not None and k is not Ellipsis)
     if n_real > self.ndim:
         raise InvalidArgumentError(f"too many indices ({n_real}) for a tensor of rank {self.ndim}")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
+    if any(k is Ellipsis for k in key):  # not `in`: it would compare tensors in the key with ==
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
         key = key[:i] + (builtins.slice(None),) * (self.ndim - n_real) + key[i + 1:]
     axes, starts, ends, steps, out_shape = [], [], [], [], []
     dim = 0
@@ -35,14 +48,25 @@ def _getitem(self: Tensor, key):
             out_shape.append(1)
             continue
         if isinstance(k, Tensor):
-            k = k.__index__()
+            if k.ndim or k.dtype.kind not in "iu":
+                raise InvalidArgumentError(f"unsupported index: a tensor inside a tuple index must be a 0-d integer, "
+                                           f"not shape {list(k.shape)} {k.dtype.name}")
+            k = k.item()
+        if isinstance(k, (bool, np.bool_)):
+            raise InvalidArgumentError(f"unsupported index {k!r}: boolean indices are not supported; use "
+                                       f"hwadapter.where")
         if isinstance(k, builtins.slice):
-            start, stop, step = k.indices(self.shape[dim])
+            if k.step is not None and _as_int(k.step) == 0:
+                raise InvalidArgumentError("slice step cannot be zero")
+            try:
+                start, stop, step = k.indices(self.shape[dim])
+            except TypeError:
+                raise InvalidArgumentError(f"unsupported index {k!r}: slice bounds must be ints or None") from None
             if (start, stop, step) != (0, self.shape[dim], 1):
                 axes.append(dim), starts.append(k.start), ends.append(k.stop), steps.append(step)
             out_shape.append(len(range(start, stop, step)))
-        elif isinstance(k, int) or hasattr(k, "__index__"):
-            i = int(k)
+        elif _as_int(k) is not None:
+            i = _as_int(k)
             size = self.shape[dim]
             if not -size <= i < size:
                 raise InvalidArgumentError(f"index {i} is out of bounds for axis {dim} with size {size}")
@@ -55,7 +79,7 @@ def _getitem(self: Tensor, key):
     out = self
     if axes:
         out = api.slice(self, axes, starts, ends, steps)
-    return api.reshape(out, out_shape)
+    return api._reshape(out, out_shape)
 
 
 _METHODS = {

@@ -2,6 +2,11 @@
 
 Each kernel is `fn(*arrays, **attrs) -> array | list[array]`; the frontend has already validated
 shapes, promoted dtypes (binary ops see equal dtypes) and normalised attributes.
+
+Every kernel returns numpy arrays, 0-d ones included, never numpy scalars, with one exception kept for
+speed: the binary elementwise kernels (BINARY) are bare numpy ufuncs, which return a numpy scalar when
+*both* inputs are 0-d. The frontend never hands them two 0-d arrays (it views them as 1-element arrays);
+a caller that does must wrap the result with np.asarray.
 """
 from __future__ import annotations
 
@@ -10,55 +15,108 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from ..errors import InvalidArgumentError
+
+_ndarray = np.ndarray
+
+
 def _quiet():
     return np.errstate(all="ignore")  # inf/nan results are the semantics, not a warning (one per call: not reentrant)
 
 
-def _quietly(fn):
-    def kernel(*args, **kwargs):
-        with _quiet():
-            return fn(*args, **kwargs)
+def _kernel(fn, quiet=False):
+    """fn as a kernel that always returns arrays (numpy ufuncs return scalars for 0-d inputs)."""
+    if quiet:
+        def kernel(*args, **kwargs):
+            with _quiet():
+                out = fn(*args, **kwargs)
+            return out if out.__class__ is _ndarray or isinstance(out, list) else np.asarray(out)
+    else:
+        def kernel(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return out if out.__class__ is _ndarray or isinstance(out, list) else np.asarray(out)
     kernel.__name__ = kernel.__qualname__ = getattr(fn, "__name__", "kernel")
+    kernel.__doc__ = getattr(fn, "__doc__", None)
     return kernel
+
+
+def _quietly(fn):
+    return _kernel(fn, quiet=True)
 
 
 def _in_float32(fn):
     """float16 is computed in float32 and rounded once at the end."""
     def kernel(x, *args, **kwargs):
         if x.dtype == np.float16:
-            return fn(x.astype(np.float32), *args, **kwargs).astype(np.float16)
+            return np.asarray(fn(x.astype(np.float32), *args, **kwargs)).astype(np.float16)
         return fn(x, *args, **kwargs)
     kernel.__name__ = fn.__name__
     return kernel
 
 
 # --- elementwise -------------------------------------------------------------------------------------
-def _erf_approx(x):
-    # Abramowitz & Stegun 7.1.26 refined to |error| < 1.5e-7: exact to float32 rounding.
-    t = 1.0 / (1.0 + 0.3275911 * np.abs(x))
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-    return np.sign(x) * (1.0 - poly * np.exp(-x * x))
+_SQRT_PI = math.sqrt(math.pi)
+_SERIES_BELOW = 1.5  # |x| below this: Maclaurin series of erf; above: continued fraction of erfc
 
 
-_erf64 = np.frompyfunc(math.erf, 1, 1)
+def _erf_erfc(x):
+    """(erf(x), erfc(x)) in float64, each to a few ulp (no cancellation in erfc for large x, nor in erf near 0)."""
+    x = np.asarray(x, np.float64)
+    erf, erfc = np.empty_like(x), np.empty_like(x)
+    ax = np.abs(x)
+    small = ax < _SERIES_BELOW
+    with _quiet():
+        xs = x[small]
+        if xs.size:  # 2/sqrt(pi) * sum_n (-1)^n x^(2n+1) / (n! (2n+1)); converges to 1 ulp within 40 terms
+            x2 = xs * xs
+            term = xs.copy()
+            total = xs.copy()
+            for n in range(1, 40):
+                term *= -x2 / n
+                total += term / (2 * n + 1)
+            total *= 2.0 / _SQRT_PI
+            erf[small] = total
+            erfc[small] = 1.0 - total
+        big = ~small  # nan lands here and stays nan
+        xb = ax[big]
+        if xb.size:  # erfc(x) = exp(-x^2) / sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))), from the tail
+            f = xb.copy()
+            for k in range(80, 0, -1):
+                f = xb + (k / 2.0) / f
+            tail = np.exp(-xb * xb) / (_SQRT_PI * f)
+            tail[np.isinf(xb)] = 0.0
+            neg = x[big] < 0
+            erf[big] = np.where(neg, tail - 1.0, 1.0 - tail)
+            erfc[big] = np.where(neg, 2.0 - tail, tail)
+    return erf, erfc
 
 
-@_in_float32
 def erf(x):
-    if x.dtype == np.float64:
-        return _erf64(x).astype(np.float64) if x.size else x.copy()
-    return _erf_approx(x).astype(x.dtype)
+    """The error function, computed in float64 and rounded once to x's dtype."""
+    return _erf_erfc(x)[0].astype(x.dtype)
 
 
-@_in_float32
 def gelu(x, approximate=False):
+    """x * Phi(x) = x/2 * erfc(-x / sqrt 2) (exact, no cancellation for negative x), or the tanh approximation."""
     if approximate:
-        return (0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))).astype(x.dtype)
-    return (0.5 * x * (1 + erf(x / np.sqrt(2).astype(x.dtype)))).astype(x.dtype)
+        xf = x.astype(np.float32) if x.dtype == np.float16 else x
+        with _quiet():
+            out = 0.5 * xf * (1 + np.tanh(math.sqrt(2 / math.pi) * (xf + 0.044715 * xf * xf * xf)))
+            out = np.where(xf == -np.inf, 0.0, out)  # -inf * 0
+        return out.astype(x.dtype)
+    x64 = np.asarray(x, np.float64)
+    with _quiet():
+        out = 0.5 * x64 * _erf_erfc(-x64 / math.sqrt(2.0))[1]
+    out[x64 == -np.inf] = 0.0  # the limit, not -inf * 0
+    return out.astype(x.dtype)
 
 
 def sigmoid(x):
-    return (0.5 * (1 + np.tanh(0.5 * x))).astype(x.dtype)  # tanh form never overflows
+    """1 / (1 + e^-x) in the form that neither overflows nor cancels: e^-|x| is in (0, 1]."""
+    xf = x.astype(np.float32) if x.dtype == np.float16 else x
+    e = np.exp(-np.abs(xf))
+    out = np.where(xf >= 0, 1 / (1 + e), e / (1 + e))
+    return out.astype(x.dtype, copy=False)
 
 
 def rsqrt(x):
@@ -77,6 +135,18 @@ def identity_rounding(x):
     return x.copy()
 
 
+def power(x, y):
+    """x ** y; for integers a negative exponent gives 1 / x**|y| truncated toward zero (1, -1 or 0), as C does."""
+    if x.dtype.kind != "i":
+        return np.power(x, y)
+    negative = y < 0
+    if not negative.any():
+        return np.power(x, y)
+    out = np.power(x, np.where(negative, 0, y))  # x ** 0 == 1 where y < 0, filled in below
+    one_over = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)).astype(x.dtype)
+    return np.where(negative, one_over, out)
+
+
 UNARY = {
     "abs": np.abs, "neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "rsqrt": rsqrt,
     "reciprocal": reciprocal, "sigmoid": sigmoid, "tanh": np.tanh, "relu": relu, "gelu": gelu, "erf": erf,
@@ -84,14 +154,14 @@ UNARY = {
     "logical_not": np.logical_not,
 }
 BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": np.power,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide, "pow": power,
     "maximum": np.maximum, "minimum": np.minimum, "mod": np.mod,
     "equal": np.equal, "not_equal": np.not_equal, "less": np.less, "less_equal": np.less_equal,
     "greater": np.greater, "greater_equal": np.greater_equal,
     "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
 }
 # Ops that can produce inf/nan or divide by zero run with numpy's warnings off.
-_NOISY = {"log", "sqrt", "rsqrt", "reciprocal", "div", "pow", "mod", "exp"}
+_NOISY = {"log", "sqrt", "rsqrt", "reciprocal", "div", "pow", "mod", "exp", "sigmoid", "tanh", "sin", "cos"}
 
 
 def where(cond, x, y):
@@ -104,22 +174,30 @@ def cast(x, dtype):
 
 
 def clip(x, min=None, max=None):
+    """Bounds are already clamped to x's dtype by the frontend; nan stays nan."""
     if min is None and max is None:
         return x.copy()
-    return np.clip(x, min, max).astype(x.dtype, copy=False)
+    return np.asarray(np.clip(x, min, max)).astype(x.dtype, copy=False)
 
 
 # --- reductions ------------------------------------------------------------------------------------
-def _reduction(np_fn):
+def _reduction(np_fn, accumulate=False):
     def kernel(x, axis, keepdim=False):
+        if accumulate and x.dtype == np.float16:  # float16 partial sums lose integers above 2048
+            return np.asarray(np_fn(x, axis=axis, keepdims=keepdim, dtype=np.float32)).astype(np.float16)
         return np.asarray(np_fn(x, axis=axis, keepdims=keepdim))
     kernel.__name__ = np_fn.__name__
     return kernel
 
 
 def mean(x, axis, keepdim=False):
-    acc = np.float32 if x.dtype == np.float16 else x.dtype
-    return np.asarray(np.mean(x, axis=axis, keepdims=keepdim, dtype=acc)).astype(x.dtype, copy=False)
+    """The mean of nothing is nan (0 / 0, quietly: np.mean would warn)."""
+    acc = np.dtype(np.float32) if x.dtype == np.float16 else x.dtype
+    axes = range(x.ndim) if axis is None else ((axis,) if isinstance(axis, int) else axis)
+    count = math.prod(x.shape[a] for a in axes)
+    with _quiet():
+        total = np.asarray(np.sum(x, axis=axis, keepdims=keepdim, dtype=acc))
+        return (total / acc.type(count) if count else total * acc.type(np.nan)).astype(x.dtype, copy=False)
 
 
 def argmax(x, axis=None, keepdim=False):
@@ -136,7 +214,7 @@ def matmul(x, y, transpose_x=False, transpose_y=False):
         x = np.swapaxes(x, -1, -2)
     if transpose_y and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
-    return np.ascontiguousarray(np.matmul(x, y))
+    return np.asarray(np.matmul(x, y), order="C")  # ascontiguousarray would make a 0-d result 1-d
 
 
 @_in_float32
@@ -205,21 +283,29 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
     return out.astype(x.dtype, copy=False)
 
 
+def pool_out(size: int, k: int, s: int, lo: int, hi: int, ceil_mode: bool) -> int:
+    """Windows along one axis. ceil_mode keeps a last, partial window, unless it would start in the padding
+    after the input (it would see no element): then it is dropped."""
+    span = size + lo + hi - k
+    n = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (n - 1) * s >= size + lo:
+        n -= 1
+    return n
+
+
 def _pool_pad(x, kernel, stride, padding, ceil_mode, value):
     pt, pb, pl, pr = padding
-    if ceil_mode:  # extra room at the end so the last, partial window exists
-        for axis, (k, s, lo, hi) in enumerate(((kernel[0], stride[0], pt, pb), (kernel[1], stride[1], pl, pr))):
-            size = x.shape[2 + axis] + lo + hi
-            extra = (-(size - k) % s) if size >= k else 0
-            if axis == 0:
-                pb += extra
-            else:
-                pr += extra
-    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=value), (pt, pb, pl, pr)
+    if ceil_mode:  # room at the end for the last, partial window (or less room, when it is dropped)
+        oh = pool_out(x.shape[2], kernel[0], stride[0], pt, pb, True)
+        ow = pool_out(x.shape[3], kernel[1], stride[1], pl, pr, True)
+        pb = (oh - 1) * stride[0] + kernel[0] - x.shape[2] - pt
+        pr = (ow - 1) * stride[1] + kernel[1] - x.shape[3] - pl
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, max(pb, 0)), (pl, max(pr, 0))), constant_values=value)
+    return xp[:, :, :xp.shape[2] + min(pb, 0) or None, :xp.shape[3] + min(pr, 0) or None], (pt, pb, pl, pr)
 
 
 def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
-    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    low = -np.inf if x.dtype.kind == "f" else (False if x.dtype == np.bool_ else np.iinfo(x.dtype).min)
     xp, _ = _pool_pad(x, kernel_size, stride, padding, ceil_mode, low)
     return np.ascontiguousarray(_windows(xp, *kernel_size, stride, (1, 1)).max(axis=(4, 5)))
 
@@ -229,7 +315,7 @@ def avg_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_
     xp, pads = _pool_pad(x.astype(acc, copy=False), kernel_size, stride, padding, ceil_mode, 0)
     sums = _windows(xp, *kernel_size, stride, (1, 1)).sum(axis=(4, 5))
     if exclusive:  # divide by the number of real (unpadded) elements in each window
-        ones = np.pad(np.ones((1, 1) + x.shape[2:], acc), ((0, 0), (0, 0), (pads[0], pads[1]), (pads[2], pads[3])))
+        ones, _ = _pool_pad(np.ones((1, 1) + x.shape[2:], acc), kernel_size, stride, padding, ceil_mode, 0)
         counts = _windows(ones, *kernel_size, stride, (1, 1)).sum(axis=(4, 5))
     else:
         counts = kernel_size[0] * kernel_size[1]
@@ -283,6 +369,11 @@ def slice(x, axes, starts, ends, steps):  # noqa: A001  the op's name
 
 
 def gather(x, index, axis=0):
+    n = x.shape[axis]
+    if index.size and (index.max() >= n or index.min() < -n):
+        bad = index.max() if index.max() >= n else index.min()
+        raise InvalidArgumentError(f"gather: index {int(bad)} is out of range for axis {axis} of size {n} "
+                                   f"(valid: {-n}..{n - 1})")
     return np.take(x, index, axis=axis)
 
 
@@ -291,6 +382,8 @@ def expand(x, shape):
 
 
 def pad(x, pads, mode="constant", value=0.0):
+    if x.ndim == 0:
+        return x.copy()
     width = [(int(a), int(b)) for a, b in pads]
     np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
     if np_mode == "constant":
@@ -299,16 +392,20 @@ def pad(x, pads, mode="constant", value=0.0):
 
 
 KERNELS: dict = {}
-KERNELS.update({k: (_quietly(v) if k in _NOISY else v) for k, v in UNARY.items()})
+KERNELS.update({k: _kernel(v, quiet=k in _NOISY) for k, v in UNARY.items()})
+# The hot path: bare ufuncs (see the module docstring about 0-d inputs).
 KERNELS.update({k: (_quietly(v) if k in _NOISY else v) for k, v in BINARY.items()})
-KERNELS.update({
+KERNELS.update({k: _kernel(v) for k, v in {
     "where": where, "cast": cast, "clip": clip,
-    "sum": _reduction(np.sum), "prod": _reduction(np.prod), "max": _reduction(np.max), "min": _reduction(np.min),
+    "sum": _reduction(np.sum, accumulate=True), "prod": _reduction(np.prod, accumulate=True),
+    "max": _reduction(np.max), "min": _reduction(np.min),
     "mean": mean, "argmax": argmax, "argmin": argmin,
-    "matmul": matmul, "softmax": _quietly(softmax), "log_softmax": _quietly(log_softmax),
-    "layer_norm": _quietly(layer_norm), "batch_norm": _quietly(batch_norm),
-    "conv2d": conv2d, "max_pool2d": max_pool2d, "avg_pool2d": _quietly(avg_pool2d),
+    "matmul": matmul, "conv2d": conv2d, "max_pool2d": max_pool2d,
     "adaptive_avg_pool2d": adaptive_avg_pool2d, "adaptive_max_pool2d": adaptive_max_pool2d,
     "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice,
     "gather": gather, "expand": expand, "pad": pad,
-})
+}.items()})
+KERNELS.update({k: _quietly(v) for k, v in {
+    "softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "batch_norm": batch_norm,
+    "avg_pool2d": avg_pool2d,
+}.items()})

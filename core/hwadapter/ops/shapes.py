@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import math
+import operator
+
+import numpy as np
 
 from ..errors import InvalidArgumentError
 
@@ -25,15 +28,31 @@ def broadcast(op: str, *shapes: tuple) -> tuple:
     return tuple(out)
 
 
+def _index(v):
+    """v as a Python int when it is an integer (int, numpy integer, integer 0-d tensor), else None; bools are not."""
+    if isinstance(v, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(v)
+    except TypeError:
+        return None
+
+
 def normalize_axes(op: str, axis, ndim: int) -> tuple:
-    """Sorted non-negative axes; None means all of them."""
+    """Sorted non-negative axes; None means all of them, an empty sequence none of them (as numpy)."""
     if axis is None:
         return tuple(range(ndim))
-    axes = [axis] if isinstance(axis, int) else list(axis)
+    if _index(axis) is not None:
+        axes = [axis]
+    elif isinstance(axis, (list, tuple)):
+        axes = list(axis)
+    else:
+        raise InvalidArgumentError(f"{op}: axis must be an int or a sequence of ints, not {axis!r}")
     out = []
     for a in axes:
-        if not isinstance(a, int) or isinstance(a, bool):
-            raise InvalidArgumentError(f"{op}: axis must be an int or a sequence of ints, not {a!r}")
+        a = _index(a)
+        if a is None:
+            raise InvalidArgumentError(f"{op}: axis must be an int or a sequence of ints, not {axis!r}")
         if not -max(ndim, 1) <= a < max(ndim, 1):
             raise InvalidArgumentError(f"{op}: axis {a} is out of range for a tensor of rank {ndim} "
                                        f"(valid: {-ndim}..{ndim - 1})")
@@ -45,9 +64,14 @@ def normalize_axes(op: str, axis, ndim: int) -> tuple:
 
 def normalize_axis(op: str, axis: int, ndim: int) -> int:
     """One non-negative axis."""
-    if not isinstance(axis, int) or isinstance(axis, bool) or not -ndim <= axis < ndim:
-        raise InvalidArgumentError(f"{op}: axis {axis!r} is out of range for a tensor of rank {ndim}")
-    return axis % ndim
+    a = _index(axis)
+    if a is None:
+        raise InvalidArgumentError(f"{op}: axis must be an int, not {axis!r}")
+    if not -ndim <= a < ndim:
+        raise InvalidArgumentError(f"{op}: axis {a} is out of range for a tensor of rank {ndim} "
+                                   f"(valid: {-ndim}..{ndim - 1})" if ndim else
+                                   f"{op}: axis {a} is out of range for a tensor of rank 0 (it has no axes)")
+    return a % ndim
 
 
 def reduce(shape: tuple, axes: tuple, keepdim: bool) -> tuple:
@@ -126,13 +150,16 @@ def conv_padding(op: str, padding, in_hw, kernel, stride, dilation) -> tuple:
             out += [total // 2, total - total // 2]
         return tuple(out)
     if isinstance(padding, int):
-        return (padding,) * 4
-    p = tuple(int(i) for i in padding)
-    if len(p) == 2:
-        return (p[0], p[0], p[1], p[1])
-    if len(p) == 4:
-        return p
-    raise InvalidArgumentError(f"{op}: padding must have 1, 2 or 4 values, not {padding!r}")
+        p = (padding,) * 4
+    else:
+        p = tuple(int(i) for i in padding)
+        if len(p) == 2:
+            p = (p[0], p[0], p[1], p[1])
+        elif len(p) != 4:
+            raise InvalidArgumentError(f"{op}: padding must have 1, 2 or 4 values, not {padding!r}")
+    if min(p) < 0:
+        raise InvalidArgumentError(f"{op}: padding must not be negative, got {padding!r}")
+    return p
 
 
 def window_out(op: str, size: int, k: int, s: int, d: int, pad: int, ceil_mode=False) -> int:

@@ -1,0 +1,152 @@
+"""The supported dtypes and type promotion, checked against a table written out here by hand (not computed by
+the code under test): array API lattice within a kind, the float wins over integers, uint8 with int8 gives
+int16, and Python scalars are weak."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import hwadapter as hw
+from hwadapter import InvalidArgumentError, UnsupportedDTypeError
+from hwadapter import dtypes
+
+ORDER = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
+# Row dtype promoted with column dtype, in ORDER. Symmetric.
+EXPECTED = """
+bool     bool    int8    int16   int32   int64   uint8   float16 float32 float64
+int8     int8    int8    int16   int32   int64   int16   float16 float32 float64
+int16    int16   int16   int16   int32   int64   int16   float16 float32 float64
+int32    int32   int32   int32   int32   int64   int32   float16 float32 float64
+int64    int64   int64   int64   int64   int64   int64   float16 float32 float64
+uint8    uint8   int16   int16   int32   int64   uint8   float16 float32 float64
+float16  float16 float16 float16 float16 float16 float16 float16 float32 float64
+float32  float32 float32 float32 float32 float32 float32 float32 float32 float64
+float64  float64 float64 float64 float64 float64 float64 float64 float64 float64
+"""
+TABLE = {}
+for _line in EXPECTED.strip().splitlines():
+    _row, *_cells = _line.split()
+    for _col, _res in zip(ORDER, _cells):
+        TABLE[_row, _col] = _res
+PAIRS = sorted(TABLE)
+
+
+def mk(arr, device):
+    return hw.to_tensor(np.asarray(arr), device=device)
+
+
+def test_supported_dtypes():
+    assert [d.name for d in dtypes.ALL] == ORDER
+    assert hw.float32 == np.dtype("float32") and hw.bool_ == np.dtype(bool) and hw.bool == np.dtype(bool)
+    assert [d.name for d in dtypes.INTEGER] == ["int8", "int16", "int32", "int64", "uint8"]
+    assert [d.name for d in dtypes.FLOATING] == ["float16", "float32", "float64"]
+
+
+def test_table_is_symmetric():
+    assert all(TABLE[a, b] == TABLE[b, a] for a, b in PAIRS)
+
+
+def test_result_type():
+    for a, b in PAIRS:
+        assert dtypes.result_type(np.dtype(a), np.dtype(b)) == np.dtype(TABLE[a, b]), (a, b)
+
+
+def test_ops_promote_by_the_table(device):
+    """What the binary ops, where and concat really return, on every device."""
+    for a, b in PAIRS:
+        _ops_promote(a, b, device)
+
+
+def _ops_promote(a, b, device):
+    x, y = mk(np.ones(2, a), device), mk(np.zeros(2, b), device)
+    expected = np.dtype(TABLE[a, b])
+    assert hw.equal(x, y).dtype == np.dtype(bool)
+    assert hw.concat([x, y]).dtype == expected
+    assert hw.where(mk(np.array([True, False]), device), x, y).dtype == expected
+    if expected != np.dtype(bool):
+        out = hw.maximum(x, y)
+        assert out.dtype == expected
+        assert out.numpy().tolist() == [1, 1]
+        assert hw.divide(x, mk(np.ones(2, b), device)).dtype == (expected if expected.kind == "f"
+                                                                   else np.dtype("float32"))
+
+
+def test_three_way_promotion():
+    u8, i8, f16 = np.dtype("uint8"), np.dtype("int8"), np.dtype("float16")
+    assert dtypes.result_type(u8, i8, f16) == f16
+    assert dtypes.result_type(np.dtype(bool), u8, i8) == np.dtype("int16")
+    assert dtypes.result_type(np.dtype("int32")) == np.dtype("int32")
+
+
+# Python scalars are weak: they take the tensor's dtype when they are of the same kind.
+SCALAR_CASES = [
+    # (tensor dtype, scalar, result dtype)
+    ("int8", 3, "int8"), ("uint8", 3, "uint8"), ("int16", -7, "int16"), ("int64", 2 ** 40, "int64"),
+    ("int8", 1.5, "float32"), ("int64", 2.0, "float32"), ("uint8", 0.5, "float32"),
+    ("float16", 3, "float16"), ("float16", 1.5, "float16"), ("float64", 1, "float64"), ("float32", 1e30, "float32"),
+    ("bool", 2, "int64"), ("bool", 2.5, "float32"),
+    ("int32", True, "int32"), ("float16", False, "float16"),
+    ("int16", np.int64(3), "int16"), ("float16", np.float64(0.5), "float16"),
+]
+
+
+def test_python_scalars_are_weak(device):
+    for tdt, scalar, expected in SCALAR_CASES:
+        _weak(tdt, scalar, expected, device)
+
+
+def _weak(tdt, scalar, expected, device):
+    x = mk(np.ones(3, tdt), device)
+    out = x + scalar
+    assert out.dtype == np.dtype(expected)
+    assert (scalar + x).dtype == np.dtype(expected)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), [1.0 + float(scalar)] * 3, rtol=1e-3)
+    assert (x < scalar).dtype == np.dtype(bool)
+    assert dtypes.scalar_dtype(scalar.item() if isinstance(scalar, np.generic) else scalar,
+                               np.dtype(tdt)) == np.dtype(expected)
+
+
+def test_scalar_that_does_not_fit_raises(device):
+    for tdt, scalar in [("int8", 128), ("int8", -129), ("uint8", -1), ("uint8", 256), ("int16", 40000),
+                        ("int32", 2 ** 31), ("int64", 2 ** 63)]:
+        with pytest.raises(InvalidArgumentError, match=f"{scalar}.*{tdt}"):
+            mk(np.ones(2, tdt), device) + scalar
+    assert (mk(np.ones(1, "int8"), device) + 127).numpy().tolist() == [-128]  # the tensor's dtype wraps
+    with np.errstate(all="raise"):  # a float scalar beyond float16's range is inf, quietly
+        assert (mk(np.ones(1, "float16"), device) * 1e6).numpy().tolist() == [np.inf]
+
+
+def test_bool_and_bool_scalar():
+    b = hw.to_tensor([True, False])
+    with pytest.raises(UnsupportedDTypeError, match="add"):
+        b + True
+    assert (b == True).numpy().tolist() == [True, False]  # noqa: E712
+    assert hw.logical_and(b, True).numpy().tolist() == [True, False]
+
+
+def test_promotion_table_markdown():
+    md = dtypes.promotion_table()
+    lines = md.splitlines()
+    assert len(lines) == 2 + len(ORDER)
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[1:] == ORDER
+    for line in lines[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        row = cells[0].strip("*")
+        assert cells[1:] == [TABLE[row, col] for col in ORDER]
+
+
+def test_as_dtype():
+    for spelling, expected in [
+        ("float32", "float32"), ("float", "float32"), ("double", "float64"), ("half", "float16"), ("int", "int64"),
+        ("bool", "bool"), ("bool_", "bool"), (float, "float32"), (int, "int64"), (bool, "bool"), (np.uint8, "uint8"),
+        (np.dtype("int16"), "int16"), (hw.int8, "int8"), ("i4", "int32"), ("f8", "float64"),
+    ]:
+        assert dtypes.as_dtype(spelling) == np.dtype(expected), spelling
+
+
+def test_as_dtype_rejects():
+    for bad in ["complex64", "uint16", "uint32", "float128", "string", "nope", object, None, 3.5, ("i4", -1),
+                np.dtype(">f4"), "datetime64"]:
+        with pytest.raises(UnsupportedDTypeError, match="not supported"):
+            dtypes.as_dtype(bad)
