@@ -3,6 +3,8 @@ the code under test): array API lattice within a kind, the float wins over integ
 int16, and Python scalars are weak."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -122,6 +124,11 @@ def test_bool_and_bool_scalar():
         b + True
     assert (b == True).numpy().tolist() == [True, False]  # noqa: E712
     assert hw.logical_and(b, True).numpy().tolist() == [True, False]
+
+
+def test_docs_show_the_current_table():
+    text = (Path(__file__).parents[1] / "docs" / "dtypes.md").read_text()
+    assert dtypes.promotion_table() in text, "docs/dtypes.md is out of date: paste hwadapter.dtypes.promotion_table()"
 
 
 def test_promotion_table_markdown():

@@ -504,6 +504,7 @@ def test_clip_bounds_beyond_the_dtype_and_nan(device):
     f = mk(np.array([np.nan, -5.0, 5.0], np.float32), device)
     assert_close(hw.clip(f, -1.0, 1.0).numpy(), [np.nan, -1, 1], "float32")
     assert_close(f.clip(max=0.5).numpy(), [np.nan, -5, 0.5], "float32")
+    assert_close(hw.clip(x, mk(np.int64(-3), device), mk(np.array([2.5]), device)).numpy(), [-3, 0, 2], "int8")
 
 
 def test_clip_errors(device):

@@ -14,6 +14,7 @@ from ..tensor import Tensor, _device_data, _make, to_tensor
 from . import shapes
 
 _FLOAT = frozenset(_dt.FLOATING)
+_INT_RANGE = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in _dt.INTEGER}
 _NUMERIC = frozenset(_dt.NUMERIC)
 _INTEGER = frozenset(_dt.INTEGER)
 
@@ -22,14 +23,16 @@ _INTEGER = frozenset(_dt.INTEGER)
 def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
     """A 0-d tensor on `like`'s device (Python numbers are weakly typed: they take the tensor's dtype)."""
     dt = dtype or _dt.scalar_dtype(value, like._dtype)
-    if dt.kind in "iu" and not isinstance(value, float):
-        info = np.iinfo(dt)
-        if not info.min <= value <= info.max:
-            raise InvalidArgumentError(
-                f"{op or 'op'}: the Python int {value} does not fit in {dt.name}, the dtype it takes next to a "
-                f"{like._dtype.name} tensor (valid: {info.min}..{info.max}). Fix: cast the tensor to a wider dtype "
-                f"first, e.g. x.astype('int64') or x.astype('float32')")
-    with np.errstate(over="ignore"):  # a float beyond float16's range is inf, as the arithmetic would make it
+    bounds = _INT_RANGE.get(dt)
+    if bounds is not None and not isinstance(value, float) and not bounds[0] <= value <= bounds[1]:
+        raise InvalidArgumentError(
+            f"{op or 'op'}: the Python int {value} does not fit in {dt.name}, the dtype it takes next to a "
+            f"{like._dtype.name} tensor (valid: {bounds[0]}..{bounds[1]}). Fix: cast the tensor to a wider dtype "
+            f"first, e.g. x.astype('int64') or x.astype('float32')")
+    if dt is _dt.float16 and builtins.abs(value) > 65504:
+        with np.errstate(over="ignore"):  # beyond float16's range is inf, as the arithmetic would make it
+            arr = np.array(value, dtype=dt)
+    else:
         arr = np.array(value, dtype=dt)
     return _make(_device_data(like._device, arr), like._device)
 
@@ -231,6 +234,7 @@ def clip(x, min=None, max=None):  # noqa: A002
     """x limited to [min, max]; either bound may be None."""
     x = _tensor("clip", x)
     _check(x=x, op="clip", allowed=_NUMERIC, what="numeric (non-bool)")
+    min, max = (b.item() if isinstance(b, Tensor) and b.size == 1 else b for b in (min, max))  # noqa: A001
     for name, bound in (("min", min), ("max", max)):
         if bound is not None and not isinstance(bound, (int, float, np.integer, np.floating)) or \
                 isinstance(bound, (bool, np.bool_)):
@@ -267,7 +271,7 @@ def _reduce(op: str, x, axis, keepdim, keepdims):
 
 def _reduced(op: str, x: Tensor, axes: tuple, keep: bool) -> Tensor:
     out = dispatch(op, (x,), {"axis": axes, "keepdim": keep})
-    return out if shapes.reduce(x.shape, axes, keep) else _as_0d(out)
+    return _as_0d(out) if not x.ndim or (not keep and len(axes) == x.ndim) else out
 
 
 def _nonempty(op: str, x: Tensor, axes: tuple) -> None:
