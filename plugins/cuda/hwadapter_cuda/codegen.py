@@ -51,7 +51,7 @@ class CudaProgram(Program):
             return
         grid = min(global_size // self.local_size, _MAX_GRID)
         # Pointers as uint64 (cupy passes numpy scalars by value with their own width); sizes and strides as int64.
-        args = [np.uint64(getattr(b, "handle", b) or 0) for b in buffers] + [np.int64(s) for s in scalars]
+        args = tuple([np.uint64(getattr(b, "handle", b) or 0) for b in buffers] + [np.int64(s) for s in scalars])
         s = stream or self.runtime.default_stream
         with self.runtime.device:
             self.function((grid,), (self.local_size,), args, stream=s.cupy)

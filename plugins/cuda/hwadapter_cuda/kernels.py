@@ -105,7 +105,7 @@ def prepare(runtime, op: str, dtype) -> None:
 
 def _launch(fn, device, items: int, args, per_block=False) -> None:
     grid = min(items if per_block else -(-items // BLOCK), 2**31 - 1)  # kernels loop over whatever the grid misses
-    args = [np.uint64(a.handle or 0) if isinstance(a, DeviceArray) else np.int64(a) for a in args]
+    args = tuple(np.uint64(a.handle or 0) if isinstance(a, DeviceArray) else np.int64(a) for a in args)
     rt = device.runtime
     with rt.device:
         fn((grid,), (BLOCK,), args, stream=rt.default_stream.cupy)
