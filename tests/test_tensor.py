@@ -23,7 +23,8 @@ TO_TENSOR_CASES = [
     ([1.0, 2], "float32", (2,)), ([[True], [False]], "bool", (2, 1)), ([], "float32", (0,)),
     ([[], []], "float32", (2, 0)), (np.float64(2.5), "float64", ()), (np.int8(3), "int8", ()),
     (np.arange(6, dtype=np.uint8).reshape(2, 3), "uint8", (2, 3)), (np.zeros((0, 4), np.float16), "float16", (0, 4)),
-    (np.array(7, np.int16), "int16", ()), (np.ones(3, np.uint16), "int64", (3,)), (np.ones(2, np.uint32), "int64", (2,)),
+    (np.array(7, np.int16), "int16", ()), (np.ones(3, np.uint16), "int64", (3,)),
+    (np.ones(2, np.uint32), "int64", (2,)),
 ]
 
 
@@ -312,7 +313,8 @@ def test_creation(device):
     assert hw.full_like(x, 5).numpy().tolist() == [[5, 5], [5, 5]]
     assert str(hw.zeros_like(x).device) == device
     assert hw.arange(5, device=device).numpy().tolist() == [0, 1, 2, 3, 4]
-    assert hw.arange(1, 2, 0.25).numpy().tolist() == [1.0, 1.25, 1.5, 1.75] and hw.arange(1, 2, 0.25).dtype == np.float32
+    r = hw.arange(1, 2, 0.25)
+    assert r.numpy().tolist() == [1.0, 1.25, 1.5, 1.75] and r.dtype == np.float32
     assert hw.arange(5, 0, -2, dtype="int8").numpy().tolist() == [5, 3, 1]
     hw.seed(3)
     a = hw.rand((2, 2), device=device).numpy()

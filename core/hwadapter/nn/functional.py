@@ -1,8 +1,6 @@
 """hwadapter.nn.functional: activations, normalisation, convolution and pooling, with paddle's signatures."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..dispatch.dispatcher import dispatch
 from ..errors import InvalidArgumentError
 from ..ops import shapes

@@ -9,7 +9,6 @@ import numpy as np
 from .. import dtypes as _dt
 from ..dispatch.dispatcher import dispatch, dispatch1, dispatch2
 from ..errors import InvalidArgumentError, UnsupportedDTypeError
-from ..runtime import device as _device
 from ..tensor import Tensor, _device_data, _make, to_tensor
 from . import shapes
 
