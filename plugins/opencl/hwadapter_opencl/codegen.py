@@ -1,0 +1,122 @@
+"""The compiler: OpenCL C source -> cl.Program (clBuildProgram, build log in CompileError), binaries as the cache's bytes."""
+from __future__ import annotations
+
+import hashlib
+import threading
+import weakref
+
+import numpy as np
+import pyopencl as cl
+
+import hwadapter_kp as kp
+from hwadapter.plugin import CodegenBackend, CompileError, Program
+
+
+def build_key(source: str, options: str = "") -> str:
+    """What names a built program: its source and build options."""
+    return hashlib.sha256(f"{options}\n{source}".encode()).hexdigest()
+
+
+class OpenCLProgram(Program):
+    """One kernel of a built cl.Program, launched on a queue with the dialect's work-group size."""
+
+    def __init__(self, backend: "OpenCLCodegenBackend", program: cl.Program, name: str, binary: bytes):
+        self.backend, self.program, self.name, self.binary = backend, program, name, binary
+        self.kernel = cl.Kernel(program, name)
+        self.local = kp.OPENCL.schedule.local_size
+        self._lock = threading.Lock()  # a cl.Kernel holds its arguments: one launch at a time
+
+    def launch(self, global_size, buffers, scalars, stream=None):
+        rt = self.backend.runtime
+        queue = stream.queue if stream is not None else rt.queue
+        with self._lock:
+            k = self.kernel
+            for i, b in enumerate(buffers):
+                k.set_arg(i, b.handle)
+            for i, s in enumerate(scalars, len(buffers)):
+                k.set_arg(i, np.int64(s))
+            cl.enqueue_nd_range_kernel(queue, k, (self.backend.cap(global_size, self.local),), (self.local,))
+
+
+class OpenCLCodegenBackend(CodegenBackend):
+    """Builds OpenCL C for one device: kernel-primitive programs (cached on disk by the core) and the
+    handwritten kernels (cached here, per source and options)."""
+
+    dialect = kp.OPENCL
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self._built: dict[str, cl.Program] = {}
+        self._lock = threading.Lock()
+        self.builds = 0  # source builds (clBuildProgram from OpenCL C), for tests and `hwadapter doctor`
+        # Binaries a deserialised subgraph brought along: used instead of building their sources.
+        self.binaries: dict[str, bytes] = {}
+        # Grid-stride kernels are correct with any multiple of the work-group size; a few groups per compute unit
+        # keep every core busy without paying the driver's per-group cost millions of times.
+        self.max_items = runtime.device.max_compute_units * 4096
+
+    def cap(self, global_size: int, local: int) -> int:
+        """A grid-stride kernel's global size, capped."""
+        return min(global_size, max(self.max_items // local, 1) * local)
+
+    def available(self) -> str | None:
+        return None
+
+    def cache_key(self) -> dict:
+        d = self.runtime.device
+        return {"platform": d.platform.name.strip(), "device": d.name.strip(), "driver": d.driver_version.strip(),
+                "version": d.version.strip()}
+
+    def build(self, source: str, options: str = "", name: str = "kernel") -> cl.Program:
+        """The built program for this source and these options (built once per process)."""
+        key = build_key(source, options)
+        prg = self._built.get(key)
+        if prg is None:
+            with self._lock:
+                prg = self._built.get(key)
+                if prg is None:
+                    binary = self.binaries.get(key)
+                    prg = self._load(binary) if binary is not None else self._build(source, options, name)
+                    self._built[key] = prg
+        return prg
+
+    def _build(self, source: str, options: str, name: str) -> cl.Program:
+        rt = self.runtime
+        prg = cl.Program(rt.context, source)
+        self.builds += 1
+        try:
+            prg.build(options)
+        except cl.Error as err:
+            try:
+                log = prg.get_build_info(rt.device, cl.program_build_info.LOG)
+            except cl.Error:
+                log = str(err)
+            raise CompileError(f"{rt.name}: the OpenCL compiler of {rt.device.name.strip()} rejected kernel {name!r} "
+                               f"(options {options!r}). Fix: this is a bug in the kernel source or the driver; report "
+                               f"it with the source and log below", source=source, log=log) from None
+        return prg
+
+    def _load(self, binary: bytes) -> cl.Program:
+        rt = self.runtime
+        return cl.Program(rt.context, [rt.device], [binary]).build()
+
+    def binary(self, source: str, options: str = "") -> bytes:
+        """The device binary of a program built by `build`."""
+        return self.build(source, options).binaries[0]
+
+    def compile(self, source: str, name: str) -> bytes:
+        return self.build(source, "", name).binaries[0]
+
+    def load(self, binary: bytes, name: str) -> OpenCLProgram:
+        return OpenCLProgram(self, self._load(binary), name, binary)
+
+
+_backends: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def backend_for(runtime) -> OpenCLCodegenBackend:
+    """The one backend (and program cache) of a runtime."""
+    backend = _backends.get(runtime)
+    if backend is None:
+        backend = _backends.setdefault(runtime, OpenCLCodegenBackend(runtime))
+    return backend

@@ -1,0 +1,482 @@
+"""Handwritten kernels (kernels/*.cl) for the ops kernel primitives cannot express: GEMM, convolution, pooling,
+argmax/argmin and data movement.
+
+Each op has a planner, (runtime, shapes, dtypes, attrs) -> Plan: the output shapes and a list of kernel launches over
+numbered buffers. An eager call runs its cached plan on fresh outputs; the subgraph level binds plans to buffers once.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import threading
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from hwadapter.plugin import DeviceArray, InvalidArgumentError, UnsupportedDTypeError, reference, shapes as rules
+
+from .codegen import backend_for, build_key
+
+_DIR = Path(__file__).with_name("kernels")
+_CL = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
+       "float16": "half", "float32": "float", "float64": "double"}
+_BITS = {1: (np.uint8, "uchar"), 2: (np.uint16, "ushort"), 4: (np.uint32, "uint"), 8: (np.uint64, "ulong")}
+ALL = list(_CL)
+NUMERIC = [d for d in ALL if d != "bool"]
+FLOATS = ["float16", "float32", "float64"]
+MAXD, MAXB = 8, 6  # axes of the data-movement structs, batch axes of the GEMM (kernels/*.cl)
+
+
+@functools.cache
+def source(name: str) -> str:
+    """kernels/<name>.cl with the common prelude."""
+    return (_DIR / "common.cl").read_text() + (_DIR / f"{name}.cl").read_text()
+
+
+def type_options(rt, dtype, acc: str | None = None) -> str:
+    """-D options for T (element), ACC (arithmetic) and E (bits) of `dtype`."""
+    dt = np.dtype(dtype)
+    t = _CL[dt.name]
+    acc = acc or ("float" if t == "half" else t)
+    opts = [f"-DT={t}", f"-DACC={acc}", bits_options(dt)]
+    if t == "half":
+        opts.append("-DHALF")
+    if "double" in (t, acc):
+        if not rt.fp64:
+            raise UnsupportedDTypeError(f"{rt.name} ({rt.device.name.strip()}) has no float64 support (cl_khr_fp64). "
+                                        f"Fix: cast to float32, or run float64 work on the cpu device")
+        opts.append("-DFP64")
+    return " ".join(opts)
+
+
+def bits_options(dtype) -> str:
+    """-D option for E alone: data movement only needs the element size."""
+    return f"-DE={_BITS[np.dtype(dtype).itemsize][1]}"
+
+
+# --- plans ------------------------------------------------------------------------------------------------------
+@dataclass
+class Step:
+    """One kernel launch: args are ("in" | "out" | "tmp", index) buffer references or fixed values; key names the
+    program's source and options (codegen.build_key)."""
+    program: cl.Program
+    name: str
+    global_size: tuple
+    local_size: tuple | None
+    args: list
+    key: str = ""
+
+    def kernel(self, buffers=None) -> cl.Kernel:
+        """A new cl.Kernel with the fixed arguments set (and the buffers, when given a resolver)."""
+        k = cl.Kernel(self.program, self.name)
+        for pos, a in enumerate(self.args):
+            if isinstance(a, tuple):
+                if buffers is not None:
+                    k.set_arg(pos, buffers(a))
+            else:
+                k.set_arg(pos, a)
+        return k
+
+
+@dataclass
+class Plan:
+    """Output (shape, dtype)s, scratch buffers, and launches; aliases: output index -> input index it reshapes.
+    An eager run zero-fills the `zero` temps first and calls `check(temps)` last (which waits for the device): how a
+    kernel reports an error it found, e.g. an index out of range."""
+    outputs: list
+    steps: list = field(default_factory=list)
+    temps: list = field(default_factory=list)
+    aliases: dict = field(default_factory=dict)
+    zero: list = field(default_factory=list)
+    check: object = None
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        self._kernels = None
+
+    def run(self, arrays: tuple, queue: cl.CommandQueue) -> list:
+        """Enqueue on `queue` with fresh outputs; returns them."""
+        dev = arrays[0].device
+        outs = [arrays[self.aliases[i]].reshape(s) if i in self.aliases else DeviceArray.empty(dev, s, d)
+                for i, (s, d) in enumerate(self.outputs)]
+        temps = [DeviceArray.empty(dev, s, d) for s, d in self.temps]
+        bufs = {"in": arrays, "out": outs, "tmp": temps}
+        for j in self.zero:
+            cl.enqueue_fill_buffer(queue, temps[j].handle, np.uint8(0), 0, temps[j].nbytes)
+        with self._lock:  # a cl.Kernel holds its arguments: one caller at a time
+            if self._kernels is None:
+                self._kernels = [s.kernel() for s in self.steps]
+            for step, k in zip(self.steps, self._kernels):
+                for pos, a in enumerate(step.args):
+                    if isinstance(a, tuple):
+                        k.set_arg(pos, bufs[a[0]][a[1]].handle)
+                cl.enqueue_nd_range_kernel(queue, k, step.global_size, step.local_size)
+        if self.check is not None:
+            self.check(temps)
+        return outs
+
+
+def _contiguous(shape) -> list:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return out[::-1]
+
+
+def _grid(rt, total: int) -> tuple:
+    """(global, local) of a grid-stride kernel over `total` items."""
+    backend = backend_for(rt)
+    local = min(128, rt.device.max_work_group_size)
+    return (backend.cap(-(-total // local) * local, local),), (local,)
+
+
+def _build(rt, name: str, options: str) -> tuple:
+    """(built program, its key) of kernels/<name>.cl."""
+    return backend_for(rt).build(source(name), options, name), build_key(source(name), options)
+
+
+def _step(rt, name: str, kernel: str, options: str, total: int, args: list) -> Step:
+    program, key = _build(rt, name, options)
+    g, l = _grid(rt, total)
+    return Step(program, kernel, g, l, args, key)
+
+
+# --- GEMM -------------------------------------------------------------------------------------------------------
+def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
+    if not rt.is_cpu and rt.device.max_work_group_size >= 256:
+        return dict(TM=64, TN=64, TK=16, RM=4, RN=1, VW=4, WG=256)  # one 4x4 micro-tile per work item
+    # CPUs: one work item per tile, a 8 x 16 register micro-kernel; small tiles when the matrix is thin.
+    return dict(TM=64 if m > 32 else 8, TN=128 if n > 64 else 16, TK=128 if acc_size <= 4 else 64, RM=8, RN=1,
+                VW=16, WG=1)
+
+
+def _merge_batch(shape, *strides):
+    """Drop size-1 batch axes and merge neighbours every operand steps through alike."""
+    dims = [[s, *(st[i] for st in strides)] for i, s in enumerate(shape) if s != 1]
+    out = []
+    for d in dims:
+        if out and all(prev == cur * d[0] for prev, cur in zip(out[-1][1:], d[1:])):
+            out[-1] = [out[-1][0] * d[0], *d[1:]]
+        else:
+            out.append(d)
+    return out
+
+
+def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None) -> Step:
+    """C = A @ B (+ bias per row) over batch axes: a/b/c/bias are buffer refs, sa/sb (row, column) element strides,
+    batch a list of [size, a stride, b stride, bias stride]."""
+    dt = np.dtype(dtype)
+    acc = {"f": None, "i": "long", "u": "long"}[dt.kind]
+    cfg = _gemm_config(rt, m, n, 8 if acc == "long" or dt == np.float64 else 4)
+    if len(batch) > MAXB:
+        raise InvalidArgumentError(f"matmul on {rt.name}: {len(batch)} batch axes that cannot be merged (at most "
+                                   f"{MAXB}). Fix: reshape the inputs to fewer batch dimensions")
+    options = type_options(rt, dt, acc) + "".join(f" -D{key}={v}" for key, v in cfg.items())
+    if bias is not None:
+        options += " -DBIAS"
+    geometry = np.zeros((4, MAXB), np.int64)
+    geometry[0] = 1
+    for i, dim in enumerate(batch):
+        geometry[:, MAXB - len(batch) + i] = dim
+    count = math.prod(d[0] for d in batch)
+    program, key = _build(rt, "gemm", options)
+    g = (-(-n // cfg["TN"]) * cfg["WG"], -(-m // cfg["TM"]), count)
+    return Step(program, "gemm", g, (cfg["WG"], 1, 1),
+                [a, b, c, bias, *(np.int64(v) for v in (m, n, k, *sa, *sb)), geometry.reshape(-1)], key)
+
+
+def plan_matmul(rt, shapes, dtypes, transpose_x=False, transpose_y=False) -> Plan:
+    xs, ys = shapes
+    out = rules.matmul(xs, ys, transpose_x, transpose_y)
+    x2 = (1,) + xs if len(xs) == 1 else xs
+    y2 = ys + (1,) if len(ys) == 1 else ys
+    sx, sy = _contiguous(x2), _contiguous(y2)
+    (m, k), sa = ((x2[-1], x2[-2]), (sx[-1], sx[-2])) if transpose_x and len(xs) >= 2 else (x2[-2:], sx[-2:])
+    (_, n), sb = ((y2[-1], y2[-2]), (sy[-1], sy[-2])) if transpose_y and len(ys) >= 2 else (y2[-2:], sy[-2:])
+    batch = rules.broadcast("matmul", x2[:-2], y2[:-2])
+
+    def bstrides(shape, strides):  # right-aligned; broadcast axes step by 0
+        pad = len(batch) - len(shape)
+        return [0 if i < pad or shape[i - pad] == 1 else strides[i - pad] for i in range(len(batch))]
+    plan = Plan([(out, dtypes[0])])
+    if math.prod(out):
+        dims = _merge_batch(batch, bstrides(x2[:-2], sx[:-2]), bstrides(y2[:-2], sy[:-2]), [0] * len(batch))
+        plan.steps.append(gemm_step(rt, dtypes[0], m, n, k, ("in", 0), sa, ("in", 1), sb, ("out", 0), dims))
+    return plan
+
+
+def plan_conv2d(rt, shapes, dtypes, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1) -> Plan:
+    """im2col (skipped for 1x1, stride-1, unpadded kernels) and one GEMM per (image, group)."""
+    (n, c, h, w), (o, cg, kh, kw) = shapes[0], shapes[1]
+    pt, pb, pl, pr = padding
+    oh = rules.window_out("conv2d", h, kh, stride[0], dilation[0], pt + pb)
+    ow = rules.window_out("conv2d", w, kw, stride[1], dilation[1], pl + pr)
+    g, og, kc, p = groups, o // groups, cg * kh * kw, oh * ow
+    plan = Plan([((n, o, oh, ow), dtypes[0])])
+    if not n * o * p:
+        return plan
+    bias = ("in", 2) if len(shapes) > 2 else None
+    if (kh, kw, *stride, *dilation) == (1,) * 6 and not any(padding):
+        cols, col_batch = ("in", 0), [c * h * w, cg * h * w]  # x already is the (kc x p) matrix of each group
+    else:
+        plan.temps.append(((n, g, kc, p), dtypes[0]))
+        geometry = np.array([n, g, cg, h, w, kh, kw, oh, ow, *stride, pt, pl, *dilation], np.int64)
+        total = n * g * kc * p
+        plan.steps.append(_step(rt, "conv", "im2col", bits_options(dtypes[0]), total,
+                                [("in", 0), ("tmp", 0), geometry, np.int64(total)]))
+        cols, col_batch = ("tmp", 0), [g * kc * p, kc * p]
+    batch = _merge_batch((n, g), [0, og * kc], col_batch, [0, og])
+    plan.steps.append(gemm_step(rt, dtypes[0], og, p, kc, ("in", 1), (kc, 1), cols, (p, 1), ("out", 0), batch, bias))
+    return plan
+
+
+# --- pooling and arg-reductions ---------------------------------------------------------------------------------
+def _max_options(dtype) -> str:
+    """-DMAX and LOWEST, max's identity (padding never wins)."""
+    dt = np.dtype(dtype)
+    low = "-INFINITY" if dt.kind == "f" else "0" if dt.kind == "b" else f"({np.iinfo(dt).min + 1}L-1)"
+    return f"-DMAX -DLOWEST={low}"
+
+
+def _pool(rt, op, shapes, dtypes, kernel_size, stride, padding, ceil_mode, exclusive=True) -> Plan:
+    n, c, h, w = shapes[0]
+    pt, pb, pl, pr = padding
+    oh = reference.pool_out(h, kernel_size[0], stride[0], pt, pb, ceil_mode)
+    ow = reference.pool_out(w, kernel_size[1], stride[1], pl, pr, ceil_mode)
+    plan = Plan([((n, c, oh, ow), dtypes[0])])
+    if n * c * oh * ow:
+        mode = _max_options(dtypes[0]) if op == "max_pool2d" else "-DEXCLUSIVE" * bool(exclusive)
+        geometry = np.array([n * c, h, w, oh, ow, *kernel_size, *stride, pt, pl], np.int64)
+        plan.steps.append(_step(rt, "pool", "pool2d", f"{type_options(rt, dtypes[0])} {mode}", n * c * oh * ow,
+                                [("in", 0), ("out", 0), geometry]))
+    return plan
+
+
+def plan_max_pool2d(rt, shapes, dtypes, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
+    return _pool(rt, "max_pool2d", shapes, dtypes, kernel_size, stride, padding, ceil_mode)
+
+
+def plan_avg_pool2d(rt, shapes, dtypes, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False,
+                    exclusive=True):
+    return _pool(rt, "avg_pool2d", shapes, dtypes, kernel_size, stride, padding, ceil_mode, exclusive)
+
+
+def _adaptive(rt, mode, shapes, dtypes, output_size) -> Plan:
+    n, c, h, w = shapes[0]
+    oh, ow = output_size
+    plan = Plan([((n, c, oh, ow), dtypes[0])])
+    if n * c * oh * ow:
+        plan.steps.append(_step(rt, "pool", "adaptive_pool2d", f"{type_options(rt, dtypes[0])} {mode}",
+                                n * c * oh * ow, [("in", 0), ("out", 0), *map(np.int64, (n * c, h, w, oh, ow))]))
+    return plan
+
+
+def plan_adaptive_avg_pool2d(rt, shapes, dtypes, output_size=(1, 1)):
+    return _adaptive(rt, "", shapes, dtypes, output_size)
+
+
+def plan_adaptive_max_pool2d(rt, shapes, dtypes, output_size=(1, 1)):
+    return _adaptive(rt, _max_options(dtypes[0]), shapes, dtypes, output_size)
+
+
+def _arg(rt, which, shapes, dtypes, axis=None, keepdim=False) -> Plan:
+    shape = shapes[0]
+    if axis is None:
+        outer, n, inner = 1, math.prod(shape), 1
+        out = (1,) * len(shape) if keepdim else ()
+    else:
+        outer, n, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+        out = rules.reduce(shape, (axis,), keepdim)
+    plan = Plan([(out, np.dtype(np.int64))])
+    if outer * inner:
+        plan.steps.append(_step(rt, "arg", "argbest", f"{type_options(rt, dtypes[0])} -D{which}", outer * inner,
+                                [("in", 0), ("out", 0), *map(np.int64, (outer, n, inner))]))
+    return plan
+
+
+def plan_argmax(rt, shapes, dtypes, axis=None, keepdim=False):
+    return _arg(rt, "ARGMAX", shapes, dtypes, axis, keepdim)
+
+
+def plan_argmin(rt, shapes, dtypes, axis=None, keepdim=False):
+    return _arg(rt, "ARGMIN", shapes, dtypes, axis, keepdim)
+
+
+# --- data movement ----------------------------------------------------------------------------------------------
+def _copy_step(rt, dtype, src, dst, shape, src_strides, dst_strides, src_offset=0, dst_offset=0) -> Step | None:
+    """A strided_copy launch (None when there is nothing to copy), after merging axes."""
+    total = math.prod(shape)
+    if not total:
+        return None
+    dims = _merge_batch(shape, src_strides, dst_strides)
+    if len(dims) > MAXD:
+        raise InvalidArgumentError(f"{rt.name}: a copy over {len(dims)} axes that cannot be merged (at most {MAXD}). "
+                                   f"Fix: reshape to fewer dimensions first")
+    geometry = np.zeros(3 + 3 * MAXD, np.int64)
+    geometry[:3] = len(dims), src_offset, dst_offset
+    for i, (size, s, d) in enumerate(dims):
+        geometry[3 + i], geometry[3 + MAXD + i], geometry[3 + 2 * MAXD + i] = size, s, d
+    return _step(rt, "move", "strided_copy", bits_options(dtype), total, [src, dst, geometry, np.int64(total)])
+
+
+def _plan_copy(rt, dtype, out_shape, src_strides, src_offset=0) -> Plan:
+    plan = Plan([(out_shape, dtype)])
+    step = _copy_step(rt, dtype, ("in", 0), ("out", 0), out_shape, src_strides, _contiguous(out_shape), src_offset)
+    plan.steps += [step] if step else []
+    return plan
+
+
+def plan_reshape(rt, shapes, dtypes, shape) -> Plan:
+    return Plan([(tuple(shape), dtypes[0])], aliases={0: 0})
+
+
+def plan_transpose(rt, shapes, dtypes, perm) -> Plan:
+    strides = _contiguous(shapes[0])
+    return _plan_copy(rt, dtypes[0], tuple(shapes[0][p] for p in perm), [strides[p] for p in perm])
+
+
+def plan_slice(rt, shapes, dtypes, axes, starts, ends, steps) -> Plan:
+    out, strides, offset = list(shapes[0]), _contiguous(shapes[0]), 0
+    strides = list(strides)
+    for a, s, e, st in zip(axes, starts, ends, steps):
+        out[a] = len(range(s, -1 if e is None else e, st))
+        offset += s * strides[a] if out[a] else 0
+        strides[a] *= st
+    return _plan_copy(rt, dtypes[0], tuple(out), strides, offset)
+
+
+def plan_expand(rt, shapes, dtypes, shape) -> Plan:
+    xs, shape = shapes[0], tuple(shape)
+    pad = len(shape) - len(xs)
+    strides = _contiguous(xs)
+    return _plan_copy(rt, dtypes[0], shape,
+                      [0 if i < pad or xs[i - pad] == 1 else strides[i - pad] for i in range(len(shape))])
+
+
+def plan_concat(rt, shapes, dtypes, axis=0) -> Plan:
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    dst, plan, at = _contiguous(out), Plan([(tuple(out), dtypes[0])]), 0
+    for i, s in enumerate(shapes):
+        step = _copy_step(rt, dtypes[0], ("in", i), ("out", 0), s, _contiguous(s), dst, 0, at * dst[axis])
+        plan.steps += [step] if step else []
+        at += s[axis]
+    return plan
+
+
+def plan_split(rt, shapes, dtypes, sections, axis=0) -> Plan:
+    src = _contiguous(shapes[0])
+    plan, at = Plan([]), 0
+    for i, size in enumerate(sections):
+        part = tuple(size if a == axis else s for a, s in enumerate(shapes[0]))
+        plan.outputs.append((part, dtypes[0]))
+        step = _copy_step(rt, dtypes[0], ("in", 0), ("out", i), part, src, _contiguous(part), at * src[axis])
+        plan.steps += [step] if step else []
+        at += size
+    return plan
+
+
+def plan_gather(rt, shapes, dtypes, axis=0) -> Plan:
+    """The kernel flags an index out of range in a status buffer; eager calls read it back and raise."""
+    xs, idx = shapes
+    n, out = xs[axis], xs[:axis] + tuple(idx) + xs[axis + 1:]
+    plan, total = Plan([(out, dtypes[0])], temps=[((2,), np.dtype(np.int64))], zero=[0]), math.prod(out)
+
+    def check(temps):
+        found, index = temps[0].numpy()
+        if found:
+            raise InvalidArgumentError(f"gather on {rt.name}: index {index} is out of range for axis {axis} of size "
+                                       f"{n} (valid: {-n}..{n - 1}). Fix: check the indices")
+    if total:
+        plan.check = check
+        plan.steps.append(_step(rt, "move", "gather", bits_options(dtypes[0]), total,
+                                [("in", 0), ("in", 1), ("out", 0), ("tmp", 0),
+                                 *map(np.int64, (n, math.prod(idx), math.prod(xs[axis + 1:]), total))]))
+    return plan
+
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+
+def plan_pad(rt, shapes, dtypes, pads, mode="constant", value=0.0) -> Plan:
+    xs = shapes[0]
+    out = tuple(s + a + b for s, (a, b) in zip(xs, pads))
+    plan, total = Plan([(out, dtypes[0])]), math.prod(out)
+    if not total:
+        return plan
+    dims = []  # (out size, in size, before); neighbouring unpadded axes merge
+    for s, o, (a, _) in zip(xs, out, pads):
+        if dims and s == o and dims[-1][0] == dims[-1][1]:
+            dims[-1] = (dims[-1][0] * s, dims[-1][1] * s, 0)
+        else:
+            dims.append((o, s, a))
+    if len(dims) > MAXD:
+        raise InvalidArgumentError(f"pad on {rt.name}: {len(dims)} axes after merging (at most {MAXD}). Fix: reshape "
+                                   f"to fewer dimensions first")
+    geometry = np.zeros(2 + 3 * MAXD, np.int64)
+    geometry[0], geometry[-1] = len(dims), _PAD_MODES[mode]
+    for i, (o, s, a) in enumerate(dims):
+        geometry[1 + i], geometry[1 + MAXD + i], geometry[1 + 2 * MAXD + i] = o, s, a
+    dt = np.dtype(dtypes[0])
+    bits = np.asarray(value).astype(dt).reshape(1).view(_BITS[dt.itemsize][0])[0]
+    plan.steps.append(_step(rt, "move", "pad", bits_options(dt), total,
+                            [("in", 0), ("out", 0), geometry, bits, np.int64(total)]))
+    return plan
+
+
+#: op -> (planner, dtypes it takes)
+PLANNERS = {
+    "matmul": (plan_matmul, NUMERIC), "conv2d": (plan_conv2d, FLOATS),
+    "max_pool2d": (plan_max_pool2d, ALL), "avg_pool2d": (plan_avg_pool2d, FLOATS),
+    "adaptive_avg_pool2d": (plan_adaptive_avg_pool2d, FLOATS), "adaptive_max_pool2d": (plan_adaptive_max_pool2d, ALL),
+    "argmax": (plan_argmax, ALL), "argmin": (plan_argmin, ALL),
+    "reshape": (plan_reshape, ALL), "transpose": (plan_transpose, ALL), "concat": (plan_concat, ALL),
+    "split": (plan_split, ALL), "slice": (plan_slice, ALL), "gather": (plan_gather, ALL),
+    "expand": (plan_expand, ALL), "pad": (plan_pad, ALL),
+}
+
+
+def _freeze(v):
+    return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def plan(op: str, rt, shapes, dtypes, attrs: dict) -> Plan:
+    """The op's plan for these shapes, dtypes and attributes (cached per runtime)."""
+    cache = _plans.get(rt)
+    if cache is None:
+        cache = _plans.setdefault(rt, {})
+    key = (op, tuple(shapes), tuple(dtypes), tuple(sorted((k, _freeze(v)) for k, v in attrs.items())))
+    found = cache.get(key)
+    if found is None:
+        if len(cache) > 4096:  # shapes seen once (e.g. a growing sequence) must not pile up forever
+            cache.clear()
+        found = cache[key] = PLANNERS[op][0](rt, tuple(shapes), tuple(dtypes), **attrs)
+    return found
+
+
+_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _eager(op: str):
+    def kernel(*arrays, **attrs):
+        rt = arrays[0].device.runtime
+        p = plan(op, rt, tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
+        outs = p.run(arrays, rt.queue)
+        return outs if op == "split" else outs[0]
+    kernel.__name__ = kernel.__qualname__ = op
+    return kernel
+
+
+def reshape(x, shape):
+    """Zero-copy: the same block with another shape."""
+    return x.reshape(shape)
+
+
+def register(kernels) -> None:
+    """Register every handwritten kernel with its dtypes."""
+    for op, (_, dtypes) in PLANNERS.items():
+        kernels.register(op, reshape if op == "reshape" else _eager(op), dtypes=dtypes)

@@ -1,0 +1,181 @@
+"""The OpenCL runtime: every platform's devices as opencl:0..N-1, cl.Buffers as memory, command queues as streams."""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+
+import numpy as np
+import pyopencl as cl
+
+from hwadapter.plugin import DeviceProperties, DeviceUnavailableError, Event, OutOfMemoryError, Runtime, Stream
+
+# Errors by which OpenCL says "no memory left" (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
+# CL_OUT_OF_HOST_MEMORY, CL_INVALID_BUFFER_SIZE: one buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE).
+_OOM_CODES = {-4, -5, -6, -61}
+_devices: list | None = None
+
+
+def devices() -> list:
+    """Every device of every OpenCL platform, in platform order (the index of opencl:N)."""
+    global _devices
+    if _devices is None:
+        try:
+            platforms = cl.get_platforms()
+        except cl.Error as err:  # the ICD loader raises PLATFORM_NOT_FOUND_KHR when no driver is installed
+            raise DeviceUnavailableError(
+                f"opencl: no OpenCL platform found ({err}). Fix: install an OpenCL driver, e.g. "
+                f"`apt-get install pocl-opencl-icd` (CPU) or your GPU vendor's ICD, then check with `clinfo`") from None
+        found = [d for p in platforms for d in p.get_devices()]
+        if not found:
+            names = ", ".join(p.name.strip() for p in platforms)
+            raise DeviceUnavailableError(f"opencl: the OpenCL platforms ({names}) have no devices. Fix: check the "
+                                         f"driver with `clinfo`, or install `pocl-opencl-icd` for a CPU device")
+        _devices = found
+    return _devices
+
+
+class Queue(Stream):
+    """An in-order cl.CommandQueue."""
+
+    def __init__(self, queue: cl.CommandQueue):
+        self.queue = queue
+
+    def synchronize(self) -> None:
+        self.queue.finish()
+
+    def query(self) -> bool:
+        # OpenCL cannot ask a queue whether it is idle: enqueue a marker and look at it. On an idle queue the driver
+        # completes it within microseconds, so give it a moment before saying "busy".
+        marker = cl.enqueue_marker(self.queue)
+        self.queue.flush()
+        deadline = time.perf_counter() + 0.005
+        while marker.command_execution_status != cl.command_execution_status.COMPLETE:
+            if time.perf_counter() > deadline:
+                return False
+            time.sleep(0)
+        return True
+
+    def wait_event(self, event: "Marker") -> None:
+        if event.event is not None:
+            cl.enqueue_barrier(self.queue, wait_for=[event.event])
+
+
+class Marker(Event):
+    """A cl marker event: complete when the work queued before it is."""
+
+    def __init__(self):
+        self.event = None
+
+    def record(self, stream: Queue) -> None:
+        self.event = cl.enqueue_marker(stream.queue)
+
+    def query(self) -> bool:
+        return self.event is None or self.event.command_execution_status == cl.command_execution_status.COMPLETE
+
+    def synchronize(self) -> None:
+        if self.event is not None:
+            self.event.wait()
+
+
+class OpenCLRuntime(Runtime):
+    """One OpenCL device: its own context, a default queue, and a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE."""
+
+    def __init__(self, index: int):
+        super().__init__(index)
+        self.device = devices()[index]
+        self.name = f"opencl:{index}"
+        self.context = cl.Context([self.device])
+        self._default = Queue(cl.CommandQueue(self.context, self.device))
+        self._streams = weakref.WeakSet()
+        # Allocation is lazy in most drivers: a one-byte fill on a private queue makes it happen (and fail) now.
+        self._touch = cl.CommandQueue(self.context, self.device)
+        self._lock = threading.Lock()
+        self.total = self.device.global_mem_size
+        self.max_alloc = self.device.max_mem_alloc_size
+        self.used = 0  # bytes held; CPU drivers (PoCL) do not enforce the size they advertise, so we do
+        self.is_cpu = bool(self.device.type & cl.device_type.CPU)
+        self.fp64 = "cl_khr_fp64" in self.device.extensions
+
+    def properties(self) -> DeviceProperties:
+        d = self.device
+        return DeviceProperties(
+            name=d.name.strip(), vendor=d.vendor.strip(), total_memory=self.total, compute_units=d.max_compute_units,
+            max_work_group_size=d.max_work_group_size,
+            extra={"platform": d.platform.name.strip(), "version": d.version.strip(),
+                   "driver_version": d.driver_version.strip(), "type": cl.device_type.to_string(d.type),
+                   "local_memory": d.local_mem_size, "max_allocation": self.max_alloc, "fp64": self.fp64})
+
+    def _oom(self, nbytes: int, why: str) -> OutOfMemoryError:
+        return OutOfMemoryError(f"{self.name} ({self.device.name.strip()}): cannot allocate {nbytes} bytes: {why}")
+
+    def allocate(self, nbytes: int) -> cl.Buffer:
+        if nbytes > self.max_alloc:
+            raise self._oom(nbytes, f"one buffer may hold at most {self.max_alloc} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
+        with self._lock:
+            if self.used + nbytes > self.total:
+                raise self._oom(nbytes, f"{self.used} of {self.total} bytes are in use")
+            self.used += nbytes
+        try:
+            buf = cl.Buffer(self.context, cl.mem_flags.READ_WRITE, nbytes)
+            cl.enqueue_fill_buffer(self._touch, buf, np.uint8(0), 0, 1).wait()
+        except cl.Error as err:
+            with self._lock:
+                self.used -= nbytes
+            if getattr(err, "code", None) in _OOM_CODES:
+                raise self._oom(nbytes, str(err)) from None
+            raise
+        return buf
+
+    def free(self, handle: cl.Buffer) -> None:
+        with self._lock:
+            self.used -= handle.size
+        handle.release()  # OpenCL keeps it alive until the queued commands that use it are done
+
+    def _queue(self, stream: Queue | None) -> cl.CommandQueue:
+        return (stream or self._default).queue
+
+    def copy_h2d(self, dst, dst_offset, src, stream=None):
+        if src.nbytes:  # pyopencl keeps `src` alive until an asynchronous copy has finished
+            cl.enqueue_copy(self._queue(stream), dst, src, dst_offset=dst_offset, is_blocking=stream is None)
+
+    def copy_d2h(self, dst, src, src_offset, stream=None):
+        if dst.nbytes:
+            cl.enqueue_copy(self._queue(stream), dst, src, src_offset=src_offset, is_blocking=stream is None)
+
+    def copy_d2d(self, dst, dst_offset, src, src_offset, nbytes, stream=None):
+        if nbytes:
+            event = cl.enqueue_copy(self._queue(stream), dst, src, byte_count=nbytes, src_offset=src_offset,
+                                    dst_offset=dst_offset)
+            if stream is None:
+                event.wait()
+
+    def memset(self, dst, offset, value, nbytes, stream=None):
+        if nbytes:
+            event = cl.enqueue_fill_buffer(self._queue(stream), dst, np.uint8(value), offset, nbytes)
+            if stream is None:
+                event.wait()
+
+    def create_stream(self) -> Queue:
+        stream = Queue(cl.CommandQueue(self.context, self.device))
+        self._streams.add(stream)
+        return stream
+
+    @property
+    def default_stream(self) -> Queue:
+        return self._default
+
+    @property
+    def queue(self) -> cl.CommandQueue:
+        """The default queue, where ops run."""
+        return self._default.queue
+
+    def create_event(self) -> Marker:
+        return Marker()
+
+    def synchronize(self) -> None:
+        for stream in [self._default, *self._streams]:
+            stream.synchronize()
+
+    def memory_info(self) -> tuple[int, int]:
+        return max(self.total - self.used, 0), self.total

@@ -1,0 +1,331 @@
+"""The OpenCL reference plugin (plugins/opencl) on opencl:0.
+
+Every op of the set runs on the device with no CPU fallback (strict mode) and matches the numpy reference; the
+handwritten kernels over all their dtypes and awkward shapes; out-of-memory, compile errors, the disk cache across
+processes, events across two queues, and device memory back to the baseline. Skipped, saying why, without pyopencl
+or an OpenCL device.
+"""
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -e plugins/opencl")
+
+import hwadapter as hw  # noqa: E402
+from hwadapter.dispatch import dispatcher, registry  # noqa: E402
+from hwadapter.dispatch.dispatcher import dispatch  # noqa: E402
+from hwadapter.ops import reference  # noqa: E402
+from hwadapter.plugin import CompileError, DeviceArray, codegen_kernel  # noqa: E402
+from hwadapter.runtime.device import get  # noqa: E402
+
+if not hw.device.is_available("opencl"):
+    from hwadapter.runtime.discovery import registry as plugins
+    rec = plugins.get("opencl")
+    pytest.skip(f"no OpenCL device: {rec.explain() if rec else 'the hwadapter-opencl plugin is not installed'} "
+                f"(install pocl-opencl-icd for a CPU device)", allow_module_level=True)
+
+import hwadapter_opencl  # noqa: E402
+from hwadapter_opencl import kernels  # noqa: E402
+
+DEV = "opencl:0"
+RNG = np.random.default_rng(7)
+ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
+
+
+def rand(*shape, lo=-2.0, hi=2.0, dtype="float32"):
+    return RNG.uniform(lo, hi, shape).astype(dtype)
+
+
+def run(op, arrays, attrs):
+    """`op` through the dispatcher on opencl:0, and the numpy reference on the same inputs."""
+    out = dispatch(op, tuple(hw.to_tensor(a, device=DEV) for a in arrays), attrs)
+    outs = [o.numpy() for o in out] if isinstance(out, tuple) else [out.numpy()]
+    ref = reference.KERNELS[op](*arrays, **attrs)
+    return outs, [np.asarray(r) for r in (ref if isinstance(ref, (list, tuple)) else [ref])]
+
+
+def assert_same(outs, refs, rtol=2e-5, atol=2e-6, msg=""):
+    assert len(outs) == len(refs), msg
+    for o, r in zip(outs, refs):
+        assert o.shape == r.shape and o.dtype == r.dtype, f"{msg}: {o.shape} {o.dtype} vs {r.shape} {r.dtype}"
+        if o.dtype.kind in "biu":
+            np.testing.assert_array_equal(o, r, err_msg=msg)
+        else:
+            tol = dict(rtol=2e-3, atol=2e-3) if o.dtype == np.float16 else dict(rtol=rtol, atol=atol)
+            np.testing.assert_allclose(o.astype(np.float64), r.astype(np.float64), equal_nan=True, err_msg=msg, **tol)
+
+
+# --- every op, no fallback ----------------------------------------------------------------------------------------
+A, B, POS = rand(4, 5), rand(4, 5), rand(4, 5, lo=0.5, hi=2.0)
+X4 = rand(2, 3, 7, 6)
+POOL = {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1), "ceil_mode": True}
+CASES = {op: ([POS], {}) for op in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh",
+                                    "relu", "gelu", "erf", "sin", "cos", "floor", "ceil", "sign")}
+CASES.update({op: ([A, B], {}) for op in ("add", "sub", "mul", "div", "maximum", "minimum", "mod", "equal",
+                                          "not_equal", "less", "less_equal", "greater", "greater_equal")})
+CASES.update({op: ([A > 0, B > 0], {}) for op in ("logical_and", "logical_or", "logical_xor")})
+CASES.update({op: ([A], {"axis": (1,), "keepdim": op == "mean"}) for op in ("sum", "prod", "max", "min", "mean")})
+CASES.update({
+    "round": ([A * 3], {}), "pow": ([POS, B], {}), "logical_not": ([A > 0], {}), "where": ([A > 0, A, B], {}),
+    "cast": ([A * 9], {"dtype": "int32"}), "clip": ([A], {"min": -0.5, "max": 0.5}),
+    "argmax": ([A], {"axis": 1, "keepdim": False}), "argmin": ([A], {"axis": None, "keepdim": False}),
+    "matmul": ([rand(3, 4, 5), rand(6, 5)], {"transpose_y": True}),
+    "softmax": ([A], {"axis": 1}), "log_softmax": ([A], {"axis": 0}),
+    "layer_norm": ([A, rand(5), rand(5)], {"begin_axis": 1, "epsilon": 1e-5}),
+    "batch_norm": ([X4, rand(3), rand(3, lo=0.5), rand(3), rand(3)], {"epsilon": 1e-5, "channel_axis": 1}),
+    "conv2d": ([rand(2, 4, 7, 7), rand(6, 2, 3, 3), rand(6)],
+               {"stride": (2, 1), "padding": (1, 0, 1, 1), "dilation": (1, 2), "groups": 2}),
+    "max_pool2d": ([X4], POOL), "avg_pool2d": ([X4], {**POOL, "exclusive": False}),
+    "adaptive_avg_pool2d": ([X4], {"output_size": (3, 4)}), "adaptive_max_pool2d": ([X4], {"output_size": (4, 5)}),
+    "reshape": ([A], {"shape": (5, 4)}), "transpose": ([rand(2, 3, 4)], {"perm": (2, 0, 1)}),
+    "concat": ([A, rand(2, 5)], {"axis": 0}), "split": ([A], {"sections": (1, 3), "axis": 0}),
+    "slice": ([rand(6, 7)], {"axes": (0, 1), "starts": (5, 1), "ends": (None, 6), "steps": (-2, 2)}),
+    "gather": ([A, np.array([3, -1, 0])], {"axis": 0}), "expand": ([rand(4, 1)], {"shape": (2, 4, 5)}),
+    "pad": ([A], {"pads": ((1, 2), (0, 3)), "mode": "reflect", "value": 0.0}),
+})
+
+
+def test_the_cases_cover_the_whole_op_set():
+    assert set(CASES) == set(reference.KERNELS), "add a representative call for every op of the set"
+
+
+@pytest.fixture
+def strict():
+    hw.configure(strict=True)
+    hw.profiler.reset_fallback()
+    yield
+    hw.configure(strict=False)
+
+
+@pytest.mark.parametrize("op", sorted(CASES))
+def test_every_op_runs_on_opencl_without_fallback(op, strict):
+    outs, refs = run(op, *CASES[op])
+    assert_same(outs, refs, msg=op)
+    assert hw.profiler.fallback_count() == 0
+
+
+def test_every_op_has_a_device_route():
+    """Each op resolves to a registered OpenCL kernel or a kernel-primitive program compiled for OpenCL."""
+    dev = get(DEV)
+    hw.configure(strict=True)
+    try:
+        for op, (arrays, _) in CASES.items():
+            dtypes = tuple(np.asarray(a).dtype for a in arrays)
+            fn = dispatcher.resolve(op, dev, dtypes)
+            assert getattr(fn, "fallback_device", None) is None, op
+            if op in kernels.PLANNERS:
+                assert registry.kernels.lookup(op, "opencl", dtypes) is fn, op
+            else:
+                assert getattr(fn, "route", None) == "codegen", op
+    finally:
+        hw.configure(strict=False)
+    assert set(registry.kernels.ops("opencl")) == set(kernels.PLANNERS)
+
+
+# --- the handwritten kernels, over their dtypes -------------------------------------------------------------------
+def typed(arr, dtype):
+    return (arr > 0) if dtype == "bool" else (arr * 3).astype(dtype)
+
+
+@pytest.mark.parametrize("op", sorted(kernels.PLANNERS))
+def test_handwritten_kernels_over_their_dtypes(op, strict):
+    arrays, attrs = CASES[op]
+    for dtype in kernels.PLANNERS[op][1]:
+        args = [typed(a, dtype) if a.dtype == np.float32 else a for a in arrays]
+        outs, refs = run(op, args, attrs)
+        assert_same(outs, refs, rtol=1e-4, atol=1e-4, msg=f"{op} {dtype}")
+
+
+MATMULS = [((3,), (3,)), ((70,), (70, 90)), ((5, 33), (33,)), ((200, 300), (300, 150)), ((2, 1, 65, 33), (3, 33, 70)),
+           ((4, 2, 3), (3, 5)), ((2, 0), (0, 3)), ((0, 4), (4, 2)), ((129, 1), (1, 257))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64", "int8", "int64", "uint8"])
+def test_matmul_shapes_transposes_and_dtypes(dtype):
+    for sa, sb in MATMULS:
+        for tx, ty in [(False, False), (True, False), (False, True), (True, True)]:
+            a = typed(rand(*sa), dtype)
+            b = typed(rand(*sb), dtype)
+            ta = np.swapaxes(a, -1, -2).copy() if tx and a.ndim >= 2 else a
+            tb = np.swapaxes(b, -1, -2).copy() if ty and b.ndim >= 2 else b
+            outs, refs = run("matmul", [ta, tb], {"transpose_x": tx, "transpose_y": ty})
+            assert_same(outs, refs, rtol=1e-4, atol=1e-4, msg=f"{sa} @ {sb} tx={tx} ty={ty}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_conv2d_variants(dtype):
+    for xs, ws, attrs in [
+        ((2, 3, 9, 9), (4, 3, 1, 1), {}),  # 1x1: no im2col
+        ((1, 4, 8, 8), (4, 1, 3, 3), {"padding": (1, 1, 1, 1), "groups": 4}),  # depthwise
+        ((2, 6, 11, 7), (6, 3, 3, 2), {"stride": (2, 3), "padding": (2, 0, 1, 2), "dilation": (2, 1), "groups": 2}),
+        ((1, 3, 40, 40), (70, 3, 5, 5), {"padding": (2, 2, 2, 2)}),  # big enough for the large GEMM tiles
+    ]:
+        full = {"stride": (1, 1), "padding": (0, 0, 0, 0), "dilation": (1, 1), "groups": 1, **attrs}
+        for bias in (None, rand(ws[0]).astype(dtype)):
+            arrays = [rand(*xs).astype(dtype), rand(*ws).astype(dtype)] + ([bias] if bias is not None else [])
+            outs, refs = run("conv2d", arrays, full)
+            assert_same(outs, refs, rtol=1e-4, atol=1e-4, msg=f"{xs} {ws} {attrs}")
+
+
+def test_pooling_variants():
+    x = rand(2, 3, 9, 8)
+    x[0, 0, 1, 1] = np.nan
+    for k, s, p, ceil in [((2, 2), (2, 2), (0, 0, 0, 0), False), ((3, 2), (2, 3), (1, 1, 0, 1), True),
+                          ((3, 3), (3, 3), (1, 0, 1, 0), True), ((1, 1), (1, 1), (0, 0, 0, 0), False)]:
+        attrs = {"kernel_size": k, "stride": s, "padding": p, "ceil_mode": ceil}
+        assert_same(*run("max_pool2d", [x], attrs), msg=str(attrs))
+        for exclusive in (True, False):
+            assert_same(*run("avg_pool2d", [x], {**attrs, "exclusive": exclusive}), msg=str(attrs))
+    for size in [(1, 1), (3, 5), (9, 8), (4, 3)]:
+        assert_same(*run("adaptive_avg_pool2d", [x], {"output_size": size}))
+        assert_same(*run("adaptive_max_pool2d", [x], {"output_size": size}))
+
+
+def test_data_movement_variants():
+    x = rand(3, 4, 5, 2)
+    for perm in [(3, 2, 1, 0), (0, 2, 1, 3), (1, 0, 2, 3)]:
+        assert_same(*run("transpose", [x], {"perm": perm}))
+    assert_same(*run("slice", [x], {"axes": (1, 3), "starts": (3, 1), "ends": (None, 2), "steps": (-1, 1)}))
+    assert_same(*run("slice", [x], {"axes": (2,), "starts": (0,), "ends": (5,), "steps": (3,)}))
+    assert_same(*run("expand", [rand(1, 5, 1)], {"shape": (3, 2, 5, 4)}))
+    assert_same(*run("concat", [x[:1], x, x[:2]], {"axis": 0}))
+    assert_same(*run("concat", [x[..., :1].copy(), x], {"axis": 3}))
+    assert_same(*run("split", [x], {"sections": (2, 0, 3), "axis": 2}))
+    assert_same(*run("gather", [x, np.array([[1, -1], [0, 2]])], {"axis": 1}))
+    for mode in ("constant", "reflect", "replicate", "circular"):
+        assert_same(*run("pad", [x], {"pads": ((0, 0), (1, 2), (3, 0), (1, 1)), "mode": mode, "value": 2.5}))
+    assert_same(*run("pad", [np.arange(6, dtype=np.int16).reshape(2, 3)],
+                     {"pads": ((2, 1), (0, 4)), "mode": "constant", "value": -7}))
+    nine = rand(2, 1, 2, 1, 2, 1, 2, 1, 2)  # size-1 axes merge away: fits the kernels' eight axes
+    assert_same(*run("transpose", [nine], {"perm": tuple(reversed(range(9)))}))
+
+
+def test_gather_out_of_range_raises_naming_the_device():
+    x = hw.to_tensor(np.ones((4, 3), np.float32), device=DEV)
+    with pytest.raises(hw.InvalidArgumentError, match="gather on opencl:0: index 4 is out of range"):
+        hw.gather(x, [0, 4])
+    assert hw.gather(x, [3, -4]).numpy().shape == (2, 3)  # still usable
+
+
+# --- runtime: memory, errors, cache, queues -----------------------------------------------------------------------
+def test_properties_describe_the_device():
+    props = hw.device.get_device_properties(DEV)
+    cl_dev = get(DEV).runtime.device
+    assert props.name == cl_dev.name.strip() and props.vendor
+    assert props.total_memory == cl_dev.global_mem_size and props.compute_units >= 1
+    assert props.max_work_group_size >= 1 and props.extra["version"].startswith("OpenCL")
+    assert hw.device.device_count("opencl") == len(hwadapter_opencl.devices())
+
+
+def test_an_allocation_over_the_device_limit_is_out_of_memory_and_the_device_stays_usable():
+    dev = get(DEV)
+    with pytest.raises(hw.OutOfMemoryError, match="opencl:0") as err:
+        DeviceArray.empty(dev, (dev.runtime.max_alloc + 1,), np.uint8)
+    assert "CL_DEVICE_MAX_MEM_ALLOC_SIZE" in str(err.value)
+    x = hw.to_tensor(np.arange(4, dtype=np.float32), device=DEV)
+    np.testing.assert_array_equal((x + x).numpy(), [0, 2, 4, 6])
+
+
+def _python(script: str, **env) -> str:
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_running_out_of_device_memory_names_the_device_and_recovers():
+    if "pocl" not in get(DEV).runtime.device.platform.version.lower():
+        pytest.skip("POCL_MEMORY_LIMIT needs PoCL; the single-allocation test covers other drivers")
+    out = _python("""
+        import numpy as np, hwadapter as hw
+        from hwadapter.plugin import DeviceArray
+        from hwadapter.runtime.device import get
+        dev, held = get("opencl:0"), []
+        try:
+            for _ in range(64):
+                held.append(DeviceArray.empty(dev, (200 << 20,), np.uint8))
+        except hw.OutOfMemoryError as err:
+            print("OOM", len(held), str(err).splitlines()[0])
+        del held
+        x = hw.to_tensor(np.arange(4, dtype=np.float32), device="opencl:0")
+        print("OK", (x + x).numpy().tolist(), hw.device.memory_stats("opencl:0")["num_oom_retries"])
+    """, POCL_MEMORY_LIMIT="1")
+    oom, ok = out.splitlines()
+    assert oom.startswith("OOM 5 opencl:0: out of memory allocating 209715200 bytes"), oom
+    assert ok == "OK [0.0, 2.0, 4.0, 6.0] 1", ok
+
+
+def test_compile_errors_carry_the_source_and_the_build_log():
+    dev = get(DEV)
+    backend = dev.plugin.codegen_backend(dev.runtime)
+    source = "__kernel void broken(__global float* x) { x[0] = undeclared_name; }\n"
+    with pytest.raises(CompileError) as err:
+        backend.compile(source, "broken")
+    assert err.value.source == source and "undeclared_name" in err.value.log
+    assert "opencl:0" in str(err.value) and "'broken'" in str(err.value)
+
+
+def test_the_disk_cache_serves_compiled_programs_to_a_new_process(tmp_path):
+    script = """
+        import numpy as np, hwadapter as hw
+        from hwadapter import cache
+        from hwadapter.runtime.device import get
+        x = hw.to_tensor(np.linspace(-1, 1, 1000, dtype=np.float32), device="opencl:0")
+        y = hw.sigmoid(hw.exp(x) * x).numpy()
+        assert np.allclose(y, 1 / (1 + np.exp(-np.exp(x.numpy()) * x.numpy())), rtol=1e-5)
+        dev = get("opencl:0")
+        print(dev.plugin.codegen_backend(dev.runtime).builds, cache.default().hits, cache.default().misses)
+    """
+    env = {"HWADAPTER_CACHE_DIR": str(tmp_path)}
+    builds, hits, misses = map(int, _python(script, **env).split())
+    assert builds == misses >= 3 and hits == 0
+    builds, hits, misses = map(int, _python(script, **env).split())
+    assert builds == 0 and misses == 0 and hits >= 3  # nothing compiled: every binary came from the cache
+
+
+def test_an_event_orders_a_kernel_on_one_queue_before_a_copy_on_another():
+    dev = get(DEV)
+    rt = dev.runtime
+    s1, s2 = rt.create_stream(), rt.create_stream()
+    data = rand(1 << 22)
+    a, b = DeviceArray.from_numpy(dev, data), DeviceArray.empty(dev, data.shape, data.dtype)
+    ck = codegen_kernel("exp", DEV)
+    inputs, program = ck.program([a], {})
+    launch = program.bind(inputs, "opencl")
+    ck.load(program).launch(launch.global_size, [a, b], launch.scalar_args, s1)
+    event = rt.create_event()
+    event.record(s1)
+    s2.wait_event(event)
+    out = np.empty_like(data)
+    rt.copy_d2h(out, b.handle, 0, s2)
+    s2.synchronize()
+    assert event.query() and s1.query()
+    np.testing.assert_allclose(out, np.exp(data), rtol=1e-6)
+
+
+def test_live_bytes_return_to_the_baseline():
+    dev = get(DEV)
+    alloc = dev.allocator
+    gc.collect()
+    base = alloc.stats()["allocated_bytes"]
+    x = hw.to_tensor(rand(2, 3, 16, 16), device=DEV)
+    y = hw.nn.functional.conv2d(x, hw.to_tensor(rand(8, 3, 3, 3), device=DEV), padding=1)  # uses an im2col temp
+    y = hw.nn.functional.max_pool2d(hw.nn.functional.relu(y), 2)
+    z = hw.matmul(hw.reshape(y, (2, -1)), hw.to_tensor(rand(512, 10), device=DEV))
+    parts = hw.split(hw.concat([z, z], axis=1), 4, axis=1)
+    assert alloc.stats()["allocated_bytes"] > base
+    hw.device.synchronize(DEV)
+    del x, y, z, parts
+    gc.collect()
+    assert alloc.stats()["allocated_bytes"] == base
+    hw.device.empty_cache(DEV)
+    assert dev.runtime.used == alloc.stats()["reserved_bytes"]
+    free, total = dev.runtime.memory_info()
+    assert free == total - dev.runtime.used
