@@ -719,6 +719,7 @@ def _kernel_cases():
         yield "matmul", [_data((2, 3, 4), d, 2), _data((4, 5), d, 3)], {}
         yield "matmul", [_data((5, 4), d, 2), _data((3, 5), d, 3)], {"transpose_x": True, "transpose_y": True}
         yield "matmul", [_data((4,), d, 2), _data((4,), d, 3)], {}
+        yield "matmul", [_data((3, 0), d, 2), _data((0, 4), d, 3)], {}  # an empty inner dimension gives zeros
         yield "max_pool2d", [x4[d]], {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1),
                                       "ceil_mode": True}
         yield "adaptive_max_pool2d", [x4[d]], {"output_size": (4, 3)}
@@ -740,8 +741,10 @@ def _kernel_cases():
             for axis, keep in [(None, False), (None, True), (3, False), (0, True)]:
                 yield op, [x], {"axis": axis, "keepdim": keep}
             yield op, [_data((3, 5000), d, 7)], {"axis": 1, "keepdim": False}
+        yield "argmax", [x[0, 0, 0, 0].copy()], {"axis": None, "keepdim": False}
         yield "transpose", [x], {"perm": (2, 0, 3, 1)}
-        yield "concat", [x, x[:, :1].copy()], {"axis": 1}
+        yield "concat", [x, x[:, :1].copy(), x[:, :0].copy()], {"axis": 1}
+        yield "slice", [x], {"axes": (2,), "starts": (5,), "ends": (2,), "steps": (1,)}  # empty
         yield "split", [x], {"sections": (2, 7), "axis": 2}
         yield "slice", [x], {"axes": (0, 3), "starts": (1, 7), "ends": (None, 0), "steps": (-1, -3)}
         yield "gather", [x, np.array([[2, -1], [0, 1]])], {"axis": 1}
