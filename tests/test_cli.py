@@ -94,7 +94,7 @@ def test_devices_json(broken_site):
     data = json.loads(proc.stdout)
     assert data["hwadapter"] == hwadapter.__version__ and data["plugin_api"] == "1.0"
     plugins = {p["type"]: p for p in data["plugins"]}
-    assert set(plugins) == {"cpu", "testdev", "broken", "future"}
+    assert {"cpu", "testdev", "broken", "future"} <= set(plugins)  # plus whatever plugins this machine has
     assert "op" in plugins["cpu"]["levels"]
     assert plugins["cpu"] | {"fix": None, "levels": None} == {
         "type": "cpu", "entry_point": "hwadapter_cpu:CpuPlugin", "distribution": "hwadapter",
@@ -131,7 +131,7 @@ def test_doctor_verbose_shows_the_traceback(broken_site):
 
 
 def test_doctor_exits_0_when_every_plugin_loads():
-    proc = hwadapter_cli("doctor")
+    proc = hwadapter_cli("doctor", HWADAPTER_PLUGINS="cpu,testdev")  # the machine's other plugins may lack a device
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FAIL" not in proc.stdout and "everything is in order" in proc.stdout
 
