@@ -72,9 +72,9 @@ def _opencl_rows(x, expected, chain8, moved):
     xt = hw.to_tensor(x, device="opencl:0")
     np.testing.assert_allclose(chain8(xt).numpy(), expected, rtol=1e-6)
     t_fused = best_seconds(lambda: (chain8(xt), hw.device.synchronize("opencl:0")), repeats=3)
-    ctx = cl.Context([hw.device.get_device_properties("opencl:0").extra.get("cl_device")] if
-                     hw.device.get_device_properties("opencl:0").extra.get("cl_device") else None)
-    queue = cl.CommandQueue(ctx)
+    name = hw.device.get_device_properties("opencl:0").name
+    device = next(d for p in cl.get_platforms() for d in p.get_devices() if d.name == name)
+    queue = cl.CommandQueue(cl.Context([device]))  # the same OpenCL device as opencl:0
     xa = cla.to_device(queue, x)
 
     def unfused():
