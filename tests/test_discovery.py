@@ -336,7 +336,8 @@ def test_environment_allow_and_disable_lists(site, tmp_path):
         from hwadapter.runtime.discovery import registry
         print(json.dumps({r.name: r.status for r in registry.all()}))
     '''
-    statuses = lambda **env: json.loads(_run(code, _env(site.root, **env)).stdout)  # noqa: E731
+    statuses = lambda **env: {k: v for k, v in json.loads(_run(code, _env(site.root, **env)).stdout).items()  # noqa: E731
+                               if k in ("cpu", "good", "testdev")}  # the machine may have more plugins
     assert statuses() == {"cpu": "ok", "good": "ok", "testdev": "ok"}
     assert statuses(HWADAPTER_PLUGINS="cpu, good") == {"cpu": "ok", "good": "ok", "testdev": "disabled"}
     assert statuses(HWADAPTER_DISABLE_PLUGINS="good,testdev") == {"cpu": "ok", "good": "disabled",

@@ -35,7 +35,7 @@ class Schedule:
                 f"vector_width={self.vector_width}")
 
 
-_MATH = ("exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "floor", "ceil", "rint", "fabs", "pow",
+_MATH = ("exp", "log", "sqrt", "tanh", "erf", "erfc", "sin", "cos", "floor", "ceil", "rint", "fabs", "pow",
          "fmod", "copysign")
 
 

@@ -96,6 +96,7 @@ def _zero(x):
 
 
 _erf64 = np.vectorize(math.erf, otypes=[np.float64])
+_erfc64 = np.vectorize(math.erfc, otypes=[np.float64])
 
 
 def _erf(x):
@@ -206,9 +207,11 @@ def _sigmoid(ctx, a, dts, attrs):
 
 
 def _gelu(ctx, a, dts, attrs):
+    # 0.5 a erfc(-a / sqrt 2) == 0.5 a (1 + erf(a / sqrt 2)) without the cancellation of 1 + erf for a < 0
     d = dts[0]
-    erf = ctx.call("erf", d, f"{a[0]} * {ctx.lit(0.7071067811865476, d)}")
-    return f"{ctx.lit(0.5, d)} * {a[0]} * ({ctx.lit(1, d)} + {erf})"
+    # below -40 the result is 0 to every precision, and at -inf the product would be -inf * 0 = nan
+    erfc = ctx.call("erfc", d, f"-{a[0]} * {ctx.lit(0.7071067811865476, d)}")
+    return f"({a[0]} < {ctx.lit(-40, d)} ? {ctx.lit(0, d)} : {ctx.lit(0.5, d)} * {a[0]} * {erfc})"
 
 
 def _relu(ctx, a, dts, attrs):
@@ -293,8 +296,8 @@ _FUNCTORS = [
     _float_fn("tanh", "hyperbolic tangent", np.tanh),
     _float_fn("sigmoid", "1 / (1 + exp(-a))", lambda x: 1 / (1 + np.exp(-x)), _sigmoid),
     _f("relu", 1, "maximum(a, 0)", _numeric("relu"), lambda x: np.maximum(x, _zero(x)), _relu),
-    _float_fn("gelu", "exact GELU: 0.5 a (1 + erf(a / sqrt 2))",
-              lambda x: 0.5 * x * (1 + _erf(x * _sqrt1_2(x))), _gelu),
+    _float_fn("gelu", "exact GELU: 0.5 a (1 + erf(a / sqrt 2)), computed as 0.5 a erfc(-a / sqrt 2)",
+              lambda x: np.where(x < -40, 0, 0.5 * x * _erfc64(-x * _sqrt1_2(x))).astype(x.dtype), _gelu),
     _float_fn("erf", "error function", _erf),
     _float_fn("sin", "sine", np.sin),
     _float_fn("cos", "cosine", np.cos),

@@ -26,7 +26,7 @@ class DeviceArray:
     @classmethod
     def from_numpy(cls, device, array: np.ndarray, stream=None) -> "DeviceArray":
         """Copy a host array to the device."""
-        array = np.ascontiguousarray(array)
+        array = np.asarray(array, order="C")  # not ascontiguousarray: it turns 0-d into 1-d
         out = cls.empty(device, array.shape, array.dtype)
         if array.nbytes:
             device.runtime.copy_h2d(out.block.handle, 0, array, stream)

@@ -82,6 +82,16 @@ def _elementwise(fn):
     return kernel
 
 
+def _matmul(x, y, transpose_x=False, transpose_y=False):
+    a, b = view(x), view(y)
+    a = np.swapaxes(a, -1, -2) if transpose_x and a.ndim > 1 else a
+    b = np.swapaxes(b, -1, -2) if transpose_y and b.ndim > 1 else b
+    res = np.matmul(a, b)
+    out = DeviceArray.empty(x.device, res.shape, res.dtype)
+    view(out)[...] = res
+    return out
+
+
 class TestDevPlugin(Plugin):
     """Two test devices with kernels for add, mul, relu and matmul in float32 only."""
 
@@ -95,5 +105,5 @@ class TestDevPlugin(Plugin):
         kernels.register("add", _elementwise(np.add), dtypes=["float32"])
         kernels.register("mul", _elementwise(np.multiply), dtypes=["float32"])
         kernels.register("relu", _elementwise(lambda x: np.maximum(x, 0)), dtypes=["float32"])
-        kernels.register("matmul", _elementwise(np.matmul), dtypes=["float32"])
+        kernels.register("matmul", _matmul, dtypes=["float32"])
         kernels.register("reshape", lambda x, shape: x.reshape(shape))
