@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
@@ -17,13 +18,24 @@ def build_key(source: str, options: str = "") -> str:
     return hashlib.sha256(f"{options}\n{source}".encode()).hexdigest()
 
 
+@dataclass(frozen=True)
+class Dialect(kp.OpenCLDialect):
+    """hwadapter_kp's OpenCL C, one work unit per work item instead of a grid-stride loop: CPU drivers (PoCL)
+    vectorise across the work items of a group only when the kernel body has no loop of its own."""
+
+    def grid_loop(self, vectorizable, work="n_units"):
+        if self.schedule.elems_per_item != 1:
+            return super().grid_loop(vectorizable, work)
+        return (["const long unit = get_global_id(0);", "if (unit < n_units) {"], ["}"], 1)
+
+
 class OpenCLProgram(Program):
     """One kernel of a built cl.Program, launched on a queue with the dialect's work-group size."""
 
     def __init__(self, backend: "OpenCLCodegenBackend", program: cl.Program, name: str, binary: bytes):
         self.backend, self.program, self.name, self.binary = backend, program, name, binary
         self.kernel = cl.Kernel(program, name)
-        self.local = kp.OPENCL.schedule.local_size
+        self.local = backend.dialect.schedule.local_size
         self._lock = threading.Lock()  # a cl.Kernel holds its arguments: one launch at a time
 
     def launch(self, global_size, buffers, scalars, stream=None):
@@ -35,14 +47,14 @@ class OpenCLProgram(Program):
                 k.set_arg(i, b.handle)
             for i, s in enumerate(scalars, len(buffers)):
                 k.set_arg(i, np.int64(s))
-            cl.enqueue_nd_range_kernel(queue, k, (self.backend.cap(global_size, self.local),), (self.local,))
+            cl.enqueue_nd_range_kernel(queue, k, (global_size,), (self.local,))
 
 
 class OpenCLCodegenBackend(CodegenBackend):
     """Builds OpenCL C for one device: kernel-primitive programs (cached on disk by the core) and the
     handwritten kernels (cached here, per source and options)."""
 
-    dialect = kp.OPENCL
+    dialect = Dialect()
 
     def __init__(self, runtime):
         self.runtime = runtime
@@ -51,13 +63,6 @@ class OpenCLCodegenBackend(CodegenBackend):
         self.builds = 0  # source builds (clBuildProgram from OpenCL C), for tests and `hwadapter doctor`
         # Binaries a deserialised subgraph brought along: used instead of building their sources.
         self.binaries: dict[str, bytes] = {}
-        # Grid-stride kernels are correct with any multiple of the work-group size; a few groups per compute unit
-        # keep every core busy without paying the driver's per-group cost millions of times.
-        self.max_items = runtime.device.max_compute_units * 4096
-
-    def cap(self, global_size: int, local: int) -> int:
-        """A grid-stride kernel's global size, capped."""
-        return min(global_size, max(self.max_items // local, 1) * local)
 
     def available(self) -> str | None:
         return None

@@ -128,10 +128,9 @@ def _contiguous(shape) -> list:
 
 
 def _grid(rt, total: int) -> tuple:
-    """(global, local) of a grid-stride kernel over `total` items."""
-    backend = backend_for(rt)
+    """(global, local) of a kernel with one work item per element (those past `total` return at once)."""
     local = min(128, rt.device.max_work_group_size)
-    return (backend.cap(-(-total // local) * local, local),), (local,)
+    return (-(-total // local) * local,), (local,)
 
 
 def _build(rt, name: str, options: str) -> tuple:

@@ -88,8 +88,8 @@ class OpenCLSubgraphBackend(SubgraphBackend):
             args += [("out", names.index(p.name)) if p.name in names else ("tmp", extra.index(p.name))
                      for p in program.outputs]
             args += [np.int64(s) for s in launch.scalar_args]
-            global_size = self.backend.cap(launch.global_size, loaded.local)
-            plan.steps.append(kernels.Step(loaded.program, program.name, (global_size,), (loaded.local,), args, key))
+            plan.steps.append(kernels.Step(loaded.program, program.name, (launch.global_size,), (loaded.local,), args,
+                                           key))
         return plan
 
     def compile(self, subgraph) -> "OpenCLExecutable":
