@@ -148,9 +148,11 @@ def _step(rt, name: str, kernel: str, options: str, total: int, args: list) -> S
 def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
     if not rt.is_cpu and rt.device.max_work_group_size >= 256:
         return dict(TM=64, TN=64, TK=16, RM=4, RN=1, VW=4, WG=256)  # one 4x4 micro-tile per work item
-    # CPUs: one work item per tile, a 8 x 16 register micro-kernel; small tiles when the matrix is thin.
-    return dict(TM=64 if m > 32 else 8, TN=128 if n > 64 else 16, TK=128 if acc_size <= 4 else 64, RM=8, RN=1,
-                VW=16, WG=1)
+    # CPUs: one work item per tile, an 8 x (2 x 64-byte vectors) register micro-kernel (16 of AVX-512's 32 registers);
+    # smaller tiles when the matrix is thin, so little of the work is padding.
+    wide = n > 128
+    return dict(TM=64 if m > 32 else 8, TN=256 if wide else 32, TK=128 if acc_size <= 4 else 64, RM=8,
+                RN=2 if wide else 1, VW=64 // acc_size, WG=1)
 
 
 def _merge_batch(shape, *strides):

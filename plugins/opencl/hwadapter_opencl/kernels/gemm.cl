@@ -59,19 +59,21 @@ void gemm(__global const T* A, __global const T* B, __global T* C, __global cons
     for (int t = 0; t < NB; t++) {
       const int tile = lid + t * WG, i0 = (tile / MB_N) * RM, j0 = (tile % MB_N) * RN * VW;
       __local const ACC* ap = As + i0 * TK;
-      VT c[RM][RN];  // a copy the compiler keeps in registers (on CPUs it cannot tell acc from local memory)
-      for (int i = 0; i < RM; i++)
-        for (int j = 0; j < RN; j++) c[i][j] = VLOAD(0, Cs + ((t * RM + i) * RN + j) * VW);
+      // The micro-tile lives in registers only if every loop over it is unrolled: a private array indexed by a
+      // loop counter stays in memory, and each FMA would load and store its accumulator.
+      VT c[RM][RN];
+      _Pragma("unroll") for (int i = 0; i < RM; i++)
+        _Pragma("unroll") for (int j = 0; j < RN; j++) c[i][j] = VLOAD(0, Cs + ((t * RM + i) * RN + j) * VW);
       for (int k = 0; k < TK; k++) {
         VT b[RN];
-        for (int j = 0; j < RN; j++) b[j] = VLOAD(0, Bs + k * TN + j0 + j * VW);
-        for (int i = 0; i < RM; i++) {
+        _Pragma("unroll") for (int j = 0; j < RN; j++) b[j] = VLOAD(0, Bs + k * TN + j0 + j * VW);
+        _Pragma("unroll") for (int i = 0; i < RM; i++) {
           const VT a = (VT)(ap[k * RM + i]);
-          for (int j = 0; j < RN; j++) c[i][j] += a * b[j];
+          _Pragma("unroll") for (int j = 0; j < RN; j++) c[i][j] += a * b[j];
         }
       }
-      for (int i = 0; i < RM; i++)
-        for (int j = 0; j < RN; j++) VSTORE(c[i][j], 0, Cs + ((t * RM + i) * RN + j) * VW);
+      _Pragma("unroll") for (int i = 0; i < RM; i++)
+        _Pragma("unroll") for (int j = 0; j < RN; j++) VSTORE(c[i][j], 0, Cs + ((t * RM + i) * RN + j) * VW);
     }
   }
 
