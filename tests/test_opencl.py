@@ -159,6 +159,23 @@ def test_matmul_shapes_transposes_and_dtypes(dtype):
             assert_same(outs, refs, rtol=1e-4, atol=1e-4, msg=f"{sa} @ {sb} tx={tx} ty={ty}")
 
 
+def test_the_gpu_gemm_configuration_runs_here_too(monkeypatch):
+    """The cooperative GEMM (256 work items per group, one micro-tile each) that GPUs get, checked on this device."""
+    rt = get(DEV).runtime
+    if rt.device.max_work_group_size < 256:
+        pytest.skip(f"{DEV} allows only {rt.device.max_work_group_size} work items per group")
+    monkeypatch.setattr(rt, "is_cpu", False)
+    kernels._plans.pop(rt, None)
+    try:
+        assert kernels._gemm_config(rt, 100, 100, 4)["WG"] == 256
+        for sa, sb in MATMULS:
+            assert_same(*run("matmul", [rand(*sa), rand(*sb)], {}), rtol=1e-4, atol=1e-4, msg=f"{sa} @ {sb}")
+        assert_same(*run("conv2d", [rand(2, 3, 10, 10), rand(4, 3, 3, 3), rand(4)],
+                         {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1}), rtol=1e-4)
+    finally:
+        kernels._plans.pop(rt, None)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_conv2d_variants(dtype):
     for xs, ws, attrs in [

@@ -36,18 +36,16 @@ class OpenCLProgram(Program):
         self.backend, self.program, self.name, self.binary = backend, program, name, binary
         self.kernel = cl.Kernel(program, name)
         self.local = backend.dialect.schedule.local_size
+        self._buffers = -1  # how many buffer arguments the scalar types were declared for
         self._lock = threading.Lock()  # a cl.Kernel holds its arguments: one launch at a time
 
     def launch(self, global_size, buffers, scalars, stream=None):
-        rt = self.backend.runtime
-        queue = stream.queue if stream is not None else rt.queue
+        queue = stream.queue if stream is not None else self.backend.runtime.queue
         with self._lock:
-            k = self.kernel
-            for i, b in enumerate(buffers):
-                k.set_arg(i, b.handle)
-            for i, s in enumerate(scalars, len(buffers)):
-                k.set_arg(i, np.int64(s))
-            cl.enqueue_nd_range_kernel(queue, k, (global_size,), (self.local,))
+            if self._buffers != len(buffers):  # typed scalars are packed in C; untyped ones cost microseconds each
+                self.kernel.set_scalar_arg_dtypes([None] * len(buffers) + [np.int64] * len(scalars))
+                self._buffers = len(buffers)
+            self.kernel(queue, (global_size,), (self.local,), *[b.handle for b in buffers], *scalars)
 
 
 class OpenCLCodegenBackend(CodegenBackend):
