@@ -82,7 +82,8 @@ def main() -> int:
           ["implementation", "ms", "GB/s (x in, y out)", "time vs fused"], rows)
     ratio = t_cla / t_fused
     ok = ratio >= 3
-    print(f"fused vs pyopencl.array: {ratio:.1f}x ({'PASS' if ok else 'FAIL'}, target >= 3x); fused vs hwadapter eager: "
+    verdict = "PASS" if ok else "FAIL"
+    print(f"fused vs pyopencl.array: {ratio:.1f}x ({verdict}, target >= 3x); fused vs hwadapter eager: "
           f"{seconds[runs[2][0]] / t_fused:.1f}x; fused reaches {seconds[runs[0][0]] / t_fused * 100:.0f}% of the "
           f"copy bandwidth.")
     print("pyopencl.array's elementwise kernels loop over elements inside each work item (a grid-stride loop over a "

@@ -1,4 +1,5 @@
-"""The compiler: OpenCL C source -> cl.Program (clBuildProgram, build log in CompileError), binaries as the cache's bytes."""
+"""The compiler: OpenCL C -> cl.Program (clBuildProgram; the build log goes in CompileError); program binaries are
+the bytes the core caches on disk."""
 from __future__ import annotations
 
 import hashlib

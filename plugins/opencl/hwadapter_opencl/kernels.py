@@ -1,151 +1,25 @@
 """Handwritten kernels (kernels/*.cl) for the ops kernel primitives cannot express: GEMM, convolution, pooling,
 argmax/argmin and data movement.
 
-Each op has a planner, (runtime, shapes, dtypes, attrs) -> Plan: the output shapes and a list of kernel launches over
-numbered buffers. An eager call runs its cached plan on fresh outputs; the subgraph level binds plans to buffers once.
+Each op has a planner, (runtime, shapes, dtypes, attrs) -> Plan (plans.py), cached per shape; `register` hands the
+kernel registry one eager function per op that runs the op's plan.
 """
 from __future__ import annotations
 
-import functools
 import math
-import threading
 import weakref
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
-import pyopencl as cl
 
-from hwadapter.plugin import DeviceArray, InvalidArgumentError, UnsupportedDTypeError, reference, shapes as rules
+from hwadapter.plugin import InvalidArgumentError, reference, shapes as rules
 
-from .codegen import backend_for, build_key
-
-_DIR = Path(__file__).with_name("kernels")
-_CL = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
-       "float16": "half", "float32": "float", "float64": "double"}
-_BITS = {1: (np.uint8, "uchar"), 2: (np.uint16, "ushort"), 4: (np.uint32, "uint"), 8: (np.uint64, "ulong")}
-ALL = list(_CL)
-NUMERIC = [d for d in ALL if d != "bool"]
-FLOATS = ["float16", "float32", "float64"]
-MAXD, MAXB = 8, 6  # axes of the data-movement structs, batch axes of the GEMM (kernels/*.cl)
-
-
-@functools.cache
-def source(name: str) -> str:
-    """kernels/<name>.cl with the common prelude."""
-    return (_DIR / "common.cl").read_text() + (_DIR / f"{name}.cl").read_text()
-
-
-def type_options(rt, dtype, acc: str | None = None) -> str:
-    """-D options for T (element), ACC (arithmetic) and E (bits) of `dtype`."""
-    dt = np.dtype(dtype)
-    t = _CL[dt.name]
-    acc = acc or ("float" if t == "half" else t)
-    opts = [f"-DT={t}", f"-DACC={acc}", bits_options(dt)]
-    if t == "half":
-        opts.append("-DHALF")
-    if "double" in (t, acc):
-        if not rt.fp64:
-            raise UnsupportedDTypeError(f"{rt.name} ({rt.device.name.strip()}) has no float64 support (cl_khr_fp64). "
-                                        f"Fix: cast to float32, or run float64 work on the cpu device")
-        opts.append("-DFP64")
-    return " ".join(opts)
-
-
-def bits_options(dtype) -> str:
-    """-D option for E alone: data movement only needs the element size."""
-    return f"-DE={_BITS[np.dtype(dtype).itemsize][1]}"
-
-
-# --- plans ------------------------------------------------------------------------------------------------------
-@dataclass
-class Step:
-    """One kernel launch: args are ("in" | "out" | "tmp", index) buffer references or fixed values; key names the
-    program's source and options (codegen.build_key)."""
-    program: cl.Program
-    name: str
-    global_size: tuple
-    local_size: tuple | None
-    args: list
-    key: str = ""
-
-    def kernel(self, buffers=None) -> cl.Kernel:
-        """A new cl.Kernel with the fixed arguments set (and the buffers, when given a resolver)."""
-        k = cl.Kernel(self.program, self.name)
-        for pos, a in enumerate(self.args):
-            if isinstance(a, tuple):
-                if buffers is not None:
-                    k.set_arg(pos, buffers(a))
-            else:
-                k.set_arg(pos, a)
-        return k
-
-
-@dataclass
-class Plan:
-    """Output (shape, dtype)s, scratch buffers, and launches; aliases: output index -> input index it reshapes.
-    An eager run zero-fills the `zero` temps first and calls `check(temps)` last (which waits for the device): how a
-    kernel reports an error it found, e.g. an index out of range."""
-    outputs: list
-    steps: list = field(default_factory=list)
-    temps: list = field(default_factory=list)
-    aliases: dict = field(default_factory=dict)
-    zero: list = field(default_factory=list)
-    check: object = None
-
-    def __post_init__(self):
-        self._lock = threading.Lock()
-        self._kernels = None
-
-    def run(self, arrays: tuple, queue: cl.CommandQueue) -> list:
-        """Enqueue on `queue` with fresh outputs; returns them."""
-        dev = arrays[0].device
-        outs = [arrays[self.aliases[i]].reshape(s) if i in self.aliases else DeviceArray.empty(dev, s, d)
-                for i, (s, d) in enumerate(self.outputs)]
-        temps = [DeviceArray.empty(dev, s, d) for s, d in self.temps]
-        bufs = {"in": arrays, "out": outs, "tmp": temps}
-        for j in self.zero:
-            cl.enqueue_fill_buffer(queue, temps[j].handle, np.uint8(0), 0, temps[j].nbytes)
-        with self._lock:  # a cl.Kernel holds its arguments: one caller at a time
-            if self._kernels is None:
-                self._kernels = [s.kernel() for s in self.steps]
-            for step, k in zip(self.steps, self._kernels):
-                for pos, a in enumerate(step.args):
-                    if isinstance(a, tuple):
-                        k.set_arg(pos, bufs[a[0]][a[1]].handle)
-                cl.enqueue_nd_range_kernel(queue, k, step.global_size, step.local_size)
-        if self.check is not None:
-            self.check(temps)
-        return outs
-
-
-def _contiguous(shape) -> list:
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return out[::-1]
-
-
-def _grid(rt, total: int) -> tuple:
-    """(global, local) of a kernel with one work item per element (those past `total` return at once)."""
-    local = min(128, rt.device.max_work_group_size)
-    return (-(-total // local) * local,), (local,)
-
-
-def _build(rt, name: str, options: str) -> tuple:
-    """(built program, its key) of kernels/<name>.cl."""
-    return backend_for(rt).build(source(name), options, name), build_key(source(name), options)
-
-
-def _step(rt, name: str, kernel: str, options: str, total: int, args: list) -> Step:
-    program, key = _build(rt, name, options)
-    g, l = _grid(rt, total)
-    return Step(program, kernel, g, l, args, key)
+from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, contiguous, make_step,
+                    merge_axes, type_options)
 
 
 # --- GEMM -------------------------------------------------------------------------------------------------------
 def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
+    """Tile sizes (kernels/gemm.cl macros) for an m x n result on this device, with `acc_size`-byte accumulators."""
     if not rt.is_cpu and rt.device.max_work_group_size >= 256:
         return dict(TM=64, TN=64, TK=16, RM=4, RN=1, VW=4, WG=256)  # one 4x4 micro-tile per work item
     # CPUs: one work item per tile, an 8 x (2 x 64-byte vectors) register micro-kernel (16 of AVX-512's 32 registers);
@@ -153,18 +27,6 @@ def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
     wide = n > 128
     return dict(TM=64 if m > 32 else 8, TN=256 if wide else 32, TK=128 if acc_size <= 4 else 64, RM=8,
                 RN=2 if wide else 1, VW=64 // acc_size, WG=1)
-
-
-def _merge_batch(shape, *strides):
-    """Drop size-1 batch axes and merge neighbours every operand steps through alike."""
-    dims = [[s, *(st[i] for st in strides)] for i, s in enumerate(shape) if s != 1]
-    out = []
-    for d in dims:
-        if out and all(prev == cur * d[0] for prev, cur in zip(out[-1][1:], d[1:])):
-            out[-1] = [out[-1][0] * d[0], *d[1:]]
-        else:
-            out.append(d)
-    return out
 
 
 def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None) -> Step:
@@ -179,23 +41,24 @@ def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None) -> Step:
     options = type_options(rt, dt, acc) + "".join(f" -D{key}={v}" for key, v in cfg.items())
     if bias is not None:
         options += " -DBIAS"
-    geometry = np.zeros((4, MAXB), np.int64)
+    geometry = np.zeros((4, MAXB), np.int64)  # the Batch struct: unused leading axes have size 1, stride 0
     geometry[0] = 1
     for i, dim in enumerate(batch):
         geometry[:, MAXB - len(batch) + i] = dim
     count = math.prod(d[0] for d in batch)
-    program, key = _build(rt, "gemm", options)
+    program, key = build(rt, "gemm", options)
     g = (-(-n // cfg["TN"]) * cfg["WG"], -(-m // cfg["TM"]), count)
     return Step(program, "gemm", g, (cfg["WG"], 1, 1),
                 [a, b, c, bias, *(np.int64(v) for v in (m, n, k, *sa, *sb)), geometry.reshape(-1)], key)
 
 
 def plan_matmul(rt, shapes, dtypes, transpose_x=False, transpose_y=False) -> Plan:
+    """numpy's matmul: 1-D operands become a row / a column, transposes become strides, batch axes broadcast."""
     xs, ys = shapes
     out = rules.matmul(xs, ys, transpose_x, transpose_y)
     x2 = (1,) + xs if len(xs) == 1 else xs
     y2 = ys + (1,) if len(ys) == 1 else ys
-    sx, sy = _contiguous(x2), _contiguous(y2)
+    sx, sy = contiguous(x2), contiguous(y2)
     (m, k), sa = ((x2[-1], x2[-2]), (sx[-1], sx[-2])) if transpose_x and len(xs) >= 2 else (x2[-2:], sx[-2:])
     (_, n), sb = ((y2[-1], y2[-2]), (sy[-1], sy[-2])) if transpose_y and len(ys) >= 2 else (y2[-2:], sy[-2:])
     batch = rules.broadcast("matmul", x2[:-2], y2[:-2])
@@ -205,7 +68,7 @@ def plan_matmul(rt, shapes, dtypes, transpose_x=False, transpose_y=False) -> Pla
         return [0 if i < pad or shape[i - pad] == 1 else strides[i - pad] for i in range(len(batch))]
     plan = Plan([(out, dtypes[0])])
     if math.prod(out):
-        dims = _merge_batch(batch, bstrides(x2[:-2], sx[:-2]), bstrides(y2[:-2], sy[:-2]), [0] * len(batch))
+        dims = merge_axes(batch, bstrides(x2[:-2], sx[:-2]), bstrides(y2[:-2], sy[:-2]), [0] * len(batch))
         plan.steps.append(gemm_step(rt, dtypes[0], m, n, k, ("in", 0), sa, ("in", 1), sb, ("out", 0), dims))
     return plan
 
@@ -227,10 +90,10 @@ def plan_conv2d(rt, shapes, dtypes, stride=(1, 1), padding=(0, 0, 0, 0), dilatio
         plan.temps.append(((n, g, kc, p), dtypes[0]))
         geometry = np.array([n, g, cg, h, w, kh, kw, oh, ow, *stride, pt, pl, *dilation], np.int64)
         total = n * g * kc * p
-        plan.steps.append(_step(rt, "conv", "im2col", bits_options(dtypes[0]), total,
-                                [("in", 0), ("tmp", 0), geometry, np.int64(total)]))
+        plan.steps.append(make_step(rt, "conv", "im2col", bits_options(dtypes[0]), total,
+                                    [("in", 0), ("tmp", 0), geometry, np.int64(total)]))
         cols, col_batch = ("tmp", 0), [g * kc * p, kc * p]
-    batch = _merge_batch((n, g), [0, og * kc], col_batch, [0, og])
+    batch = merge_axes((n, g), [0, og * kc], col_batch, [0, og])
     plan.steps.append(gemm_step(rt, dtypes[0], og, p, kc, ("in", 1), (kc, 1), cols, (p, 1), ("out", 0), batch, bias))
     return plan
 
@@ -252,8 +115,8 @@ def _pool(rt, op, shapes, dtypes, kernel_size, stride, padding, ceil_mode, exclu
     if n * c * oh * ow:
         mode = _max_options(dtypes[0]) if op == "max_pool2d" else "-DEXCLUSIVE" * bool(exclusive)
         geometry = np.array([n * c, h, w, oh, ow, *kernel_size, *stride, pt, pl], np.int64)
-        plan.steps.append(_step(rt, "pool", "pool2d", f"{type_options(rt, dtypes[0])} {mode}", n * c * oh * ow,
-                                [("in", 0), ("out", 0), geometry]))
+        plan.steps.append(make_step(rt, "pool", "pool2d", f"{type_options(rt, dtypes[0])} {mode}", n * c * oh * ow,
+                                    [("in", 0), ("out", 0), geometry]))
     return plan
 
 
@@ -271,8 +134,8 @@ def _adaptive(rt, mode, shapes, dtypes, output_size) -> Plan:
     oh, ow = output_size
     plan = Plan([((n, c, oh, ow), dtypes[0])])
     if n * c * oh * ow:
-        plan.steps.append(_step(rt, "pool", "adaptive_pool2d", f"{type_options(rt, dtypes[0])} {mode}",
-                                n * c * oh * ow, [("in", 0), ("out", 0), *map(np.int64, (n * c, h, w, oh, ow))]))
+        plan.steps.append(make_step(rt, "pool", "adaptive_pool2d", f"{type_options(rt, dtypes[0])} {mode}",
+                                    n * c * oh * ow, [("in", 0), ("out", 0), *map(np.int64, (n * c, h, w, oh, ow))]))
     return plan
 
 
@@ -294,8 +157,9 @@ def _arg(rt, which, shapes, dtypes, axis=None, keepdim=False) -> Plan:
         out = rules.reduce(shape, (axis,), keepdim)
     plan = Plan([(out, np.dtype(np.int64))])
     if outer * inner:
-        plan.steps.append(_step(rt, "arg", "argbest", f"{type_options(rt, dtypes[0])} -D{which}", outer * inner,
-                                [("in", 0), ("out", 0), *map(np.int64, (outer, n, inner))]))
+        options = f"{type_options(rt, dtypes[0])} -D{which}"
+        plan.steps.append(make_step(rt, "arg", "argbest", options, outer * inner,
+                                    [("in", 0), ("out", 0), *map(np.int64, (outer, n, inner))]))
     return plan
 
 
@@ -313,7 +177,7 @@ def _copy_step(rt, dtype, src, dst, shape, src_strides, dst_strides, src_offset=
     total = math.prod(shape)
     if not total:
         return None
-    dims = _merge_batch(shape, src_strides, dst_strides)
+    dims = merge_axes(shape, src_strides, dst_strides)
     if len(dims) > MAXD:
         raise InvalidArgumentError(f"{rt.name}: a copy over {len(dims)} axes that cannot be merged (at most {MAXD}). "
                                    f"Fix: reshape to fewer dimensions first")
@@ -321,12 +185,12 @@ def _copy_step(rt, dtype, src, dst, shape, src_strides, dst_strides, src_offset=
     geometry[:3] = len(dims), src_offset, dst_offset
     for i, (size, s, d) in enumerate(dims):
         geometry[3 + i], geometry[3 + MAXD + i], geometry[3 + 2 * MAXD + i] = size, s, d
-    return _step(rt, "move", "strided_copy", bits_options(dtype), total, [src, dst, geometry, np.int64(total)])
+    return make_step(rt, "move", "strided_copy", bits_options(dtype), total, [src, dst, geometry, np.int64(total)])
 
 
 def _plan_copy(rt, dtype, out_shape, src_strides, src_offset=0) -> Plan:
     plan = Plan([(out_shape, dtype)])
-    step = _copy_step(rt, dtype, ("in", 0), ("out", 0), out_shape, src_strides, _contiguous(out_shape), src_offset)
+    step = _copy_step(rt, dtype, ("in", 0), ("out", 0), out_shape, src_strides, contiguous(out_shape), src_offset)
     plan.steps += [step] if step else []
     return plan
 
@@ -336,12 +200,12 @@ def plan_reshape(rt, shapes, dtypes, shape) -> Plan:
 
 
 def plan_transpose(rt, shapes, dtypes, perm) -> Plan:
-    strides = _contiguous(shapes[0])
+    strides = contiguous(shapes[0])
     return _plan_copy(rt, dtypes[0], tuple(shapes[0][p] for p in perm), [strides[p] for p in perm])
 
 
 def plan_slice(rt, shapes, dtypes, axes, starts, ends, steps) -> Plan:
-    out, strides, offset = list(shapes[0]), _contiguous(shapes[0]), 0
+    out, strides, offset = list(shapes[0]), contiguous(shapes[0]), 0
     strides = list(strides)
     for a, s, e, st in zip(axes, starts, ends, steps):
         out[a] = len(range(s, -1 if e is None else e, st))
@@ -353,7 +217,7 @@ def plan_slice(rt, shapes, dtypes, axes, starts, ends, steps) -> Plan:
 def plan_expand(rt, shapes, dtypes, shape) -> Plan:
     xs, shape = shapes[0], tuple(shape)
     pad = len(shape) - len(xs)
-    strides = _contiguous(xs)
+    strides = contiguous(xs)
     return _plan_copy(rt, dtypes[0], shape,
                       [0 if i < pad or xs[i - pad] == 1 else strides[i - pad] for i in range(len(shape))])
 
@@ -361,21 +225,21 @@ def plan_expand(rt, shapes, dtypes, shape) -> Plan:
 def plan_concat(rt, shapes, dtypes, axis=0) -> Plan:
     out = list(shapes[0])
     out[axis] = sum(s[axis] for s in shapes)
-    dst, plan, at = _contiguous(out), Plan([(tuple(out), dtypes[0])]), 0
+    dst, plan, at = contiguous(out), Plan([(tuple(out), dtypes[0])]), 0
     for i, s in enumerate(shapes):
-        step = _copy_step(rt, dtypes[0], ("in", i), ("out", 0), s, _contiguous(s), dst, 0, at * dst[axis])
+        step = _copy_step(rt, dtypes[0], ("in", i), ("out", 0), s, contiguous(s), dst, 0, at * dst[axis])
         plan.steps += [step] if step else []
         at += s[axis]
     return plan
 
 
 def plan_split(rt, shapes, dtypes, sections, axis=0) -> Plan:
-    src = _contiguous(shapes[0])
+    src = contiguous(shapes[0])
     plan, at = Plan([]), 0
     for i, size in enumerate(sections):
         part = tuple(size if a == axis else s for a, s in enumerate(shapes[0]))
         plan.outputs.append((part, dtypes[0]))
-        step = _copy_step(rt, dtypes[0], ("in", 0), ("out", i), part, src, _contiguous(part), at * src[axis])
+        step = _copy_step(rt, dtypes[0], ("in", 0), ("out", i), part, src, contiguous(part), at * src[axis])
         plan.steps += [step] if step else []
         at += size
     return plan
@@ -394,9 +258,9 @@ def plan_gather(rt, shapes, dtypes, axis=0) -> Plan:
                                        f"{n} (valid: {-n}..{n - 1}). Fix: check the indices")
     if total:
         plan.check = check
-        plan.steps.append(_step(rt, "move", "gather", bits_options(dtypes[0]), total,
-                                [("in", 0), ("in", 1), ("out", 0), ("tmp", 0),
-                                 *map(np.int64, (n, math.prod(idx), math.prod(xs[axis + 1:]), total))]))
+        plan.steps.append(make_step(rt, "move", "gather", bits_options(dtypes[0]), total,
+                                    [("in", 0), ("in", 1), ("out", 0), ("tmp", 0),
+                                     *map(np.int64, (n, math.prod(idx), math.prod(xs[axis + 1:]), total))]))
     return plan
 
 
@@ -423,9 +287,9 @@ def plan_pad(rt, shapes, dtypes, pads, mode="constant", value=0.0) -> Plan:
     for i, (o, s, a) in enumerate(dims):
         geometry[1 + i], geometry[1 + MAXD + i], geometry[1 + 2 * MAXD + i] = o, s, a
     dt = np.dtype(dtypes[0])
-    bits = np.asarray(value).astype(dt).reshape(1).view(_BITS[dt.itemsize][0])[0]
-    plan.steps.append(_step(rt, "move", "pad", bits_options(dt), total,
-                            [("in", 0), ("out", 0), geometry, bits, np.int64(total)]))
+    bits = np.asarray(value).astype(dt).reshape(1).view(BITS[dt.itemsize][0])[0]
+    plan.steps.append(make_step(rt, "move", "pad", bits_options(dt), total,
+                                [("in", 0), ("out", 0), geometry, bits, np.int64(total)]))
     return plan
 
 

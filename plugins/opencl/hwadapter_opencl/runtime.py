@@ -111,7 +111,8 @@ class OpenCLRuntime(Runtime):
 
     def allocate(self, nbytes: int) -> cl.Buffer:
         if nbytes > self.max_alloc:
-            raise self._oom(nbytes, f"one buffer may hold at most {self.max_alloc} bytes (CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
+            raise self._oom(nbytes, f"one buffer may hold at most {self.max_alloc} bytes "
+                                    f"(CL_DEVICE_MAX_MEM_ALLOC_SIZE)")
         with self._lock:
             if self.used + nbytes > self.total:
                 raise self._oom(nbytes, f"{self.used} of {self.total} bytes are in use")

@@ -15,6 +15,7 @@ from hwadapter.plugin import (DeviceArray, Executable, Graph, InvalidArgumentErr
                               codegen_kernel)
 
 from . import kernels
+from .plans import Plan, Step
 from .codegen import backend_for, build_key
 
 FORMAT = "hwadapter-opencl-subgraph/1"
@@ -60,7 +61,7 @@ class OpenCLSubgraphBackend(SubgraphBackend):
             return False
         return True
 
-    def plan(self, node, values) -> kernels.Plan:
+    def plan(self, node, values) -> Plan:
         """The node's launches: a handwritten kernel's plan, or its kernel-primitive program as a one-step plan."""
         shapes = tuple(values[i].shape for i in node.inputs)
         dtypes = tuple(values[i].dtype for i in node.inputs)
@@ -80,7 +81,7 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         out_shapes = program.output_shapes(inputs)
         names = list(ck.spec.outputs or (program.outputs[0].name,))
         extra = [p.name for p in program.outputs if p.name not in names]
-        plan = kernels.Plan([(out_shapes[n], np.dtype(_param(program, n).dtype)) for n in names],
+        plan = Plan([(out_shapes[n], np.dtype(_param(program, n).dtype)) for n in names],
                             temps=[(out_shapes[n], np.dtype(_param(program, n).dtype)) for n in extra])
         if launch.global_size and all(np.prod(s) for s, _ in plan.outputs + plan.temps):
             order = list(ck.spec.inputs)
@@ -88,7 +89,7 @@ class OpenCLSubgraphBackend(SubgraphBackend):
             args += [("out", names.index(p.name)) if p.name in names else ("tmp", extra.index(p.name))
                      for p in program.outputs]
             args += [np.int64(s) for s in launch.scalar_args]
-            plan.steps.append(kernels.Step(loaded.program, program.name, (launch.global_size,), (loaded.local,), args,
+            plan.steps.append(Step(loaded.program, program.name, (launch.global_size,), (loaded.local,), args,
                                            key))
         return plan
 

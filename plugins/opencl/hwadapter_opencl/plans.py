@@ -1,0 +1,152 @@
+"""Plans: an op's output shapes and its kernel launches over numbered buffers, and how kernels/*.cl are built.
+
+kernels.py makes a plan per op, shape and dtype; an eager call runs it on fresh outputs (Plan.run), the subgraph
+level binds its launches to buffers allocated once (subgraph.py).
+"""
+from __future__ import annotations
+
+import functools
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+from hwadapter.plugin import DeviceArray, UnsupportedDTypeError
+
+from .codegen import backend_for, build_key
+
+_DIR = Path(__file__).with_name("kernels")
+_CL = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
+       "float16": "half", "float32": "float", "float64": "double"}
+BITS = {1: (np.uint8, "uchar"), 2: (np.uint16, "ushort"), 4: (np.uint32, "uint"), 8: (np.uint64, "ulong")}
+ALL = list(_CL)
+NUMERIC = [d for d in ALL if d != "bool"]
+FLOATS = ["float16", "float32", "float64"]
+MAXD, MAXB = 8, 6  # axes of the data-movement structs, batch axes of the GEMM (kernels/*.cl)
+
+
+@functools.cache
+def source(name: str) -> str:
+    """kernels/<name>.cl with the common prelude."""
+    return (_DIR / "common.cl").read_text() + (_DIR / f"{name}.cl").read_text()
+
+
+def type_options(rt, dtype, acc: str | None = None) -> str:
+    """-D options for T (element), ACC (arithmetic) and E (bits) of `dtype`."""
+    dt = np.dtype(dtype)
+    t = _CL[dt.name]
+    acc = acc or ("float" if t == "half" else t)
+    opts = [f"-DT={t}", f"-DACC={acc}", bits_options(dt)]
+    if t == "half":
+        opts.append("-DHALF")
+    if "double" in (t, acc):
+        if not rt.fp64:
+            raise UnsupportedDTypeError(f"{rt.name} ({rt.device.name.strip()}) has no float64 support (cl_khr_fp64). "
+                                        f"Fix: cast to float32, or run float64 work on the cpu device")
+        opts.append("-DFP64")
+    return " ".join(opts)
+
+
+def bits_options(dtype) -> str:
+    """-D option for E alone: data movement only needs the element size."""
+    return f"-DE={BITS[np.dtype(dtype).itemsize][1]}"
+
+
+@dataclass
+class Step:
+    """One kernel launch: args are ("in" | "out" | "tmp", index) buffer references or fixed values; key names the
+    program's source and options (codegen.build_key)."""
+    program: cl.Program
+    name: str
+    global_size: tuple
+    local_size: tuple | None
+    args: list
+    key: str = ""
+
+    def kernel(self) -> cl.Kernel:
+        """A new cl.Kernel with the fixed (non-buffer) arguments set."""
+        k = cl.Kernel(self.program, self.name)
+        for pos, a in enumerate(self.args):
+            if not isinstance(a, tuple):
+                k.set_arg(pos, a)
+        return k
+
+
+@dataclass
+class Plan:
+    """Output (shape, dtype)s, scratch buffers, and launches; aliases: output index -> input index it reshapes.
+    An eager run zero-fills the `zero` temps first and calls `check(temps)` last (which waits for the device): how a
+    kernel reports an error it found, e.g. an index out of range."""
+    outputs: list
+    steps: list = field(default_factory=list)
+    temps: list = field(default_factory=list)
+    aliases: dict = field(default_factory=dict)
+    zero: list = field(default_factory=list)
+    check: object = None
+
+    def __post_init__(self):
+        self._lock = threading.Lock()
+        self._kernels = None
+
+    def run(self, arrays: tuple, queue: cl.CommandQueue) -> list:
+        """Enqueue on `queue` with fresh outputs; returns them."""
+        dev = arrays[0].device
+        outs = [arrays[self.aliases[i]].reshape(s) if i in self.aliases else DeviceArray.empty(dev, s, d)
+                for i, (s, d) in enumerate(self.outputs)]
+        temps = [DeviceArray.empty(dev, s, d) for s, d in self.temps]
+        bufs = {"in": arrays, "out": outs, "tmp": temps}
+        for j in self.zero:
+            cl.enqueue_fill_buffer(queue, temps[j].handle, np.uint8(0), 0, temps[j].nbytes)
+        with self._lock:  # a cl.Kernel holds its arguments: one caller at a time
+            if self._kernels is None:
+                self._kernels = [s.kernel() for s in self.steps]
+            for step, k in zip(self.steps, self._kernels):
+                for pos, a in enumerate(step.args):
+                    if isinstance(a, tuple):
+                        k.set_arg(pos, bufs[a[0]][a[1]].handle)
+                cl.enqueue_nd_range_kernel(queue, k, step.global_size, step.local_size)
+        if self.check is not None:
+            self.check(temps)
+        return outs
+
+
+def contiguous(shape) -> list:
+    """Element strides of a C-contiguous array of `shape`."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return out[::-1]
+
+
+def grid(rt, total: int) -> tuple:
+    """(global, local) of a kernel with one work item per element (those past `total` return at once)."""
+    local = min(128, rt.device.max_work_group_size)
+    return (-(-total // local) * local,), (local,)
+
+
+def build(rt, name: str, options: str) -> tuple:
+    """(built program, its key) of kernels/<name>.cl."""
+    return backend_for(rt).build(source(name), options, name), build_key(source(name), options)
+
+
+def make_step(rt, name: str, kernel: str, options: str, total: int, args: list) -> Step:
+    """A launch of `kernel` from kernels/<name>.cl with one work item per element of `total`."""
+    program, key = build(rt, name, options)
+    g, l = grid(rt, total)
+    return Step(program, kernel, g, l, args, key)
+
+
+def merge_axes(shape, *strides):
+    """[size, stride of each operand...] per axis, size-1 axes dropped and neighbours every operand steps through
+    alike merged (fewer axes: less index arithmetic in the kernels)."""
+    dims = [[s, *(st[i] for st in strides)] for i, s in enumerate(shape) if s != 1]
+    out = []
+    for d in dims:
+        if out and all(prev == cur * d[0] for prev, cur in zip(out[-1][1:], d[1:])):
+            out[-1] = [out[-1][0] * d[0], *d[1:]]
+        else:
+            out.append(d)
+    return out
