@@ -2,7 +2,7 @@
 the same 8 ops unfused (pyopencl.array, and hwadapter's own eager ops), in the same run on the same device.
 
 The fused program reads x once and writes y once; unfused, every op reads and writes a 64 MB temporary. GB/s counts
-the bytes the fused program must move (x in, y out), so it compares with the copy bandwidth of the machine.
+the bytes the fused program must move (x in, y out), so it compares with a plain buffer copy on the device.
 Target: fused >= 3x pyopencl.array.  Run: `python benchmarks/opencl_fused.py` (HWADAPTER_BENCH_N to resize).
 """
 from __future__ import annotations
@@ -61,8 +61,13 @@ def main() -> int:
         queue.finish()
         return y
 
-    dst = np.empty_like(x)
-    runs = [("np.copyto (the machine's copy bandwidth)", lambda: np.copyto(dst, x), None),
+    rt = get(DEV).runtime
+    ya = hw.zeros([N], device=DEV)
+
+    def device_copy():  # the device's own copy bandwidth, the bound for a one-pass kernel
+        rt.copy_d2d(ya._data.handle, 0, xt._data.handle, 0, x.nbytes)
+
+    runs = [("buffer copy on opencl:0 (the driver's memcpy)", device_copy, None),
             ("pyopencl.array, 8 ops unfused", pyopencl_array, lambda y: y.get()),
             ("hwadapter eager on opencl:0, 8 ops unfused", eager, lambda y: y.numpy()),
             ("fused kernel-primitive program on opencl:0", fused, lambda y: y.numpy())]
@@ -84,8 +89,8 @@ def main() -> int:
     ok = ratio >= 3
     verdict = "PASS" if ok else "FAIL"
     print(f"fused vs pyopencl.array: {ratio:.1f}x ({verdict}, target >= 3x); fused vs hwadapter eager: "
-          f"{seconds[runs[2][0]] / t_fused:.1f}x; fused reaches {seconds[runs[0][0]] / t_fused * 100:.0f}% of the "
-          f"copy bandwidth.")
+          f"{seconds[runs[2][0]] / t_fused:.1f}x; fused runs at {seconds[runs[0][0]] / t_fused * 100:.0f}% of a buffer "
+          f"copy's speed.")
     print("pyopencl.array's elementwise kernels loop over elements inside each work item (a grid-stride loop over a "
           "few work groups), which PoCL cannot vectorise; hwadapter's eager row is the fair unfused baseline: the "
           "same kernels as the fused one, one memory pass per op.")
