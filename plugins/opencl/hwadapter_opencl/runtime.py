@@ -23,16 +23,19 @@ def devices() -> list:
         try:
             platforms = cl.get_platforms()
         except cl.Error as err:  # the ICD loader raises PLATFORM_NOT_FOUND_KHR when no driver is installed
-            raise DeviceUnavailableError(
-                f"opencl: no OpenCL platform found ({err}). Fix: install an OpenCL driver, e.g. "
-                f"`apt-get install pocl-opencl-icd` (CPU) or your GPU vendor's ICD, then check with `clinfo`") from None
+            raise _unavailable(f"no OpenCL platform found ({err})") from None
         found = [d for p in platforms for d in p.get_devices()]
         if not found:
-            names = ", ".join(p.name.strip() for p in platforms)
-            raise DeviceUnavailableError(f"opencl: the OpenCL platforms ({names}) have no devices. Fix: check the "
-                                         f"driver with `clinfo`, or install `pocl-opencl-icd` for a CPU device")
+            raise _unavailable(f"the OpenCL platforms ({', '.join(p.name.strip() for p in platforms)}) have no devices")
         _devices = found
     return _devices
+
+
+def _unavailable(cause: str) -> DeviceUnavailableError:
+    err = DeviceUnavailableError(f"opencl: {cause}")
+    err.fix = ("install an OpenCL driver: `apt-get install pocl-opencl-icd` for the CPU, or your GPU vendor's ICD; "
+               "`clinfo` lists what the ICD loader finds")  # shown by `hwadapter doctor`
+    return err
 
 
 class Queue(Stream):
