@@ -28,8 +28,8 @@ from hwadapter.runtime.device import get  # noqa: E402
 if not hw.device.is_available("opencl"):
     from hwadapter.runtime.discovery import registry as plugins
     rec = plugins.get("opencl")
-    pytest.skip(f"no OpenCL device: {rec.explain() if rec else 'hwadapter-opencl is not installed (pip install -e '
-                                                                 'plugins/opencl)'}", allow_module_level=True)
+    why = rec.explain() if rec else "hwadapter-opencl is not installed (pip install -e plugins/opencl)"
+    pytest.skip(f"no OpenCL device: {why}", allow_module_level=True)
 
 import hwadapter_opencl  # noqa: E402
 from hwadapter_opencl import kernels  # noqa: E402
