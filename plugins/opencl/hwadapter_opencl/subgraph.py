@@ -15,8 +15,8 @@ from hwadapter.plugin import (DeviceArray, Executable, Graph, InvalidArgumentErr
                               codegen_kernel)
 
 from . import kernels
-from .plans import Plan, Step
 from .codegen import backend_for, build_key
+from .plans import Plan, Step
 
 FORMAT = "hwadapter-opencl-subgraph/1"
 
@@ -71,26 +71,27 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         if ck is None:
             raise InvalidArgumentError(f"{self.device}: node {node.name!r} (op {node.op!r}) has no OpenCL kernel. "
                                        f"Fix: leave it out of the subgraph (see supported_nodes)")
-        arrays = [values[i] for i in node.inputs]
-        inputs, program = ck.program(arrays, node.attrs)
-        source = program.source(self.backend.dialect)
-        key = build_key(source)
+        return self._program_plan(ck, [values[i] for i in node.inputs], node.attrs)
+
+    def _program_plan(self, ck, values, attrs) -> Plan:
+        """A kernel-primitive program as a plan; its binary comes from a deserialised subgraph or the disk cache."""
+        inputs, program = ck.program(values, attrs)
+        key = build_key(program.source(self.backend.dialect))
         binary = self.backend.binaries.get(key)
         loaded = self.backend.load(binary, program.name) if binary is not None else ck.load(program)
         launch = program.bind(inputs, self.backend.dialect)
-        out_shapes = program.output_shapes(inputs)
-        names = list(ck.spec.outputs or (program.outputs[0].name,))
+        shapes = program.output_shapes(inputs)
+        dtype = {p.name: np.dtype(p.dtype) for p in program.params}
+        names = list(ck.spec.outputs or (program.outputs[0].name,))  # what the op returns; the rest are scratch
         extra = [p.name for p in program.outputs if p.name not in names]
-        plan = Plan([(out_shapes[n], np.dtype(_param(program, n).dtype)) for n in names],
-                            temps=[(out_shapes[n], np.dtype(_param(program, n).dtype)) for n in extra])
+        plan = Plan([(shapes[n], dtype[n]) for n in names], temps=[(shapes[n], dtype[n]) for n in extra])
         if launch.global_size and all(np.prod(s) for s, _ in plan.outputs + plan.temps):
             order = list(ck.spec.inputs)
             args = [("in", order.index(p.name)) for p in program.inputs]
             args += [("out", names.index(p.name)) if p.name in names else ("tmp", extra.index(p.name))
                      for p in program.outputs]
             args += [np.int64(s) for s in launch.scalar_args]
-            plan.steps.append(Step(loaded.program, program.name, (launch.global_size,), (loaded.local,), args,
-                                           key))
+            plan.steps.append(Step(loaded.program, program.name, (launch.global_size,), (loaded.local,), args, key))
         return plan
 
     def compile(self, subgraph) -> "OpenCLExecutable":
@@ -117,10 +118,6 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         return self.compile(graph)
 
 
-def _param(program, name):
-    return next(p for p in program.params if p.name == name)
-
-
 class OpenCLExecutable(Executable):
     """A compiled subgraph: per-node plans over buffers of the whole graph."""
 
@@ -142,24 +139,29 @@ class OpenCLExecutable(Executable):
             self.buffers += plan.temps
         # Buffers holding an output are fresh every run (the caller keeps them); the rest are allocated once.
         self.fresh = {self.where[o][1] for o in graph.outputs if self.where[o][0] == "buf"}
+        self.memory: dict = {}  # buffer index -> DeviceArray, for the buffers allocated once
         self._bound = None
         self._lock = threading.Lock()
 
+    def _place(self, node, temps, ref) -> tuple:
+        """Where a plan's ("in" | "out" | "tmp", i) reference lives in the whole graph."""
+        kind, i = ref
+        if kind == "tmp":
+            return ("buf", temps[i])
+        return self.where[(node.inputs if kind == "in" else node.outputs)[i]]
+
     def _bind(self, device) -> None:
-        """Allocate the intermediates and set every kernel argument that does not change between runs."""
+        """On the first run (the inputs tell the device): allocate the intermediates, create one kernel per launch
+        and set every argument that does not change between runs."""
         self.memory = {j: DeviceArray.empty(device, s, d) for j, (s, d) in enumerate(self.buffers)
                        if j not in self.fresh}
         self.launches, self.patches = [], []  # (kernel, step); (kernel, arg position, ("in", i) | ("buf", j))
         for node, plan, temps in zip(self.graph.nodes, self.plans, self.temps):
-            def place(ref, node=node, temps=temps):
-                kind, i = ref
-                return self.where[node.inputs[i]] if kind == "in" else \
-                    self.where[node.outputs[i]] if kind == "out" else ("buf", temps[i])
             for step in plan.steps:
                 k = step.kernel()
                 for pos, arg in enumerate(step.args):
                     if isinstance(arg, tuple):
-                        at = place(arg)
+                        at = self._place(node, temps, arg)
                         if at[0] == "buf" and at[1] not in self.fresh:
                             k.set_arg(pos, self.memory[at[1]].handle)
                         else:
