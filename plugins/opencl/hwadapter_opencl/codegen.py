@@ -59,7 +59,7 @@ class OpenCLCodegenBackend(CodegenBackend):
         self.runtime = runtime
         self._built: dict[str, cl.Program] = {}
         self._lock = threading.Lock()
-        self.builds = 0  # source builds (clBuildProgram from OpenCL C), for tests and `hwadapter doctor`
+        self.builds = 0  # builds from OpenCL C source (not from binaries): what a warm cache saves
         # Binaries a deserialised subgraph brought along: used instead of building their sources.
         self.binaries: dict[str, bytes] = {}
 
@@ -103,10 +103,6 @@ class OpenCLCodegenBackend(CodegenBackend):
     def _load(self, binary: bytes) -> cl.Program:
         rt = self.runtime
         return cl.Program(rt.context, [rt.device], [binary]).build()
-
-    def binary(self, source: str, options: str = "") -> bytes:
-        """The device binary of a program built by `build`."""
-        return self.build(source, options).binaries[0]
 
     def compile(self, source: str, name: str) -> bytes:
         return self.build(source, "", name).binaries[0]
