@@ -7,7 +7,6 @@ Target: fused >= 3x pyopencl.array.  Run: `python benchmarks/opencl_fused.py` (H
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -20,16 +19,9 @@ from _util import best_seconds, table  # noqa: E402
 import hwadapter as hw  # noqa: E402
 from hwadapter import kp  # noqa: E402
 
-N = int(os.environ.get("HWADAPTER_BENCH_N", 16 << 20))
+from fused_elementwise import CHAIN, N, numpy_chain  # noqa: E402  (one chain, one oracle for every column)
+
 DEV = "opencl:0"
-# y = min(|relu(x * 1.5 + 0.25) * 0.5 - x|, 4) + 1: eight ops, one input, one output
-CHAIN = [("mul", ("x", 1.5), "a"), ("add", ("a", 0.25), "b"), ("relu", ("b",), "c"), ("mul", ("c", 0.5), "d"),
-         ("sub", ("d", "x"), "e"), ("abs", ("e",), "f"), ("min", ("f", 4.0), "g"), ("add", ("g", 1.0), "y")]
-
-
-def numpy_chain(x):
-    """The oracle."""
-    return np.minimum(np.abs(np.maximum(x * 1.5 + 0.25, 0) * 0.5 - x), 4.0) + 1.0
 
 
 def main() -> int:

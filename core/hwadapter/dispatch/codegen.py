@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -58,6 +59,18 @@ def unavailable_reasons() -> dict[str, str]:
     return dict(_unavailable)
 
 
+_PLANS = 256
+
+
+class _Plan(NamedTuple):
+    program: object
+    loaded: object
+    launch: object
+    outputs: list       # (name, shape, dtype) of every output, in param order
+    input_names: list   # the program's present inputs, in param order
+    returned: tuple     # the outputs the op returns
+
+
 class CodegenKernel:
     """A kernel (the dispatcher's calling convention) that specialises, compiles, caches and launches a program."""
 
@@ -66,6 +79,7 @@ class CodegenKernel:
     def __init__(self, op: str, spec: PrimitiveOp, dev, backend):
         self.op, self.spec, self.dev, self.backend = op, spec, dev, backend
         self._loaded: dict[str, object] = {}
+        self._plans: OrderedDict = OrderedDict()  # input signature -> everything a launch needs but the buffers
         self._lock = threading.Lock()
 
     def program(self, arrays, attrs):
@@ -90,17 +104,36 @@ class CodegenKernel:
                     loaded = self._loaded[program.name] = self.backend.load(binary, program.name)
         return loaded
 
+    def plan(self, arrays, attrs) -> _Plan:
+        """Program, loaded binary, launch arguments and output shapes for these inputs (cached by signature)."""
+        try:
+            key = (tuple((a.shape, a.dtype, a.strides if isinstance(a, np.ndarray) else None) for a in arrays),
+                   tuple(sorted(attrs.items())))
+            hash(key)
+        except TypeError:  # unhashable attribute values: plan every call
+            key = None
+        plan = self._plans.get(key) if key is not None else None
+        if plan is None:
+            inputs, program = self.program(arrays, attrs)
+            shapes = program.output_shapes(inputs)
+            plan = _Plan(program, self.load(program), program.bind(inputs, self.backend.dialect),
+                         [(p.name, shapes[p.name], p.dtype) for p in program.outputs],
+                         [n for n in (p.name for p in program.inputs)], self.spec.outputs or (program.outputs[0].name,))
+            if key is not None:
+                with self._lock:
+                    self._plans[key] = plan
+                    if len(self._plans) > _PLANS:
+                        self._plans.popitem(last=False)
+        return plan
+
     def __call__(self, *arrays, **attrs):
-        inputs, program = self.program(arrays, attrs)
-        loaded = self.load(program)
-        launch = program.bind(inputs, self.backend.dialect)
-        shapes = program.output_shapes(inputs)
-        outs = {p.name: _empty(self.dev, shapes[p.name], p.dtype) for p in program.outputs}
-        buffers = [inputs[p.name] for p in program.inputs] + [outs[p.name] for p in program.outputs]
-        if launch.global_size and all(_size(b) for b in buffers[len(program.inputs):]):
-            loaded.launch(launch.global_size, buffers, launch.scalar_args)
-        names = self.spec.outputs or (program.outputs[0].name,)
-        result = [outs[n] for n in names]
+        plan = self.plan(arrays, attrs)
+        inputs = dict(zip(self.spec.inputs, arrays))
+        outs = {name: _empty(self.dev, shape, dtype) for name, shape, dtype in plan.outputs}
+        buffers = [inputs[n] for n in plan.input_names] + list(outs.values())
+        if plan.launch.global_size and all(_size(o) for o in outs.values()):
+            plan.loaded.launch(plan.launch.global_size, buffers, plan.launch.scalar_args)
+        result = [outs[n] for n in plan.returned]
         return result[0] if len(result) == 1 else result
 
 

@@ -34,7 +34,8 @@ def _gelu(x: kp.In["T"], out: kp.Out["T"], *, approximate=False):
     v = kp.cast(kp.read(x), cd)
     if approximate:
         inner = kp.init(0.7978845608028654, cd) * (v + kp.init(0.044715, cd) * v * v * v)
-        y = kp.init(0.5, cd) * v * (kp.init(1.0, cd) + kp.unary("tanh", inner))
+        # 0.5 v (1 + tanh(u)) == v / (1 + exp(-2u)): no cancellation for large negative v
+        y = v / (kp.init(1.0, cd) + kp.unary("exp", kp.init(-2.0, cd) * inner))
     else:
         y = kp.unary("gelu", v)
     kp.write(out, kp.cast(y, x.dtype))
