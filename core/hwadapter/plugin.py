@@ -164,6 +164,48 @@ class Runtime(ABC):
         return total, total
 
 
+class SynchronousRuntime(Runtime):
+    """A Runtime whose every call completes before it returns, so streams and events are trivially done."""
+
+    def create_stream(self) -> Stream:
+        return HostStream()
+
+    @property
+    def default_stream(self) -> Stream:
+        stream = self.__dict__.get("_default_stream")
+        if stream is None:
+            stream = self.__dict__["_default_stream"] = HostStream()
+        return stream
+
+    def create_event(self) -> Event:
+        return HostEvent()
+
+    def synchronize(self) -> None:
+        pass
+
+
+class HostBufferRuntime(SynchronousRuntime):
+    """Device memory as numpy byte arrays: the CPU, simulators and test devices build on it."""
+
+    def allocate(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, np.uint8)
+
+    def free(self, handle: np.ndarray) -> None:
+        pass  # numpy frees the buffer with its last reference
+
+    def copy_h2d(self, dst, dst_offset, src, stream=None):
+        dst[dst_offset:dst_offset + src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def copy_d2h(self, dst, src, src_offset, stream=None):
+        dst.reshape(-1).view(np.uint8)[:] = src[src_offset:src_offset + dst.nbytes]
+
+    def copy_d2d(self, dst, dst_offset, src, src_offset, nbytes, stream=None):
+        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
+
+    def memset(self, dst, offset, value, nbytes, stream=None):
+        dst[offset:offset + nbytes] = value
+
+
 class Program(ABC):
     """A compiled kernel loaded on a device, ready to launch."""
 

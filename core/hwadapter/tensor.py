@@ -10,7 +10,7 @@ from .dispatch import dispatcher
 from .dispatch.dispatcher import transfer
 from .errors import InvalidArgumentError, UnsupportedDTypeError
 from .runtime import device as _device
-from .runtime.memory import DeviceArray
+from .runtime.memory import DeviceArray, contiguous_strides
 
 
 class Tensor:
@@ -56,11 +56,7 @@ class Tensor:
     @property
     def strides(self) -> tuple:
         """Element strides (always C-contiguous)."""
-        out, acc = [], 1
-        for s in reversed(self._data.shape):
-            out.append(acc)
-            acc *= s
-        return tuple(reversed(out))
+        return contiguous_strides(self._data.shape)
 
     def is_contiguous(self) -> bool:
         return True

@@ -6,6 +6,15 @@ import math
 import numpy as np
 
 
+def contiguous_strides(shape: tuple) -> tuple:
+    """Element strides of the C-contiguous layout of `shape`."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
 class DeviceArray:
     """A C-contiguous array in a device allocation; blocks are shared by reshapes and freed with the last one."""
 
@@ -61,11 +70,7 @@ class DeviceArray:
     @property
     def strides(self) -> tuple:
         """Element strides of the C-contiguous layout."""
-        out, acc = [], 1
-        for s in reversed(self.shape):
-            out.append(acc)
-            acc *= s
-        return tuple(reversed(out))
+        return contiguous_strides(self.shape)
 
     def reshape(self, shape) -> "DeviceArray":
         """The same memory with another shape of the same size."""

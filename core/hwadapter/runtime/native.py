@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DeviceUnavailableError, OutOfMemoryError
-from ..plugin import DeviceProperties, HostEvent, HostStream, Plugin, Runtime
+from ..plugin import DeviceProperties, Plugin, SynchronousRuntime
 
 
 def load_library(path: str):
@@ -19,13 +19,12 @@ def load_library(path: str):
         raise DeviceUnavailableError(f"device library rejected: {err}") from err
 
 
-class NativeRuntime(Runtime):
+class NativeRuntime(SynchronousRuntime):
     """A Runtime whose calls go to the C function table; its copies complete before they return."""
 
     def __init__(self, library, index: int):
         super().__init__(index)
         self.lib = library
-        self._stream = HostStream()
 
     def properties(self) -> DeviceProperties:
         free, total = self.lib.memory_info(self.index)
@@ -53,16 +52,6 @@ class NativeRuntime(Runtime):
 
     def memset(self, dst, offset, value, nbytes, stream=None):
         self.lib.memset(self.index, dst + offset, value, nbytes)
-
-    def create_stream(self):
-        return HostStream()
-
-    @property
-    def default_stream(self):
-        return self._stream
-
-    def create_event(self):
-        return HostEvent()
 
     def synchronize(self) -> None:
         self.lib.synchronize(self.index)

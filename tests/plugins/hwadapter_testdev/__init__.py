@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwadapter.plugin import (DeviceArray, DeviceProperties, HostEvent, HostStream, OutOfMemoryError, Plugin,
-                              Runtime)
+from hwadapter.plugin import DeviceArray, DeviceProperties, HostBufferRuntime, OutOfMemoryError, Plugin
 
 MEMORY_LIMIT = 16 << 20  # bytes per device; tests change it to provoke out-of-memory
 
 
-class TestDevRuntime(Runtime):
+class TestDevRuntime(HostBufferRuntime):
     """Device memory as numpy byte arrays, with a byte budget and live-allocation tracking."""
 
     def __init__(self, index):
         super().__init__(index)
         self.live = {}
         self.allocate_calls = 0
-        self._stream = HostStream()
 
     def properties(self):
         return DeviceProperties(name=f"testdev {self.index}", vendor="hwadapter tests", total_memory=MEMORY_LIMIT)
@@ -36,31 +34,6 @@ class TestDevRuntime(Runtime):
 
     def free(self, handle):
         del self.live[id(handle)]
-
-    def copy_h2d(self, dst, dst_offset, src, stream=None):
-        dst[dst_offset:dst_offset + src.nbytes] = src.reshape(-1).view(np.uint8)
-
-    def copy_d2h(self, dst, src, src_offset, stream=None):
-        dst.reshape(-1).view(np.uint8)[:] = src[src_offset:src_offset + dst.nbytes]
-
-    def copy_d2d(self, dst, dst_offset, src, src_offset, nbytes, stream=None):
-        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
-
-    def memset(self, dst, offset, value, nbytes, stream=None):
-        dst[offset:offset + nbytes] = value
-
-    def create_stream(self):
-        return HostStream()
-
-    @property
-    def default_stream(self):
-        return self._stream
-
-    def create_event(self):
-        return HostEvent()
-
-    def synchronize(self):
-        pass
 
     def memory_info(self):
         return MEMORY_LIMIT - self.used, MEMORY_LIMIT
