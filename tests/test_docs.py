@@ -30,3 +30,12 @@ def test_kernel_primitives_guide_runs(tmp_path, monkeypatch, capsys):
             exec(compile(block, f"kernel-primitives.md block {i}", "exec"), namespace)
         except Exception as err:  # name the failing block
             pytest.fail(f"block {i} of docs/kernel-primitives.md failed: {type(err).__name__}: {err}\n{block}")
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWADAPTER_CACHE_DIR", str(tmp_path))
+    namespace: dict = {}
+    blocks = re.findall(r"```python\n(.*?)```", (DOCS.parent / "README.md").read_text(), flags=re.S)
+    assert len(blocks) >= 2
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"README.md block {i}", "exec"), namespace)
