@@ -114,6 +114,9 @@ def _cmd_devices(args) -> int:
                       "provides 'cpu'", markup=False)
         return 0
     console.print(table)
+    for info in infos:  # repeated below the table: a narrow terminal may have squeezed the reason column
+        if info["status"] != "ok":
+            console.print(_text(f"{info['type']}: {info['status']}: {info['cause']}"))
     if any(i["status"] != "ok" for i in infos):
         console.print("Run `hwadapter doctor` to see how to fix the plugins that are not ok.", markup=False)
     return 0
