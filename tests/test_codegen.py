@@ -1,5 +1,5 @@
 """The compiler level on the CPU: kernel-primitive ops compiled by the C backend, cached on disk, dispatched."""
-# No `from __future__ import annotations`: kp.kernel reads kp.In[...] annotations as objects.
+from __future__ import annotations
 
 import math
 import os

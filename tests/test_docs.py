@@ -1,5 +1,4 @@
 """Every Python code block of the kernel-primitives guide runs, top to bottom, in one namespace."""
-# No `from __future__ import annotations`: the guide's kernels are exec'd here with real annotations.
 import re
 from pathlib import Path
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import contextlib
 
-from .errors import HwAdapterError, InvalidDeviceError
 from .runtime import device as _dev
 from .runtime.device import Device
 from .runtime.discovery import registry

@@ -103,7 +103,7 @@ class _Renderer:
             else:
                 self.kept_coords()
                 self.reduced_coords(scope)
-                expr = f"i0"
+                expr = "i0"
                 for g in range(1, len(self.lay.groups)):
                     expr = f"({expr}) * size{g} + i{g}" if g > 1 else f"{expr} * size{g} + i{g}"
             scope.flat = "flat"

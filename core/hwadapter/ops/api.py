@@ -41,11 +41,6 @@ def _view(x: Tensor, shape: tuple) -> Tensor:
     return _make(x._data.reshape(shape), x._device)
 
 
-def _as_0d(out: Tensor) -> Tensor:
-    """A result the frontend knows is 0-d, as 0-d: device copies of 0-d arrays can come back as shape (1,)."""
-    return out if not out._data.shape else _view(out, ())
-
-
 def _tensor(op: str, x) -> Tensor:
     if type(x) is Tensor:
         return x
@@ -212,8 +207,7 @@ def where(condition, x, y):
                     else _dt.DEFAULT_FLOAT, "where")
     x, y = _promote("where", x, y)
     _check_shapes("where", cond, x, y)
-    out = dispatch("where", (cond, x, y))
-    return _as_0d(out) if not (cond._data.shape or x._data.shape or y._data.shape) else out
+    return dispatch("where", (cond, x, y))
 
 
 def cast(x, dtype):
@@ -222,8 +216,7 @@ def cast(x, dtype):
     dt = _op_dtype("cast", dtype)
     if dt == x._dtype:
         return x
-    out = dispatch("cast", (x,), {"dtype": dt.name})
-    return out if x._data.shape else _as_0d(out)
+    return dispatch("cast", (x,), {"dtype": dt.name})
 
 
 astype = cast
@@ -249,8 +242,7 @@ def clip(x, min=None, max=None):  # noqa: A002
         info = np.iinfo(x._dtype)
         lo = None if min is None or min <= info.min else (info.max if min > info.max else math.ceil(min))
         hi = None if max is None or max >= info.max else (info.min if max < info.min else math.floor(max))
-    out = dispatch("clip", (x,), {"min": lo, "max": hi})
-    return out if x._data.shape else _as_0d(out)
+    return dispatch("clip", (x,), {"min": lo, "max": hi})
 
 
 # --- reductions ------------------------------------------------------------------------------------
@@ -269,8 +261,7 @@ def _reduce(op: str, x, axis, keepdim, keepdims):
 
 
 def _reduced(op: str, x: Tensor, axes: tuple, keep: bool) -> Tensor:
-    out = dispatch(op, (x,), {"axis": axes, "keepdim": keep})
-    return _as_0d(out) if not x.ndim or (not keep and len(axes) == x.ndim) else out
+    return dispatch(op, (x,), {"axis": axes, "keepdim": keep})
 
 
 def _nonempty(op: str, x: Tensor, axes: tuple) -> None:
@@ -326,10 +317,7 @@ def _arg(op: str, x, axis, keepdim):
         if x.ndim == 0:
             axis = None
     _nonempty(op, x, (axis,) if axis is not None else tuple(range(x.ndim)))
-    out = dispatch(op, (x,), {"axis": axis, "keepdim": builtins.bool(keepdim)})
-    if axis is None:
-        return out if keepdim and x.ndim else _as_0d(out)
-    return out if shapes.reduce(x.shape, (axis,), keepdim) else _as_0d(out)
+    return dispatch(op, (x,), {"axis": axis, "keepdim": builtins.bool(keepdim)})
 
 
 def argmax(x, axis=None, keepdim=False):
@@ -347,13 +335,11 @@ def matmul(x, y, transpose_x=False, transpose_y=False):
     """Matrix product with numpy's batching, broadcasting and 1-D rules."""
     x, y = _promote("matmul", _tensor("matmul", x), _tensor("matmul", y))
     _check("matmul", x, _NUMERIC, "numeric (non-bool)")
-    out_shape = shapes.matmul(x.shape, y.shape, transpose_x, transpose_y)
+    shapes.matmul(x.shape, y.shape, transpose_x, transpose_y)  # validates, naming the op
     if not (transpose_x or transpose_y):
-        out = dispatch("matmul", (x, y))
-    else:
-        out = dispatch("matmul", (x, y), {"transpose_x": builtins.bool(transpose_x),
-                                          "transpose_y": builtins.bool(transpose_y)})
-    return out if out_shape else _as_0d(out)
+        return dispatch("matmul", (x, y))
+    return dispatch("matmul", (x, y), {"transpose_x": builtins.bool(transpose_x),
+                                       "transpose_y": builtins.bool(transpose_y)})
 
 
 # --- data movement -----------------------------------------------------------------------------------
@@ -368,8 +354,7 @@ def _reshape(x: Tensor, target: tuple) -> Tensor:
     target = tuple(target)
     if target == x.shape:
         return x
-    out = dispatch("reshape", (x,), {"shape": target})
-    return out if target else _as_0d(out)
+    return dispatch("reshape", (x,), {"shape": target})
 
 
 def flatten(x, start_axis=0, stop_axis=-1):
@@ -477,8 +462,7 @@ def gather(x, index, axis=0):
     if index._dtype != _dt.int64:
         index = cast(index, _dt.int64)
     ax = shapes.normalize_axis("gather", axis, x.ndim)
-    out = dispatch("gather", (x, index), {"axis": ax})
-    return out if x.ndim > 1 or index.ndim else _as_0d(out)
+    return dispatch("gather", (x, index), {"axis": ax})
 
 
 def expand(x, shape):

@@ -1,7 +1,5 @@
-"""The op set written in kernel primitives: which hwadapter_kp kernel runs each op, and how attributes map.
-
-No `from __future__ import annotations` here: kp.kernel reads the kp.In[...] annotations as objects.
-"""
+"""The op set written in kernel primitives: which hwadapter_kp kernel runs each op, and how attributes map."""
+from __future__ import annotations
 
 import numpy as np
 

@@ -68,7 +68,6 @@ class Device:
         return (get, (self._str,))
 
 
-_KNOWN_DISTRIBUTIONS = {"opencl": "hwadapter-opencl", "cuda": "hwadapter-cuda"}
 _MAX_INDEX_DIGITS = 18  # keeps int() of the index cheap (and clear of Python's int-string length limit)
 
 
@@ -124,9 +123,9 @@ def _unknown(dtype: str) -> InvalidDeviceError:
     known = list(registry.entry_points())
     close = [n for n in known if n.lower() == dtype.lower()] or difflib.get_close_matches(dtype, known, n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    dist = _KNOWN_DISTRIBUTIONS.get(dtype.lower())
-    fix = (f"pip install {dist}" if dist else
-           "pip install the vendor's plugin (it declares an entry point in the group 'hwadapter.plugins')")
+    # the core names no plugin: the hint is the naming convention of plugin distributions
+    fix = (f"pip install hwadapter-{dtype.lower()} (plugins are named hwadapter-<type> by convention; any "
+           f"distribution declaring an entry point in the group 'hwadapter.plugins' works)")
     return InvalidDeviceError(f"unknown device type {dtype!r}: no installed plugin provides it.{hint} Fix: {fix}, "
                               f"then check with `hwadapter devices`; {_available_summary()}")
 
