@@ -307,6 +307,13 @@ class Plugin(ABC):
 from .runtime.native import NativePlugin, NativeRuntime  # noqa: E402,F401  (needs the classes above)
 
 
+def primitive_ops() -> frozenset:
+    """The ops written in kernel primitives: they run on every device with a codegen backend."""
+    from .dispatch import codegen
+    codegen.install_op_set()
+    return frozenset(codegen.OPS)
+
+
 def codegen_kernel(op: str, device):
     """The op's kernel-primitive program runner on `device` (None when the op is not written in primitives or the
     device has no usable codegen backend): `.program(arrays, attrs)`, `.load(program)`, or call it like a kernel.

@@ -148,14 +148,19 @@ def _empty(dev, shape, dtype):
 _installed = []
 
 
-def route(op: str, dev, dtypes: tuple):
-    """The dispatcher's codegen route: a CodegenKernel when the op is written in primitives and the device compiles."""
-    if not _installed:  # hwadapter_kp is imported on the first miss, not by `import hwadapter`
+def install_op_set() -> None:
+    """Register the op set's primitive programs, once (imports hwadapter_kp: never at `import hwadapter`)."""
+    if not _installed:
         from ..ops import primitives
         with _lock:
             if not _installed:
                 primitives.install()
                 _installed.append(True)
+
+
+def route(op: str, dev, dtypes: tuple):
+    """The dispatcher's codegen route: a CodegenKernel when the op is written in primitives and the device compiles."""
+    install_op_set()
     spec = OPS.get(op)
     if spec is None:
         return None

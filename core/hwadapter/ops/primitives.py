@@ -1,5 +1,4 @@
 """The op set written in kernel primitives: which hwadapter_kp kernel runs each op, and how attributes map."""
-from __future__ import annotations
 
 import numpy as np
 

@@ -7,7 +7,7 @@ import threading
 
 from ..errors import DeviceUnavailableError, InvalidDeviceError
 from .allocator import CachingAllocator
-from .discovery import TYPE_NAME, registry
+from .discovery import TYPE_NAME, registry, short_repr
 
 _TYPE = TYPE_NAME
 _PATTERN = re.compile(rf"({TYPE_NAME.pattern})(?::([0-9]+))?")  # [0-9], not \d: ASCII digits only
@@ -71,12 +71,8 @@ class Device:
 _MAX_INDEX_DIGITS = 18  # keeps int() of the index cheap (and clear of Python's int-string length limit)
 
 
-def _safe_repr(obj, limit: int = 60) -> str:
-    try:
-        text = repr(obj)
-    except Exception:
-        text = f"<{type(obj).__name__} object>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def _safe_repr(obj) -> str:
+    return short_repr(obj, 60)
 
 
 def _available_summary() -> str:

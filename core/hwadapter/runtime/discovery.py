@@ -112,7 +112,7 @@ def _check_version(record: PluginRecord, cls) -> bool:
              and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in version))
     if not valid:
         record.status = INCOMPATIBLE
-        record.cause = f"api_version is {_short_repr(version)}, not a (MAJOR, MINOR) tuple of non-negative ints"
+        record.cause = f"api_version is {short_repr(version)}, not a (MAJOR, MINOR) tuple of non-negative ints"
         record.fix = (f"set api_version = {core} on the plugin class (the plugin API version it was built for), "
                       f"or install a release of the plugin that does")
         return False
@@ -129,7 +129,8 @@ def _check_version(record: PluginRecord, cls) -> bool:
     return True
 
 
-def _short_repr(obj, limit: int = 80) -> str:
+def short_repr(obj, limit: int = 80) -> str:
+    """repr() cut to `limit` characters, and safe from objects whose repr raises."""
     try:
         text = repr(obj)
     except Exception:
@@ -255,7 +256,7 @@ def _load_into(record: PluginRecord, ep) -> PluginRecord:
             raise ValueError("negative")
     except (TypeError, ValueError):
         record.status = FAILED
-        record.cause = f"device_count() returned {_short_repr(count)}, not a non-negative int"
+        record.cause = f"device_count() returned {short_repr(count)}, not a non-negative int"
         record.fix = "a plugin bug: device_count() must return an int; report it to the plugin's vendor"
         return record
     record.device_count = count

@@ -9,19 +9,11 @@ from __future__ import annotations
 
 import os
 
-from hwadapter.plugin import Plugin, reference
+from hwadapter.plugin import Plugin, primitive_ops, reference
 
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
-
-# Ops the op set also writes in kernel primitives; in codegen mode the compiled programs replace their numpy kernels.
-PRIMITIVE_OPS = frozenset({
-    "abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "gelu", "erf", "sin", "cos",
-    "floor", "ceil", "round", "sign", "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod",
-    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and", "logical_or",
-    "logical_xor", "where", "cast", "clip", "sum", "mean", "max", "min", "prod", "softmax", "log_softmax",
-    "layer_norm", "batch_norm"})
 
 
 class CpuPlugin(Plugin):
@@ -37,12 +29,13 @@ class CpuPlugin(Plugin):
         return CpuRuntime(index)
 
     def register_kernels(self, kernels) -> None:
-        mode = os.environ.get("HWADAPTER_CPU_KERNELS", "numpy")
+        compiled = (os.environ.get("HWADAPTER_CPU_KERNELS", "numpy") == "codegen"
+                    and self.codegen_backend(None).available() is None)
         # The reference kernels accept every dtype the frontend lets through, so none are listed.
+        skip = primitive_ops() if compiled else frozenset()
         for op, fn in reference.KERNELS.items():
-            if mode == "codegen" and op in PRIMITIVE_OPS and self.codegen_backend(None).available() is None:
-                continue
-            kernels.register(op, fn)
+            if op not in skip:
+                kernels.register(op, fn)
 
     def codegen_backend(self, runtime):
         if self._backend is None:
