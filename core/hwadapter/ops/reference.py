@@ -16,6 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import InvalidArgumentError
+from .shapes import pool_out
 
 _ndarray = np.ndarray
 
@@ -281,16 +282,6 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
     if bias is not None:
         out += bias.astype(acc).reshape(1, o, 1, 1)
     return out.astype(x.dtype, copy=False)
-
-
-def pool_out(size: int, k: int, s: int, lo: int, hi: int, ceil_mode: bool) -> int:
-    """Windows along one axis. ceil_mode keeps a last, partial window, unless it would start in the padding
-    after the input (it would see no element): then it is dropped."""
-    span = size + lo + hi - k
-    n = (-(-span // s) if ceil_mode else span // s) + 1
-    if ceil_mode and (n - 1) * s >= size + lo:
-        n -= 1
-    return n
 
 
 def _pool_pad(x, kernel, stride, padding, ceil_mode, value):

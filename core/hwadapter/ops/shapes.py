@@ -177,3 +177,13 @@ def pair(op: str, name: str, v) -> tuple:
     if min(p) <= 0:
         raise InvalidArgumentError(f"{op}: {name} must be positive, got {v!r}")
     return p
+
+
+def pool_out(size: int, k: int, s: int, lo: int, hi: int, ceil_mode: bool) -> int:
+    """Windows along one axis. ceil_mode keeps a last, partial window, unless it would start in the padding
+    after the input (it would see no element): then it is dropped."""
+    span = size + lo + hi - k
+    n = (-(-span // s) if ceil_mode else span // s) + 1
+    if ceil_mode and (n - 1) * s >= size + lo:
+        n -= 1
+    return n

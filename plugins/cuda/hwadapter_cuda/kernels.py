@@ -159,16 +159,10 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
 
 
 # --- pooling and arg reductions (CUDA C) ---------------------------------------------------------------------
-def _pool_out(size: int, k: int, s: int, lo: int, hi: int, ceil_mode: bool) -> int:
-    span = size + lo + hi - k
-    n = (-(-span // s) if ceil_mode else span // s) + 1  # ceil_mode keeps a last, partial window...
-    return n - 1 if ceil_mode and (n - 1) * s >= size + lo else n  # ...unless it would start after the input
-
-
 def _pool(template, x, kernel_size, stride, padding, ceil_mode, extra_args=(), out=None):
     n, c, h, w = x.shape
     (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel_size, stride, padding
-    oh, ow = _pool_out(h, kh, sh, pt, pb, ceil_mode), _pool_out(w, kw, sw, pl, pr, ceil_mode)
+    oh, ow = shapes.pool_out(h, kh, sh, pt, pb, ceil_mode), shapes.pool_out(w, kw, sw, pl, pr, ceil_mode)
     out = _out(x, (n, c, oh, ow), x.dtype, out)
     if out.size:
         fn = _function(x.device.runtime, "pool.cu", template, x.dtype)

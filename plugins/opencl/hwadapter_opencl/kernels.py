@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from hwadapter.plugin import InvalidArgumentError, reference, shapes as rules
+from hwadapter.plugin import InvalidArgumentError, shapes as rules
 
 from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, contiguous, make_step,
                     merge_axes, type_options)
@@ -109,8 +109,8 @@ def _max_options(dtype) -> str:
 def _pool(rt, op, shapes, dtypes, kernel_size, stride, padding, ceil_mode, exclusive=True) -> Plan:
     n, c, h, w = shapes[0]
     pt, pb, pl, pr = padding
-    oh = reference.pool_out(h, kernel_size[0], stride[0], pt, pb, ceil_mode)
-    ow = reference.pool_out(w, kernel_size[1], stride[1], pl, pr, ceil_mode)
+    oh = rules.pool_out(h, kernel_size[0], stride[0], pt, pb, ceil_mode)
+    ow = rules.pool_out(w, kernel_size[1], stride[1], pl, pr, ceil_mode)
     plan = Plan([((n, c, oh, ow), dtypes[0])])
     if n * c * oh * ow:
         mode = _max_options(dtypes[0]) if op == "max_pool2d" else "-DEXCLUSIVE" * bool(exclusive)
