@@ -55,7 +55,7 @@ def transfer(data, src, dst):
     """Move a device array from device `src` to device `dst` (host-memory devices share numpy arrays)."""
     if src is dst:
         return data
-    host = data if isinstance(data, np.ndarray) else data.numpy()
+    host = np.asarray(data) if isinstance(data, (np.ndarray, np.generic)) else data.numpy()
     return host if dst.host_memory else DeviceArray.from_numpy(dst, host)
 
 
@@ -175,6 +175,8 @@ def dispatch2(op: str, x, y):
         raise
     except Exception as err:
         raise _failed(op, dev, (x, y), err) from err
+    if type(out) is not _ndarray and isinstance(out, np.generic):
+        out = np.asarray(out)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
     t = _new(_Tensor)
     t._data, t._device, t._dtype = out, dev, out.dtype
     return t
@@ -192,12 +194,16 @@ def dispatch1(op: str, x):
         raise
     except Exception as err:
         raise _failed(op, dev, (x,), err) from err
+    if type(out) is not _ndarray and isinstance(out, np.generic):
+        out = np.asarray(out)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
     t = _new(_Tensor)
     t._data, t._device, t._dtype = out, dev, out.dtype
     return t
 
 
 def _wrap(data, dev):
+    if type(data) is not _ndarray and isinstance(data, np.generic):
+        data = np.asarray(data)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
     t = _new(_Tensor)
     t._data, t._device, t._dtype = data, dev, data.dtype
     return t
@@ -205,6 +211,7 @@ def _wrap(data, dev):
 
 _Tensor = None
 _new = object.__new__
+_ndarray = np.ndarray
 
 
 def bind_tensor(cls) -> None:

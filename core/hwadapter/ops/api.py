@@ -36,11 +36,6 @@ def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
     return _make(_device_data(like._device, arr), like._device)
 
 
-def _view(x: Tensor, shape: tuple) -> Tensor:
-    """x's data under another shape of the same size, without a copy or a dispatch (both array kinds reshape)."""
-    return _make(x._data.reshape(shape), x._device)
-
-
 def _tensor(op: str, x) -> Tensor:
     if type(x) is Tensor:
         return x
@@ -96,13 +91,9 @@ def _binary(op: str, kind: str, doc: str):
             xs = x._data.shape
             if xs != y._data.shape:
                 shapes.broadcast(op, xs, y._data.shape)
-            elif not xs:
-                return _binary_0d(fn, x, y)
         else:
             x, y = _promote(op, x, y)
             _check_shapes(op, x, y)
-            if not x._data.shape and not y._data.shape:
-                return _binary_0d(fn, x, y)
         if kind == "arith":
             if x._dtype not in allowed:
                 _check(op, x, allowed, "numeric (non-bool)")
@@ -118,17 +109,9 @@ def _binary(op: str, kind: str, doc: str):
     return fn
 
 
-def _binary_0d(fn, x: Tensor, y: Tensor) -> Tensor:
-    # Two 0-d inputs run as 1-element arrays: numpy's ufuncs (the CPU kernels) return scalars, not arrays, for 0-d.
-    out = fn(_view(x, (1,)), _view(y, (1,)))
-    return _view(out, ())
-
-
 def _unary(op: str, kind: str, doc: str):
     def fn(x):
         x = _tensor(op, x)
-        if not x._data.shape:  # as binary ops: run 0-d as one element
-            return _view(fn(_view(x, (1,))), ())
         if kind == "float":
             x = _as_float(x)
         elif kind == "numeric":
@@ -187,8 +170,6 @@ logical_not = _unary("logical_not", "logical", "not x (non-zero is true).")
 def gelu(x, approximate: bool = False):
     """Gaussian error linear unit; exact (erf) unless approximate=True (tanh form)."""
     x = _as_float(_tensor("gelu", x))
-    if not x._data.shape:
-        return _view(gelu(_view(x, (1,)), approximate), ())
     if not approximate:
         return dispatch1("gelu", x)
     return dispatch("gelu", (x,), {"approximate": True})

@@ -107,8 +107,7 @@ def gelu(x, approximate=False):
         return out.astype(x.dtype)
     x64 = np.asarray(x, np.float64)
     with _quiet():
-        out = 0.5 * x64 * _erf_erfc(-x64 / math.sqrt(2.0))[1]
-    out[x64 == -np.inf] = 0.0  # the limit, not -inf * 0
+        out = np.where(x64 == -np.inf, 0.0, 0.5 * x64 * _erf_erfc(-x64 / math.sqrt(2.0))[1])  # the limit, not -inf*0
     return out.astype(x.dtype)
 
 
