@@ -95,8 +95,4 @@ def reset_plugins() -> None:
     from .dispatch import dispatcher
     registry.reset()
     _dev.forget()
-    _dev._default[0] = None
-    with dispatcher._lock:
-        for name in list(dispatcher._registered):
-            dispatcher.forget_device_type(name)
-        dispatcher.clear_cache()  # resolved routes hold the Devices just forgotten
+    dispatcher.forget_all()  # resolved routes and codegen backends hold the Devices just forgotten

@@ -54,6 +54,13 @@ def backend_for(dev):
     return _backends[dev]
 
 
+def forget_devices() -> None:
+    """Drop the per-device backends (their Devices were forgotten)."""
+    with _lock:
+        _backends.clear()
+        _unavailable.clear()
+
+
 def unavailable_reasons() -> dict[str, str]:
     """device -> why its codegen backend cannot be used."""
     return dict(_unavailable)

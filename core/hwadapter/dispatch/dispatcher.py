@@ -34,6 +34,16 @@ def forget_device_type(device_type: str) -> None:
         _cache.clear()
 
 
+def forget_all() -> None:
+    """Drop every plugin's kernels, resolved routes and codegen backends (after plugin discovery was reset)."""
+    from . import codegen
+    with _lock:
+        for name in list(_registered):
+            forget_device_type(name)
+        _cache.clear()
+    codegen.forget_devices()
+
+
 def ensure_registered(record) -> None:
     """Have a plugin register its op kernels, once."""
     if record.name in _registered:

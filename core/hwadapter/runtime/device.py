@@ -166,10 +166,11 @@ _parse_cache: dict[str, tuple[str, int]] = {}
 
 
 def forget() -> None:
-    """Drop interned devices (after plugin discovery was reset)."""
+    """Drop interned devices and the current device (after plugin discovery was reset)."""
     with _lock:
         _devices.clear()
         _parse_cache.clear()
+        _default[0] = None
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("hwadapter_device", default=None)
