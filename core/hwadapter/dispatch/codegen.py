@@ -28,6 +28,7 @@ class PrimitiveOp:
 OPS: dict[str, PrimitiveOp] = {}
 _lock = threading.Lock()
 _backends: dict = {}
+_kernels: dict = {}
 _unavailable: dict[str, str] = {}
 
 
@@ -59,6 +60,7 @@ def forget_devices() -> None:
     with _lock:
         _backends.clear()
         _unavailable.clear()
+        _kernels.clear()
 
 
 def unavailable_reasons() -> dict[str, str]:
@@ -174,4 +176,7 @@ def route(op: str, dev, dtypes: tuple):
     backend = backend_for(dev)
     if backend is None:
         return None
-    return CodegenKernel(op, spec, dev, backend)
+    kernel = _kernels.get((op, dev))
+    if kernel is None or kernel.spec is not spec:  # one per (op, device): its plans and binaries serve every dtype
+        kernel = _kernels[(op, dev)] = CodegenKernel(op, spec, dev, backend)
+    return kernel
