@@ -47,7 +47,6 @@ class CpuCodegenBackend(CodegenBackend):
     def __init__(self):
         self.cc = _find_compiler()
         self._lock = threading.Lock()
-        self._libdir: Path | None = None
         self._libs: dict[str, ctypes.CDLL] = {}
         self.flags = list(_BASE_FLAGS)
         self.version = ""
@@ -92,12 +91,11 @@ class CpuCodegenBackend(CodegenBackend):
         with self._lock:
             lib = self._libs.get(digest)
             if lib is None:
-                if self._libdir is None:
-                    self._libdir = Path(tempfile.mkdtemp(prefix="hwadapter-so-"))
-                path = self._libdir / f"{digest}.so"  # dlopen needs a file; a private, content-named one
-                path.write_bytes(binary)
-                lib = self._libs[digest] = ctypes.CDLL(str(path))
-                path.unlink()  # the mapping stays valid; nothing is left behind
+                # dlopen needs a file: a private one, removed at once (the mapping stays valid)
+                with tempfile.TemporaryDirectory(prefix="hwadapter-so-") as tmp:
+                    path = Path(tmp) / f"{digest}.so"
+                    path.write_bytes(binary)
+                    lib = self._libs[digest] = ctypes.CDLL(str(path))
         fn = getattr(lib, name)
         fn.restype = None
         return CProgram(fn)
