@@ -171,7 +171,7 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
     return _wrap(out, dev)
 
 
-def dispatch2(op: str, x, y):
+def dispatch_binary(op: str, x, y):
     """The fast path of attribute-free binary ops."""
     dev = x._device
     if y._device is not dev:
@@ -192,7 +192,7 @@ def dispatch2(op: str, x, y):
     return t
 
 
-def dispatch1(op: str, x):
+def dispatch_unary(op: str, x):
     """The fast path of attribute-free unary ops."""
     dev = x._device
     fn = _cache.get((op, dev, (x._dtype,)))
@@ -219,6 +219,7 @@ def _wrap(data, dev):
     return t
 
 
+dispatch1, dispatch2 = dispatch_unary, dispatch_binary  # old names, until the frontend moves over
 _Tensor = None
 _new = object.__new__
 _ndarray = np.ndarray
