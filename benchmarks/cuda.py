@@ -49,20 +49,20 @@ def main() -> int:
         print(f"benchmarks/cuda.py: no usable NVIDIA GPU, nothing to measure. {why}")
         return 0
     import cupy as cp
-    from hwadapter.plugin import DeviceArray, codegen_kernel
+    from hwadapter.plugin import DeviceArray
     from hwadapter.runtime.device import get
     dev = get("cuda:0")
     stream = dev.runtime.default_stream.cupy
     with cp.cuda.Device(0), stream:
-        return _fused(cp, stream, dev, DeviceArray, codegen_kernel) | _matmul(cp, stream)
+        return _fused(cp, stream, dev, DeviceArray) | _matmul(cp, stream)
 
 
-def _fused(cp, stream, dev, DeviceArray, codegen_kernel) -> int:
+def _fused(cp, stream, dev, DeviceArray) -> int:
     x = np.random.default_rng(0).standard_normal(N).astype(np.float32)
     chain8 = kp.register_op("chain8", kp.fuse(CHAIN, ["x"], ["y"], name="chain8"))
     xt = hw.to_tensor(x, device="cuda:0")
     np.testing.assert_allclose(chain8(xt).numpy(), numpy_chain(x), rtol=1e-6)
-    runner = codegen_kernel("chain8", "cuda:0")
+    runner = dev.primitive("chain8")
     inputs, program = runner.program([xt._data], {})
     loaded, launch = runner.load(program), program.bind(inputs, kp.CUDA)
     out = DeviceArray.empty(dev, x.shape, x.dtype)

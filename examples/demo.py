@@ -51,7 +51,7 @@ def kernel_primitive_demo(x) -> None:
 
 def subgraph_demo() -> None:
     """The subgraph level: a hand-built graph handed whole to each device that compiles subgraphs."""
-    from hwadapter.graph import GraphBuilder
+    from hwadapter.graph import GraphBuilder, run
     from hwadapter.plugin import DeviceArray
     from hwadapter.runtime.device import get
 
@@ -62,11 +62,11 @@ def subgraph_demo() -> None:
     rng = np.random.default_rng(1)
     feeds = {"x": rng.standard_normal((16, 32)).astype(np.float32),
              "w": rng.standard_normal((32, 8)).astype(np.float32), "b": rng.standard_normal(8).astype(np.float32)}
-    expected = graph.run(feeds, device="cpu")[out].numpy()
+    expected = run(graph, feeds, device="cpu")[out].numpy()
     t = Table("device", "nodes claimed", "compiled as", "max |error| vs eager CPU")
     for name in hw.device.get_available_device():
         dev = get(name)
-        backend = dev.plugin.subgraph_backend(dev.runtime)
+        backend = dev.subgraph
         if backend is None:
             continue
         claimed = backend.supported_nodes(graph)

@@ -36,8 +36,8 @@ def reset_plugins():
 
 
 def _live_bytes() -> dict:
-    from hwadapter.runtime import device
-    return {str(d): d._allocator.allocated for d in list(device._devices.values()) if d._allocator is not None}
+    from hwadapter.runtime.device import devices
+    return {str(d): d._allocator.allocated for d in devices.all() if d._allocator is not None}
 
 
 @pytest.fixture(autouse=True)

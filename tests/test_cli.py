@@ -76,9 +76,10 @@ def test_devices_table(broken_site):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     cpu = _row(out, "cpu")
-    assert cpu[1:3] == [f"hwadapter {hwadapter.__version__}", "1.0"] and cpu[4:7] == ["ok", "cpu:0", ""]
+    api = f"{API_VERSION[0]}.{API_VERSION[1]}"
+    assert cpu[1:3] == [f"hwadapter {hwadapter.__version__}", api] and cpu[4:7] == ["ok", "cpu:0", ""]
     assert "op" in cpu[3].split(",")
-    assert _row(out, "testdev")[1:6] == ["hwadapter-testdev 0.1", "1.0", "op", "ok", "testdev:0, testdev:1"]
+    assert _row(out, "testdev")[1:6] == ["hwadapter-testdev 0.1", api, "op", "ok", "testdev:0, testdev:1"]
     broken = _row(out, "broken")
     assert broken[1] == "hwt-cli-broken 1.0" and broken[4] == "failed" and broken[5] == "0"
     assert "ModuleNotFoundError: No module named 'acme_runtime_missing_k3'" in broken[6]
@@ -92,13 +93,14 @@ def test_devices_json(broken_site):
     proc = hwadapter_cli("devices", "--json", site=broken_site)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert data["hwadapter"] == hwadapter.__version__ and data["plugin_api"] == "1.0"
+    api = f"{API_VERSION[0]}.{API_VERSION[1]}"
+    assert data["hwadapter"] == hwadapter.__version__ and data["plugin_api"] == api
     plugins = {p["type"]: p for p in data["plugins"]}
     assert {"cpu", "testdev", "broken", "future"} <= set(plugins)  # plus whatever plugins this machine has
     assert "op" in plugins["cpu"]["levels"]
     assert plugins["cpu"] | {"fix": None, "levels": None} == {
         "type": "cpu", "entry_point": "hwadapter_cpu:CpuPlugin", "distribution": "hwadapter",
-        "version": hwadapter.__version__, "api_version": "1.0", "levels": None, "status": "ok", "device_count": 1,
+        "version": hwadapter.__version__, "api_version": api, "levels": None, "status": "ok", "device_count": 1,
         "devices": ["cpu:0"], "cause": "", "fix": None}
     assert plugins["testdev"]["levels"] == ["op"]
     assert plugins["testdev"]["devices"] == ["testdev:0", "testdev:1"]

@@ -12,9 +12,10 @@ import pytest
 
 import hwadapter as hw
 from hwadapter import kp
-from hwadapter.plugin import CompileError, codegen_kernel
+from hwadapter.plugin import CompileError
+from hwadapter.runtime.device import get
 
-pytestmark = pytest.mark.skipif(codegen_kernel("add", "cpu") is None, reason="no C compiler: CPU codegen unavailable")
+pytestmark = pytest.mark.skipif(get("cpu").codegen is None, reason="no C compiler: CPU codegen unavailable")
 
 _erf = np.vectorize(math.erf)
 
@@ -108,7 +109,7 @@ def test_integer_and_float16_through_primitives(codegen_mode):
 
 
 def test_compile_error_carries_numbered_source_and_log():
-    backend = hw.runtime.device.get("cpu").plugin.codegen_backend(None)
+    backend = hw.runtime.device.get("cpu").codegen
     with pytest.raises(CompileError) as info:
         backend.compile("void broken(void) { return 1 +; }\n", "broken")
     err = info.value
@@ -126,8 +127,8 @@ def test_dump_kernels_writes_every_generated_source(tmp_path, monkeypatch):
 _CHILD = textwrap.dedent("""
     import numpy as np, hwadapter as hw
     from hwadapter import cache
-    from hwadapter.plugin import codegen_kernel
-    k = codegen_kernel("tanh", "cpu")
+    from hwadapter.runtime.device import get
+    k = get("cpu").primitive("tanh")
     x = np.linspace(-2, 2, 9)
     np.testing.assert_allclose(k(x), np.tanh(x))
     print(cache.default().hits, cache.default().misses)
@@ -145,11 +146,10 @@ def test_second_process_finds_the_compiled_kernel_in_the_cache(tmp_path):
 def test_without_a_c_compiler_the_backend_says_why_and_numpy_kernels_serve(tmp_path):
     child = textwrap.dedent("""
         import numpy as np, hwadapter as hw
-        from hwadapter.dispatch import codegen
         from hwadapter.runtime.device import get
         x = hw.to_tensor(np.array([1.0, -2.0]))
         print(hw.exp(x).numpy().round(3).tolist())
-        print(get("cpu").plugin.codegen_backend(None).available())
+        print(get("cpu").codegen, get("cpu").codegen_unavailable)
     """)
     env = dict(os.environ, CC="/nonexistent/cc", PATH=str(tmp_path), HWADAPTER_CPU_KERNELS="codegen")
     out = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, check=True).stdout

@@ -131,10 +131,10 @@ def test_missing_or_broken_cupy_says_how_to_install(monkeypatch, tmp_path):
 # --- (b) every CUDA kernel compiles with nvcc --------------------------------------------------------------------
 def _programs() -> dict:
     """name -> CUDA source of the op set's kernel-primitive programs, specialised as the dispatcher would."""
-    from hwadapter.dispatch import codegen
+    from hwadapter.runtime import codegen
     out = {}
     for op, arrays, attrs in _op_cases():
-        kernel = codegen.CodegenKernel(op, codegen.OPS[op], None, None)
+        kernel = codegen.PrimitiveKernel(op, codegen.op_set()[op], None, None)
         try:
             _, program = kernel.program([np.empty(s, d) for s, d in arrays], attrs)
         except Exception as err:  # the primitives refuse this dtype (e.g. exp of int8): the frontend never asks
@@ -148,10 +148,8 @@ def _programs() -> dict:
 def _op_cases():
     """(op, [(shape, dtype)], attrs): every dtype on a plain shape, and for a few dtypes every rank, broadcast,
     reduction and attribute pattern (these change the indexing code; the dtype changes types and helpers)."""
-    from hwadapter.dispatch.codegen import OPS
-    from hwadapter.ops import primitives
-    if "add" not in OPS:
-        primitives.install()
+    from hwadapter.runtime.codegen import op_set
+    OPS = op_set()
     sweep = ("float32", "float16", "int64", "bool")
     shapes_1 = [(7,), (), (2, 3, 4)]
     shapes_2 = [((4, 5), (4, 5)), ((4, 5), (5,)), ((4, 1), (1, 5)), ((2, 3, 4), (3, 1)), ((), (4, 5))]
@@ -573,8 +571,8 @@ def test_emulated_codegen_compiles_caches_and_launches(emulated, monkeypatch, tm
     from hwadapter.plugin import CompileError
     from hwadapter.runtime.device import get
     dev = get("cuda:0")
-    backend = dev.plugin.codegen_backend(dev.runtime)
-    assert backend.available() is None and backend.cache_key()["target"] == "sm_90"
+    backend = dev.codegen
+    assert backend is not None and backend.available() is None and backend.cache_key()["target"] == "sm_90"
     a = hw.to_tensor(_rand((1000,), "float32"), device="cuda:0")
     hw.exp(a)
     name, grid, block, args = emulated.launches[-1]
@@ -588,7 +586,7 @@ def test_emulated_codegen_compiles_caches_and_launches(emulated, monkeypatch, tm
 
 
 def _graph():
-    from hwadapter.graph.ir import GraphBuilder
+    from hwadapter.graph import GraphBuilder
     g = GraphBuilder()
     x, w = g.input("x", (4, 6)), g.input("w", (6, 8))
     y = g.op("matmul", [x, w])
@@ -600,15 +598,16 @@ def _graph():
 
 
 def test_emulated_subgraph_runs_serialises_and_reloads(emulated):
+    from hwadapter.graph import run
     from hwadapter.plugin import DeviceArray
     from hwadapter.runtime.device import get
     dev = get("cuda:0")
-    backend = dev.plugin.subgraph_backend(dev.runtime)
+    backend = dev.subgraph
     graph = _graph()
     assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
     exe = backend.compile(graph)
     x, w = _rand((4, 6), "float32", 1), _rand((6, 8), "float32", 2)
-    want = graph.run({"x": x, "w": w}, device="cpu")
+    want = run(graph, {"x": x, "w": w}, device="cpu")
     inputs = [DeviceArray.from_numpy(dev, x), DeviceArray.from_numpy(dev, w)]
     first = [o.numpy() for o in exe.run(inputs)]
     second = exe.run(inputs)
@@ -617,20 +616,20 @@ def test_emulated_subgraph_runs_serialises_and_reloads(emulated):
         np.testing.assert_array_equal(again.numpy(), got)
     assert second[1].block is not exe._storage(dev).get(graph.outputs[1])  # outputs are fresh on every run
     data = exe.serialize()
-    assert data.startswith(b"HWADAPTER-CUDA-EXECUTABLE 1\n") and b"pickle" not in data
+    assert data.startswith(b"HWADAPTER-EXECUTABLE 1\n") and b"hwadapter-cuda-subgraph" in data and b"pickle" not in data
     again = backend.deserialize(data)
     for got, name in zip(again.run(inputs), graph.outputs):
         np.testing.assert_allclose(got.numpy(), want[name].numpy(), rtol=1e-5)
-    with pytest.raises(hw.InvalidArgumentError, match="cannot load a cached CUDA subgraph"):
+    with pytest.raises(hw.InvalidArgumentError, match="cuda:0: cannot load a compiled subgraph"):
         backend.deserialize(data[:10])
 
 
 def test_emulated_subgraph_prepares_programs_and_ships_their_binaries(emulated, monkeypatch, tmp_path):
     monkeypatch.setenv("HWADAPTER_CACHE_DIR", str(tmp_path))
-    from hwadapter.graph.ir import GraphBuilder
+    from hwadapter.graph import GraphBuilder
     from hwadapter.runtime.device import get
     dev = get("cuda:0")
-    backend = dev.plugin.subgraph_backend(dev.runtime)
+    backend = dev.subgraph
     g = GraphBuilder()
     x = g.input("x", (4, 8))
     h = g.op("layer_norm", [x, g.input("wt", (8,)), g.input("b", (8,))], begin_axis=1, epsilon=1e-5)
@@ -644,7 +643,7 @@ def test_emulated_subgraph_prepares_programs_and_ships_their_binaries(emulated, 
     assert len(ln.params) == 6 and ln.params[4:] == [f"{ln.node.name}/mean", f"{ln.node.name}/variance"]
     data = exe.serialize()
     header = json.loads(data.split(b"\n")[1])
-    assert [p["name"] for p in header["programs"]] == [exe.steps[0].program.name, exe.steps[3].program.name]
+    assert [p["name"] for p in header["binaries"]] == [exe.steps[0].program.name, exe.steps[3].program.name]
     assert header["graph"]["nodes"][2][4]["kernel_size"] == {"tuple": [2, 2]}
     reloaded = backend.deserialize(data)
     assert [s.binary for s in reloaded.steps] == [s.binary for s in exe.steps]
@@ -840,7 +839,7 @@ def test_gpu_allocator_returns_to_baseline_and_cupy_pool_is_unused(cuda):
 def test_gpu_compile_error_carries_source_and_log(cuda):
     from hwadapter import kp
     from hwadapter.plugin import CompileError
-    backend = cuda.plugin.codegen_backend(cuda.runtime)
+    backend = cuda.codegen
     source = kp.library.get("exp").source("cuda").replace("expf(", "no_such_function(")
     with pytest.raises(CompileError, match=r"cuda:0: NVRTC .* could not compile kernel 'broken' for sm_") as err:
         backend.compile(source, "broken")
@@ -878,7 +877,7 @@ def test_gpu_compiled_kernels_are_cached_across_processes(cuda, tmp_path):
 
 @gpu
 def test_gpu_subgraph_runs_a_hand_built_graph(cuda):
-    from hwadapter.graph.ir import GraphBuilder
+    from hwadapter.graph import GraphBuilder, run
     from hwadapter.plugin import DeviceArray
     g = GraphBuilder()
     x, w, b = g.input("x", (4, 16)), g.input("w", (16, 32)), g.input("b", (32,))
@@ -888,10 +887,10 @@ def test_gpu_subgraph_runs_a_hand_built_graph(cuda):
     y = g.op("softmax", [g.op("reshape", [p], shape=(4, 8))], axis=-1)
     n = g.op("layer_norm", [h, g.input("gamma", (32,)), g.input("beta", (32,))], begin_axis=1, epsilon=1e-5)
     graph = g.build([y, n, h])
-    backend = cuda.plugin.subgraph_backend(cuda.runtime)
+    backend = cuda.subgraph
     assert backend.supported_nodes(graph) == {node.name for node in graph.nodes}
     arrays = [_data(graph.values[i].shape, "float32", k) for k, i in enumerate(graph.inputs)]
-    want = graph.run(dict(zip(graph.inputs, arrays)), device="cpu")
+    want = run(graph, dict(zip(graph.inputs, arrays)), device="cpu")
     exe = backend.compile(graph)
     inputs = [DeviceArray.from_numpy(cuda, a) for a in arrays]
     for executable in (exe, exe, backend.deserialize(exe.serialize())):

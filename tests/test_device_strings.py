@@ -17,9 +17,9 @@ VALID = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(:[0-9]+)?")
 
 @pytest.fixture(autouse=True)
 def keep_current_device():
-    saved = _device._default[0]
+    saved = _device.devices.default
     yield
-    _device._default[0] = saved
+    _device.devices.default = saved
 
 
 @pytest.mark.parametrize("spec, expected", [("cpu", "cpu:0"), ("cpu:0", "cpu:0"), ("testdev", "testdev:0"),
@@ -171,7 +171,7 @@ def test_a_disabled_plugin_says_how_to_enable_it():
 
 
 def test_an_unusable_fallback_device_is_explained():
-    _device._default[0] = None
+    _device.devices.default = None
     hw.configure(fallback_device="nosuchdevice")
     try:
         with pytest.raises(hw.InvalidDeviceError) as err:
@@ -185,7 +185,7 @@ def test_an_unusable_fallback_device_is_explained():
 
 def test_devices_are_not_stale_after_the_registry_is_reset():
     dev = _device.get("testdev:1")
-    registry.reset()
+    _device.devices.reset()
     again = _device.get("testdev:1")
     assert again is not dev and again.record is registry.get("testdev")
 

@@ -95,7 +95,7 @@ def test_profiler_shows_the_route_of_every_op(x):
 def test_an_invalid_fallback_setting_is_an_error_at_the_first_fallback(x, monkeypatch):
     from hwadapter.config import config
     monkeypatch.setattr(config, "fallback", "bogus")
-    from hwadapter.dispatch import dispatcher
-    dispatcher.clear_cache()
+    from hwadapter.runtime.device import devices
+    devices.forget_routes()
     with pytest.raises(hw.InvalidArgumentError, match="HWADAPTER_FALLBACK='bogus'"):
         hw.exp(x)

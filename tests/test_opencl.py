@@ -1,4 +1,5 @@
-"""The OpenCL reference plugin (plugins/opencl) on opencl:0.
+"""The OpenCL reference plugin (plugins/opencl) on opencl:0 (or the device HWADAPTER_TEST_OPENCL names, e.g. the
+plugin registered under another entry-point name: see test_clone.py).
 
 Every op of the set runs on the device with no CPU fallback (strict mode) and matches the numpy reference; the
 handwritten kernels over all their dtypes and awkward shapes; out-of-memory, compile errors, the disk cache across
@@ -19,22 +20,24 @@ import pytest
 pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -e plugins/opencl")
 
 import hwadapter as hw  # noqa: E402
-from hwadapter.dispatch import dispatcher, registry  # noqa: E402
+from hwadapter.dispatch import dispatcher  # noqa: E402
 from hwadapter.dispatch.dispatcher import dispatch  # noqa: E402
 from hwadapter.ops import reference  # noqa: E402
-from hwadapter.plugin import CompileError, DeviceArray, codegen_kernel  # noqa: E402
+from hwadapter.plugin import CompileError, DeviceArray  # noqa: E402
 from hwadapter.runtime.device import get  # noqa: E402
 
-if not hw.device.is_available("opencl"):
+DEV = os.environ.get("HWADAPTER_TEST_OPENCL", "opencl:0")
+TYPE = DEV.partition(":")[0]  # the device type: the name of the plugin's entry point
+
+if not hw.device.is_available(TYPE):
     from hwadapter.runtime.discovery import registry as plugins
-    rec = plugins.get("opencl")
+    rec = plugins.get(TYPE)
     why = rec.explain() if rec else "hwadapter-opencl is not installed (pip install -e plugins/opencl)"
     pytest.skip(f"no OpenCL device: {why}", allow_module_level=True)
 
 import hwadapter_opencl  # noqa: E402
 from hwadapter_opencl import kernels  # noqa: E402
 
-DEV = "opencl:0"
 RNG = np.random.default_rng(7)
 ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
 
@@ -44,7 +47,7 @@ def rand(*shape, lo=-2.0, hi=2.0, dtype="float32"):
 
 
 def run(op, arrays, attrs):
-    """`op` through the dispatcher on opencl:0, and the numpy reference on the same inputs."""
+    """`op` through the dispatcher on DEV (opencl:0), and the numpy reference on the same inputs."""
     out = dispatch(op, tuple(hw.to_tensor(a, device=DEV) for a in arrays), attrs)
     outs = [o.numpy() for o in out] if isinstance(out, tuple) else [out.numpy()]
     ref = reference.KERNELS[op](*arrays, **attrs)
@@ -118,15 +121,16 @@ def test_every_op_has_a_device_route():
     try:
         for op, (arrays, _) in CASES.items():
             dtypes = tuple(np.asarray(a).dtype for a in arrays)
-            fn = dispatcher.resolve(op, dev, dtypes)
+            dev.forget_routes()
+            fn = dispatcher.route(op, dev, dtypes)
             assert getattr(fn, "fallback_device", None) is None, op
             if op in kernels.PLANNERS:
-                assert registry.kernels.lookup(op, "opencl", dtypes) is fn, op
+                assert dev.kernels.find(op, dtypes) is fn, op
             else:
                 assert getattr(fn, "route", None) == "codegen", op
     finally:
         hw.configure(strict=False)
-    assert set(registry.kernels.ops("opencl")) == set(kernels.PLANNERS)
+    assert set(dev.kernels.ops()) == set(kernels.PLANNERS)
 
 
 # --- the handwritten kernels, over their dtypes -------------------------------------------------------------------
@@ -165,7 +169,7 @@ def test_the_gpu_gemm_configuration_runs_here_too(monkeypatch):
     if rt.device.max_work_group_size < 256:
         pytest.skip(f"{DEV} allows only {rt.device.max_work_group_size} work items per group")
     monkeypatch.setattr(rt, "is_cpu", False)
-    kernels._plans.pop(rt, None)
+    rt.plans.clear()
     try:
         assert kernels._gemm_config(rt, 100, 100, 4)["WG"] == 256
         for sa, sb in MATMULS:
@@ -173,7 +177,7 @@ def test_the_gpu_gemm_configuration_runs_here_too(monkeypatch):
         assert_same(*run("conv2d", [rand(2, 3, 10, 10), rand(4, 3, 3, 3), rand(4)],
                          {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1}), rtol=1e-4)
     finally:
-        kernels._plans.pop(rt, None)
+        rt.plans.clear()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -226,7 +230,7 @@ def test_data_movement_variants():
 
 def test_gather_out_of_range_raises_naming_the_device():
     x = hw.to_tensor(np.ones((4, 3), np.float32), device=DEV)
-    with pytest.raises(hw.InvalidArgumentError, match="gather on opencl:0: index 4 is out of range"):
+    with pytest.raises(hw.InvalidArgumentError, match=f"gather on {DEV}: index 4 is out of range"):
         hw.gather(x, [0, 4])
     assert hw.gather(x, [3, -4]).numpy().shape == (2, 3)  # still usable
 
@@ -238,12 +242,12 @@ def test_properties_describe_the_device():
     assert props.name == cl_dev.name.strip() and props.vendor
     assert props.total_memory == cl_dev.global_mem_size and props.compute_units >= 1
     assert props.max_work_group_size >= 1 and props.extra["version"].startswith("OpenCL")
-    assert hw.device.device_count("opencl") == len(hwadapter_opencl.devices())
+    assert hw.device.device_count(TYPE) == len(hwadapter_opencl.devices())
 
 
 def test_an_allocation_over_the_device_limit_is_out_of_memory_and_the_device_stays_usable():
     dev = get(DEV)
-    with pytest.raises(hw.OutOfMemoryError, match="opencl:0") as err:
+    with pytest.raises(hw.OutOfMemoryError, match=DEV) as err:
         DeviceArray.empty(dev, (dev.runtime.max_alloc + 1,), np.uint8)
     assert "CL_DEVICE_MAX_MEM_ALLOC_SIZE" in str(err.value)
     x = hw.to_tensor(np.arange(4, dtype=np.float32), device=DEV)
@@ -260,45 +264,45 @@ def _python(script: str, **env) -> str:
 def test_running_out_of_device_memory_names_the_device_and_recovers():
     if "pocl" not in get(DEV).runtime.device.platform.version.lower():
         pytest.skip("POCL_MEMORY_LIMIT needs PoCL; the single-allocation test covers other drivers")
-    out = _python("""
+    out = _python(f"""
         import numpy as np, hwadapter as hw
         from hwadapter.plugin import DeviceArray
         from hwadapter.runtime.device import get
-        dev, held = get("opencl:0"), []
+        dev, held = get({DEV!r}), []
         try:
             for _ in range(64):
                 held.append(DeviceArray.empty(dev, (200 << 20,), np.uint8))
         except hw.OutOfMemoryError as err:
             print("OOM", len(held), str(err).splitlines()[0])
         del held
-        x = hw.to_tensor(np.arange(4, dtype=np.float32), device="opencl:0")
-        print("OK", (x + x).numpy().tolist(), hw.device.memory_stats("opencl:0")["num_oom_retries"])
+        x = hw.to_tensor(np.arange(4, dtype=np.float32), device={DEV!r})
+        print("OK", (x + x).numpy().tolist(), hw.device.memory_stats({DEV!r})["num_oom_retries"])
     """, POCL_MEMORY_LIMIT="1")
     oom, ok = out.splitlines()
-    assert oom.startswith("OOM 5 opencl:0: out of memory allocating 209715200 bytes"), oom
+    assert oom.startswith(f"OOM 5 {DEV}: out of memory allocating 209715200 bytes"), oom
     assert ok == "OK [0.0, 2.0, 4.0, 6.0] 1", ok
 
 
 def test_compile_errors_carry_the_source_and_the_build_log():
     dev = get(DEV)
-    backend = dev.plugin.codegen_backend(dev.runtime)
+    backend = dev.codegen
     source = "__kernel void broken(__global float* x) { x[0] = undeclared_name; }\n"
     with pytest.raises(CompileError) as err:
         backend.compile(source, "broken")
     assert err.value.source == source and "undeclared_name" in err.value.log
-    assert "opencl:0" in str(err.value) and "'broken'" in str(err.value)
+    assert DEV in str(err.value) and "'broken'" in str(err.value)
 
 
 def test_the_disk_cache_serves_compiled_programs_to_a_new_process(tmp_path):
-    script = """
+    script = f"""
         import numpy as np, hwadapter as hw
         from hwadapter import cache
         from hwadapter.runtime.device import get
-        x = hw.to_tensor(np.linspace(-1, 1, 1000, dtype=np.float32), device="opencl:0")
+        x = hw.to_tensor(np.linspace(-1, 1, 1000, dtype=np.float32), device={DEV!r})
         y = hw.sigmoid(hw.exp(x) * x).numpy()
         assert np.allclose(y, 1 / (1 + np.exp(-np.exp(x.numpy()) * x.numpy())), rtol=1e-5)
-        dev = get("opencl:0")
-        print(dev.plugin.codegen_backend(dev.runtime).builds, cache.default().hits, cache.default().misses)
+        dev = get({DEV!r})
+        print(dev.runtime.builds, cache.default().hits, cache.default().misses)
     """
     env = {"HWADAPTER_CACHE_DIR": str(tmp_path)}
     builds, hits, misses = map(int, _python(script, **env).split())
@@ -313,7 +317,7 @@ def test_an_event_orders_a_kernel_on_one_queue_before_a_copy_on_another():
     s1, s2 = rt.create_stream(), rt.create_stream()
     data = rand(1 << 22)
     a, b = DeviceArray.from_numpy(dev, data), DeviceArray.empty(dev, data.shape, data.dtype)
-    ck = codegen_kernel("exp", DEV)
+    ck = get(DEV).primitive("exp")
     inputs, program = ck.program([a], {})
     launch = program.bind(inputs, "opencl")
     ck.load(program).launch(launch.global_size, [a, b], launch.scalar_args, s1)

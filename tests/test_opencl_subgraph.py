@@ -1,6 +1,8 @@
 """The OpenCL plugin's subgraph level on hand-built graphs: claimed nodes, one compiled program per subgraph equal to
 numpy, intermediates allocated once, and serialize / deserialize (JSON, no pickle) giving the same results, also in
-a new process that compiles nothing. Skipped, saying why, without pyopencl or an OpenCL device."""
+a new process that compiles nothing. Skipped, saying why, without pyopencl or an OpenCL device.
+
+On opencl:0, or the device HWADAPTER_TEST_OPENCL names (the plugin under another entry-point name: test_clone.py)."""
 from __future__ import annotations
 
 import json
@@ -15,22 +17,24 @@ import pytest
 pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -e plugins/opencl")
 
 import hwadapter as hw  # noqa: E402
-from hwadapter.graph import GraphBuilder  # noqa: E402
-from hwadapter.plugin import DeviceArray  # noqa: E402
+from hwadapter.graph import GraphBuilder, run  # noqa: E402
+from hwadapter.plugin import DeviceArray, pack_executable, unpack_executable  # noqa: E402
 from hwadapter.runtime.device import get  # noqa: E402
 
-if not hw.device.is_available("opencl"):
+DEV = os.environ.get("HWADAPTER_TEST_OPENCL", "opencl:0")
+
+if not hw.device.is_available(DEV.partition(":")[0]):
     pytest.skip("no OpenCL device (install pocl-opencl-icd and pip install -e plugins/opencl)",
                 allow_module_level=True)
 
-DEV = "opencl:0"
 RNG = np.random.default_rng(3)
+FORMAT = "hwadapter-opencl-subgraph/2"
 
 
 @pytest.fixture
 def backend():
     dev = get(DEV)
-    return dev.plugin.subgraph_backend(dev.runtime)
+    return dev.subgraph
 
 
 def mlp():
@@ -60,7 +64,7 @@ def inputs_for(graph):
 def check(exe, graph, arrays):
     dev = get(DEV)
     outs = exe.run([DeviceArray.from_numpy(dev, a) for a in arrays])
-    expected = graph.run(dict(zip(graph.inputs, arrays)), device="cpu")
+    expected = run(graph, dict(zip(graph.inputs, arrays)), device="cpu")
     assert len(outs) == len(graph.outputs)
     for name, out in zip(graph.outputs, outs):
         assert out.shape == graph.values[name].shape and out.dtype == graph.values[name].dtype, name
@@ -96,8 +100,9 @@ def test_serialize_is_json_and_round_trips(backend):
     arrays = inputs_for(graph)
     first = check(exe, graph, arrays)
     data = exe.serialize()
-    doc = json.loads(data)  # plain JSON: the graph and base64 program binaries, nothing executable
-    assert doc["format"].startswith("hwadapter-opencl-subgraph") and len(doc["graph"]["nodes"]) == 4
+    target, back, binaries = unpack_executable(data, FORMAT, DEV)  # a JSON header and program binaries, no pickle
+    assert back == graph and binaries and target == get(DEV).codegen.cache_key()
+    assert json.loads(data.split(b"\n")[1])["format"] == FORMAT
     again = check(backend.deserialize(data), graph, arrays)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
@@ -108,18 +113,18 @@ def test_a_new_process_runs_a_deserialised_subgraph_without_compiling(backend, t
     arrays = inputs_for(graph)
     (tmp_path / "exe.json").write_bytes(backend.compile(graph).serialize())
     np.savez(tmp_path / "inputs.npz", *arrays)
-    expected = [o.numpy() for o in graph.run(dict(zip(graph.inputs, arrays)), device="cpu").values()]
+    expected = [o.numpy() for o in run(graph, dict(zip(graph.inputs, arrays)), device="cpu").values()]
     script = textwrap.dedent(f"""
         import numpy as np
         from hwadapter.plugin import DeviceArray
         from hwadapter.runtime.device import get
-        dev = get("opencl:0")
-        sb = dev.plugin.subgraph_backend(dev.runtime)
+        dev = get({DEV!r})
+        sb = dev.subgraph
         exe = sb.deserialize(open({str(tmp_path / "exe.json")!r}, "rb").read())
         data = np.load({str(tmp_path / "inputs.npz")!r})
         outs = exe.run([DeviceArray.from_numpy(dev, data[k]) for k in sorted(data.files)])
         np.savez({str(tmp_path / "outputs.npz")!r}, *[o.numpy() for o in outs])
-        print(dev.plugin.codegen_backend(dev.runtime).builds)
+        print(dev.runtime.builds)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                           env={**os.environ, "HWADAPTER_CACHE_DIR": str(tmp_path / "empty-cache")})
@@ -138,9 +143,12 @@ def test_bad_input_and_damaged_data_are_clear_errors(backend):
         [DeviceArray.from_numpy(dev, a) for a in inputs_for(graph)[1:]]
     with pytest.raises(hw.InvalidArgumentError, match="'x' was compiled for"):
         exe.run(wrong)
-    with pytest.raises(hw.InvalidArgumentError, match="not a serialised OpenCL subgraph"):
+    with pytest.raises(hw.InvalidArgumentError, match=f"{DEV}: cannot load a compiled subgraph"):
         backend.deserialize(b"\x80\x04pickle?")
-    doc = json.loads(exe.serialize())
-    doc["target"] = {"device": "another"}
+    data = exe.serialize()
+    with pytest.raises(hw.InvalidArgumentError, match="truncated or corrupted"):
+        backend.deserialize(data[:-1] + bytes([data[-1] ^ 1]))
+    _, graph, binaries = unpack_executable(data, FORMAT, DEV)
+    elsewhere = pack_executable(FORMAT, {"device": "another"}, graph, binaries)
     with pytest.raises(hw.InvalidArgumentError, match="recompile"):
-        backend.deserialize(json.dumps(doc).encode())
+        backend.deserialize(elsewhere)

@@ -5,10 +5,11 @@ to stderr, so fallback is never silent by default.
 """
 from __future__ import annotations
 
+import importlib
+
 
 from . import dtypes
-from .config import configure
-from .device import device_guard, get_device, set_device
+from .device import configure, device_guard, get_device, set_device
 from .dtypes import (bool_, float16, float32, float64, int8, int16, int32, int64, uint8)  # noqa: F401
 from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
                      InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
@@ -16,7 +17,6 @@ from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, Inval
 from .tensor import Tensor, from_dlpack, to_tensor
 from .ops.api import *  # noqa: F401,F403  the op set: hwadapter.add, hwadapter.matmul, ...
 from .ops.api import __all__ as _ops_all
-from .ops import methods as _methods  # noqa: F401  (binds operators and methods to Tensor)
 from . import device, nn, profiler  # noqa: F401
 
 
@@ -29,6 +29,5 @@ __all__ = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "de
 
 def __getattr__(name):
     if name == "kp":  # the kernel-primitive language is imported when first used, not by `import hwadapter`
-        import importlib
         return importlib.import_module(".kp", __name__)
     raise AttributeError(f"module 'hwadapter' has no attribute {name!r}")

@@ -1,7 +1,8 @@
 """The `hwadapter` command: `devices`, `doctor`, `ops` (subcommands `run`, `conformance`, `new-plugin` come later).
 
 Each subcommand is a pair of functions in `SUBCOMMANDS`: one adds its argparse subparser, one runs it and returns
-the exit status. rich is imported here only, so `import hwadapter` stays free of it.
+the exit status. rich is imported here only (the package does not import this module), so `import hwadapter` stays
+free of it.
 """
 from __future__ import annotations
 
@@ -11,19 +12,29 @@ import os
 import sys
 from typing import Callable
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+import hwadapter
+from hwadapter.config import FALLBACK_MODES, config
+from hwadapter.errors import HwAdapterError
+from hwadapter.ops import reference
+from hwadapter.plugin import API_VERSION, primitive_ops
+from hwadapter.runtime.device import devices
+from hwadapter.runtime.discovery import registry
+
 STATUS_STYLE = {"ok": "green", "unavailable": "yellow", "failed": "bold red", "incompatible": "bold red",
                 "disabled": "dim"}
 _MARK = {"ok": "ok", "unavailable": "warn", "failed": "FAIL", "incompatible": "FAIL", "disabled": "off"}
 
 
 def _console(stderr: bool = False):
-    from rich.console import Console
     # soft_wrap: long causes and fixes stay on one line (greppable, copy-pastable) instead of being folded
     return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def _text(value, style: str = ""):
-    from rich.text import Text
     return Text(str(value), style=style)  # Text, not str: causes may contain [brackets] rich would read as markup
 
 
@@ -39,13 +50,10 @@ def _api_text(version) -> str | None:
 
 
 def _versions() -> tuple[str, str]:
-    import hwadapter
-    from hwadapter.plugin import API_VERSION
     return hwadapter.__version__, f"{API_VERSION[0]}.{API_VERSION[1]}"
 
 
 def _records():
-    from hwadapter.runtime.discovery import registry
     return sorted(registry.all(), key=lambda r: r.name)
 
 
@@ -65,14 +73,10 @@ def codegen_status(record) -> tuple[bool | None, str, set]:
     if not record.ok or "codegen" not in record.levels:
         return None, "", set()
     try:
-        from hwadapter.dispatch import codegen
-        from hwadapter.runtime import device as _device
-        dev = _device.get(f"{record.name}:0")
-        codegen.route("", dev, ())  # installs the op set written in kernel primitives (imports hwadapter_kp)
-        backend = codegen.backend_for(dev)
-        if backend is None:
-            return False, codegen.unavailable_reasons().get(str(dev), "the backend reported no reason"), set()
-        return True, "", set(codegen.OPS)
+        dev = devices.get(f"{record.name}:0")
+        if dev.codegen is None:
+            return False, dev.codegen_unavailable or "the plugin returned no backend", set()
+        return True, "", set(primitive_ops())
     except Exception as err:  # a vendor's codegen_backend() may raise anything
         return False, f"{type(err).__name__}: {err}", set()
 
@@ -88,14 +92,12 @@ def _add_devices(sub) -> None:
 
 
 def _cmd_devices(args) -> int:
-    from hwadapter.config import config
     version, api = _versions()
     infos = [plugin_info(r) for r in _records()]
     if args.json:
         print(json.dumps({"hwadapter": version, "plugin_api": api, "fallback_device": config.fallback_device,
                           "plugins": infos}, indent=2))
         return 0
-    from rich.table import Table
     table = Table(title=f"hwadapter {version} plugins (plugin API {api})", title_justify="left")
     for col in ("type", "distribution", "api", "levels", "status"):
         table.add_column(col, no_wrap=True)
@@ -136,28 +138,21 @@ def _add_doctor(sub) -> None:
 
 def _check_settings() -> list[tuple[str, str, str]]:
     """(level, message, fix) for the fallback settings and plugin lists; level is ok, warn or FAIL."""
-    from hwadapter.config import _FALLBACK_MODES, config
-    from hwadapter.errors import HwAdapterError
-    from hwadapter.runtime.discovery import registry
     out = []
     mode = config.fallback
-    if mode in _FALLBACK_MODES:
+    if mode in FALLBACK_MODES:
         meaning = ("ops without a device kernel run on the fallback device, with a warning" if mode == "warn"
                    else "ops without a device kernel raise KernelNotFoundError (strict mode)")
         out.append(("ok", f"HWADAPTER_FALLBACK={mode}: {meaning}", ""))
     else:
-        out.append(("FAIL", f"HWADAPTER_FALLBACK={mode!r} is not one of {', '.join(_FALLBACK_MODES)}",
+        out.append(("FAIL", f"HWADAPTER_FALLBACK={mode!r} is not one of {', '.join(FALLBACK_MODES)}",
                     "unset HWADAPTER_FALLBACK (default warn) or set it to 'warn' or 'error'"))
     spec = config.fallback_device
     where = f"fallback device HWADAPTER_FALLBACK_DEVICE={spec!r}"
     try:
-        from hwadapter.dispatch.dispatcher import ensure_registered
-        from hwadapter.dispatch.registry import kernels
-        from hwadapter.runtime import device as _device
-        dev = _device.get(spec)
+        dev = devices.get(spec)
         dev.runtime  # noqa: B018  creating the runtime is part of being usable
-        ensure_registered(dev.record)
-        n = len(kernels.ops(dev.type))
+        n = len(dev.kernels.ops())
         if n == 0:
             out.append(("warn", f"{where} is {dev}, which has no op kernels: fallback cannot run any op",
                         "set HWADAPTER_FALLBACK_DEVICE to a device whose plugin registers op kernels (cpu)"))
@@ -187,7 +182,6 @@ def _check_settings() -> list[tuple[str, str, str]]:
 
 
 def _cmd_doctor(args) -> int:
-    from rich.text import Text
     version, api = _versions()
     console = _console()
     say = lambda text, style="": console.print(Text(text, style=style))  # noqa: E731
@@ -257,18 +251,11 @@ def _add_ops(sub) -> None:
 
 
 def _cmd_ops(args) -> int:
-    from hwadapter.config import config
-    from hwadapter.dispatch.dispatcher import ensure_registered
-    from hwadapter.dispatch.registry import kernels
-    from hwadapter.errors import HwAdapterError
-    from hwadapter.ops import reference
-    from hwadapter.runtime import device as _device
-    from hwadapter.runtime.discovery import registry
     console, err_console = _console(), _console(stderr=True)
     notes: list[str] = []
     if args.device is not None:
         try:
-            types = [_device.get(args.device).type]
+            types = [devices.get(args.device).type]
         except HwAdapterError as err:
             err_console.print(_text(f"hwadapter ops: {err}", "red"))
             return 2
@@ -276,16 +263,17 @@ def _cmd_ops(args) -> int:
         types = [r.name for r in _records() if r.ok]
     fb_type = None
     try:
-        fb_type = _device.get(config.fallback_device).type
+        fb_type = devices.get(config.fallback_device).type
     except HwAdapterError as err:
         notes.append(f"the fallback device {config.fallback_device!r} cannot be used ({err}); ops without a "
                      f"kernel cannot run")
+    table_of = {}
     for t in dict.fromkeys(types + ([fb_type] if fb_type else [])):
         try:
-            ensure_registered(registry.get(t))
+            table_of[t] = devices.get(f"{t}:0").kernels.ops()
         except HwAdapterError as err:
             notes.append(str(err))
-    table_of = {t: kernels.ops(t) for t in dict.fromkeys(types + ([fb_type] if fb_type else []))}
+            table_of[t] = {}
     generated: dict[str, set] = {}
     for t in types:
         usable, why, gen_ops = codegen_status(registry.get(t))
@@ -307,7 +295,6 @@ def _cmd_ops(args) -> int:
                           "codegen": {t: sorted(generated[t] & set(ops)) for t in types if generated[t]},
                           "notes": notes}, indent=2))
         return 0
-    from rich.table import Table
     if args.device is not None:
         t = types[0]
         table = Table(title=f"op kernels on {t}", title_justify="left")

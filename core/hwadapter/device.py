@@ -1,25 +1,28 @@
-"""The device API, after paddle.device: choose, list, guard and inspect devices."""
+"""The device API, after paddle.device: choose, list, guard and inspect devices; and `configure`."""
 from __future__ import annotations
 
 import contextlib
 
-from .runtime import device as _dev
-from .runtime.device import Device
+from .config import FALLBACK_MODES, Config, config
+from .errors import InvalidArgumentError
+from .runtime.device import Device, _current, devices
 from .runtime.discovery import registry
 
 __all__ = ["Device", "set_device", "get_device", "get_all_device_type", "get_available_device", "device_count",
            "is_available", "device_guard", "synchronize", "memory_stats", "empty_cache", "get_device_properties",
-           "reset_peak_memory_stats", "reset_plugins"]
+           "reset_peak_memory_stats", "reset_plugins", "configure"]
 
 
 def set_device(device) -> Device:
     """Make "type:index" the device new tensors and ops use; returns the Device."""
-    return _dev.set_default(device)
+    dev = devices.get(device)
+    devices.default = dev
+    return dev
 
 
 def get_device() -> str:
     """The current device as "type:index"."""
-    return str(_dev.current())
+    return str(devices.current())
 
 
 def get_all_device_type() -> list[str]:
@@ -46,15 +49,15 @@ def is_available(device_type: str) -> bool:
 @contextlib.contextmanager
 def device_guard(device):
     """Run a block with another current device: `with hwadapter.device_guard("opencl:0"): ...`."""
-    token = _dev._current.set(_dev.get(device))
+    token = _current.set(devices.get(device))
     try:
-        yield _dev._current.get()
+        yield _current.get()
     finally:
-        _dev._current.reset(token)
+        _current.reset(token)
 
 
 def _get(device) -> Device:
-    return _dev.current() if device is None else _dev.get(device)
+    return devices.current() if device is None else devices.get(device)
 
 
 def synchronize(device=None) -> None:
@@ -79,8 +82,7 @@ def reset_peak_memory_stats(device=None) -> None:
 
 def empty_cache(device=None) -> None:
     """Return cached, unused blocks to the device (all devices when none is given)."""
-    devices = [_get(device)] if device is not None else list(_dev._devices.values())
-    for dev in devices:
+    for dev in [_get(device)] if device is not None else devices.all():
         if dev._allocator is not None:
             dev._allocator.empty_cache()
 
@@ -91,8 +93,27 @@ def get_device_properties(device=None):
 
 
 def reset_plugins() -> None:
-    """Rescan entry points and forget loaded plugins, devices and kernels (after installing or removing a plugin)."""
-    from .dispatch import dispatcher
-    registry.reset()
-    _dev.forget()
-    dispatcher.forget_all()  # resolved routes and codegen backends hold the Devices just forgotten
+    """Rescan entry points and forget loaded plugins and every Device (after installing or removing a plugin)."""
+    devices.reset()
+
+
+def configure(*, fallback: str | None = None, strict: bool | None = None, fallback_device: str | None = None,
+              plugins=None, disable_plugins=None) -> Config:
+    """Change settings for this process; `strict=True` is `fallback="error"`. Returns the settings."""
+    if strict is not None:
+        fallback = "error" if strict else "warn"
+    if fallback is not None and fallback not in FALLBACK_MODES:
+        raise InvalidArgumentError(f"fallback must be one of {FALLBACK_MODES}, not {fallback!r}")
+    if fallback is not None:
+        config.fallback = fallback
+    if fallback_device is not None:
+        config.fallback_device = fallback_device
+    if plugins is not None or disable_plugins is not None:
+        if plugins is not None:
+            config.plugins = tuple(plugins)
+        if disable_plugins is not None:
+            config.disable_plugins = tuple(disable_plugins)
+        devices.reset()
+    else:
+        devices.forget_routes()  # fallback routes depend on the settings just changed
+    return config

@@ -45,10 +45,6 @@ def _category(d: np.dtype) -> str:
     return "b" if d == bool_ else ("f" if d.kind == "f" else "i")
 
 
-def _rank(d: np.dtype) -> tuple:
-    return (d.itemsize, d.kind)
-
-
 def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype:
     if a == b:
         return a

@@ -2,7 +2,11 @@
 
 
 class HwAdapterError(Exception):
-    """Base class of every error hwadapter raises."""
+    """Base class of every error hwadapter raises; `fix` says what to do, when the message alone does not."""
+
+    def __init__(self, *args, fix: str = ""):
+        super().__init__(*args)
+        self.fix = fix
 
 
 class InvalidDeviceError(HwAdapterError, ValueError):
@@ -36,7 +40,7 @@ class UnsupportedDTypeError(HwAdapterError, TypeError):
 class CompileError(HwAdapterError, RuntimeError):
     """A device compiler rejected generated source; carries the source and the build log."""
 
-    def __init__(self, message: str, source: str = "", log: str = ""):
+    def __init__(self, message: str, source: str = "", log: str = "", fix: str = ""):
         self.source, self.log = source, log
         numbered = "\n".join(f"{i:4d} | {line}" for i, line in enumerate(source.splitlines(), 1))
         parts = [message]
@@ -44,7 +48,7 @@ class CompileError(HwAdapterError, RuntimeError):
             parts.append("build log:\n" + log.rstrip())
         if source:
             parts.append("source:\n" + numbered)
-        super().__init__("\n".join(parts))
+        super().__init__("\n".join(parts), fix=fix)
 
 
 class KernelExecutionError(HwAdapterError, RuntimeError):

@@ -4,7 +4,10 @@ from __future__ import annotations
 from hwadapter_kp import *  # noqa: F401,F403
 from hwadapter_kp import __all__ as _kp_all
 
-from .dispatch.codegen import PrimitiveOp, register
+from .dispatch.dispatcher import dispatch
+from .errors import InvalidArgumentError
+from .runtime.codegen import PrimitiveOp, register
+from .runtime.device import devices
 
 
 def register_op(name: str, kernel, inputs=None, outputs=None):
@@ -13,13 +16,12 @@ def register_op(name: str, kernel, inputs=None, outputs=None):
     `inputs` names the kernel's input parameters in call order (default: all, in declaration order);
     `outputs` names the outputs returned (default: the first). Keyword arguments become kernel attributes.
     """
-    from .dispatch.dispatcher import dispatch
     in_names = tuple(inputs or (p.name for p in kernel.params if p.kind == "in"))
     register(name, PrimitiveOp(kernel, in_names, outputs=tuple(outputs or ())))
+    devices.forget_routes(name)  # a route resolved before (fallback, or an older kernel) must not outlive it
 
     def op(*tensors, **attrs):
         if len(tensors) != len(in_names):
-            from .errors import InvalidArgumentError
             raise InvalidArgumentError(f"{name}: takes {len(in_names)} tensors ({', '.join(in_names)}), "
                                        f"got {len(tensors)}")
         return dispatch(name, tensors, attrs)

@@ -1,323 +1,34 @@
 """The public plugin API: everything a device plugin may import from hwadapter.
 
 A plugin subclasses `Plugin`, returns a `Runtime` per device, and provides at least one level:
-op kernels (`register_kernels`), a `SubgraphBackend`, or a `CodegenBackend`.
+op kernels (`register_kernels`), a `SubgraphBackend`, or a `CodegenBackend`. The interfaces live in
+`hwadapter.interfaces`; this module adds the helpers every plugin would otherwise write again.
 """
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
-
-from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
+from . import dtypes
+from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
                      KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
-from .dispatch.registry import KernelRegistrar  # noqa: F401
-from .runtime.memory import DeviceArray  # noqa: F401
-from .ops import reference  # noqa: F401  (numpy reference kernels, the semantics of every op)
-from .ops import shapes  # noqa: F401  (shape rules, to size outputs)
-from .graph.ir import Graph, Node, Value  # noqa: F401  (what subgraph backends receive)
-from . import dtypes  # noqa: F401
-
-#: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
-API_VERSION = (1, 0)
-ENTRY_POINT_GROUP = "hwadapter.plugins"
-
-
-@dataclass(frozen=True)
-class DeviceProperties:
-    """What a device says about itself."""
-    name: str
-    vendor: str = ""
-    total_memory: int = 0
-    compute_units: int = 1
-    max_work_group_size: int = 1
-    extra: dict = field(default_factory=dict)
-
-
-class Stream(ABC):
-    """An in-order queue of device work."""
-
-    @abstractmethod
-    def synchronize(self) -> None:
-        """Block until all work queued on this stream has finished."""
-
-    @abstractmethod
-    def query(self) -> bool:
-        """True when all queued work has finished."""
-
-    @abstractmethod
-    def wait_event(self, event: "Event") -> None:
-        """Make later work on this stream wait for `event`."""
-
-
-class Event(ABC):
-    """A marker in a stream that can be waited on."""
-
-    @abstractmethod
-    def record(self, stream: Stream) -> None:
-        """Place this event after the work currently queued on `stream`."""
-
-    @abstractmethod
-    def query(self) -> bool:
-        """True when the work before the event has finished."""
-
-    @abstractmethod
-    def synchronize(self) -> None:
-        """Block until the event has completed."""
-
-
-class HostStream(Stream):
-    """A stream for runtimes that execute every call before returning (nothing is ever pending)."""
-
-    def synchronize(self) -> None:
-        pass
-
-    def query(self) -> bool:
-        return True
-
-    def wait_event(self, event: Event) -> None:
-        pass
-
-
-class HostEvent(Event):
-    """An event for synchronous runtimes: complete once recorded."""
-
-    def __init__(self):
-        self.recorded = False
-
-    def record(self, stream: Stream) -> None:
-        self.recorded = True
-
-    def query(self) -> bool:
-        return True
-
-    def synchronize(self) -> None:
-        pass
-
-
-class Runtime(ABC):
-    """One device's memory, copies, streams and events (after Paddle's C_DeviceInterface).
-
-    Handles returned by `allocate` are opaque to the core; offsets are in bytes. Copies with a
-    `stream` may return before they finish; the host array must then stay alive until the stream is
-    synchronised.
-    """
-
-    #: True when the device's memory is host memory that numpy addresses directly; tensors on such a
-    #: device hold numpy arrays and its kernels receive numpy arrays.
-    host_memory = False
-
-    def __init__(self, index: int):
-        self.index = index
-
-    @abstractmethod
-    def properties(self) -> DeviceProperties:
-        """Name, vendor, memory and compute limits of this device."""
-
-    @abstractmethod
-    def allocate(self, nbytes: int) -> Any:
-        """Reserve `nbytes` of device memory; raise OutOfMemoryError when the device has none left."""
-
-    @abstractmethod
-    def free(self, handle: Any) -> None:
-        """Return memory obtained from `allocate`."""
-
-    @abstractmethod
-    def copy_h2d(self, dst: Any, dst_offset: int, src: np.ndarray, stream: Stream | None = None) -> None:
-        """Copy a C-contiguous host array into device memory."""
-
-    @abstractmethod
-    def copy_d2h(self, dst: np.ndarray, src: Any, src_offset: int, stream: Stream | None = None) -> None:
-        """Copy device memory into a C-contiguous host array (dst.nbytes bytes)."""
-
-    @abstractmethod
-    def copy_d2d(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int,
-                 stream: Stream | None = None) -> None:
-        """Copy between two allocations of this device."""
-
-    @abstractmethod
-    def memset(self, dst: Any, offset: int, value: int, nbytes: int, stream: Stream | None = None) -> None:
-        """Set `nbytes` bytes to the byte `value`."""
-
-    @abstractmethod
-    def create_stream(self) -> Stream:
-        """A new stream."""
-
-    @property
-    @abstractmethod
-    def default_stream(self) -> Stream:
-        """The stream ops run on unless told otherwise."""
-
-    @abstractmethod
-    def create_event(self) -> Event:
-        """A new, unrecorded event."""
-
-    @abstractmethod
-    def synchronize(self) -> None:
-        """Block until all work on the device has finished."""
-
-    def memory_info(self) -> tuple[int, int]:
-        """(free, total) bytes of device memory, as the driver reports them."""
-        total = self.properties().total_memory
-        return total, total
-
-
-class SynchronousRuntime(Runtime):
-    """A Runtime whose every call completes before it returns, so streams and events are trivially done."""
-
-    def create_stream(self) -> Stream:
-        return HostStream()
-
-    @property
-    def default_stream(self) -> Stream:
-        stream = self.__dict__.get("_default_stream")
-        if stream is None:
-            stream = self.__dict__["_default_stream"] = HostStream()
-        return stream
-
-    def create_event(self) -> Event:
-        return HostEvent()
-
-    def synchronize(self) -> None:
-        pass
-
-
-class HostBufferRuntime(SynchronousRuntime):
-    """Device memory as numpy byte arrays: the CPU, simulators and test devices build on it."""
-
-    def allocate(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, np.uint8)
-
-    def free(self, handle: np.ndarray) -> None:
-        pass  # numpy frees the buffer with its last reference
-
-    def copy_h2d(self, dst, dst_offset, src, stream=None):
-        dst[dst_offset:dst_offset + src.nbytes] = src.reshape(-1).view(np.uint8)
-
-    def copy_d2h(self, dst, src, src_offset, stream=None):
-        dst.reshape(-1).view(np.uint8)[:] = src[src_offset:src_offset + dst.nbytes]
-
-    def copy_d2d(self, dst, dst_offset, src, src_offset, nbytes, stream=None):
-        dst[dst_offset:dst_offset + nbytes] = src[src_offset:src_offset + nbytes]
-
-    def memset(self, dst, offset, value, nbytes, stream=None):
-        dst[offset:offset + nbytes] = value
-
-
-class Program(ABC):
-    """A compiled kernel loaded on a device, ready to launch."""
-
-    @abstractmethod
-    def launch(self, global_size: int, buffers: list, scalars: list[int], stream: Stream | None = None) -> None:
-        """Run over `global_size` work items with device buffers then int64 scalars as arguments."""
-
-
-class CodegenBackend(ABC):
-    """Compiler level: generate code from hwadapter_kp programs, compile it, and launch it."""
-
-    #: The hwadapter_kp dialect this device's code is rendered in (e.g. "c", "opencl", "cuda").
-    dialect: Any = None
-
-    @abstractmethod
-    def compile(self, source: str, name: str) -> bytes:
-        """Compile source text to a binary (the core caches the bytes on disk)."""
-
-    @abstractmethod
-    def load(self, binary: bytes, name: str) -> Program:
-        """Load a compiled binary and return its entry point `name` as a Program."""
-
-    def available(self) -> str | None:
-        """None when the backend can compile here, else the reason it cannot."""
-        return None
-
-    def cache_key(self) -> dict:
-        """What a binary depends on besides its source (compiler version, flags, target), for the disk cache."""
-        return {"backend": type(self).__qualname__}
-
-
-class Executable(ABC):
-    """A compiled subgraph."""
-
-    @abstractmethod
-    def run(self, inputs: list) -> list:
-        """Run on device arrays and return the output device arrays."""
-
-    def serialize(self) -> bytes | None:
-        """Bytes for the disk cache, or None when this executable cannot be cached."""
-        return None
-
-
-class SubgraphBackend(ABC):
-    """Subgraph level (after NNAdapter and ONNX Runtime execution providers)."""
-
-    @abstractmethod
-    def supported_nodes(self, graph) -> set:
-        """The nodes of `graph` this device can run."""
-
-    @abstractmethod
-    def compile(self, subgraph) -> Executable:
-        """Turn a subgraph into one device program."""
-
-    def deserialize(self, data: bytes) -> Executable:
-        """Rebuild an executable from `Executable.serialize` output."""
-        raise NotImplementedError
-
-
-class Plugin(ABC):
-    """A device type. Subclass it and point an entry point of group `hwadapter.plugins` at the class."""
-
-    api_version: tuple[int, int] = API_VERSION
-    #: Set by the core to the entry-point name, which is the device type.
-    name: str = ""
-
-    @abstractmethod
-    def device_count(self) -> int:
-        """How many devices of this type are present; raise DeviceUnavailableError saying why when none can be used."""
-
-    @abstractmethod
-    def create_runtime(self, index: int) -> Runtime:
-        """The Runtime of device `index`."""
-
-    def register_kernels(self, kernels: KernelRegistrar) -> None:
-        """Op level: register kernels with `kernels.register(op, fn, dtypes)`."""
-
-    def codegen_backend(self, runtime: Runtime) -> CodegenBackend | None:
-        """Compiler level: a CodegenBackend for this device, or None."""
-        return None
-
-    def subgraph_backend(self, runtime: Runtime) -> SubgraphBackend | None:
-        """Subgraph level: a SubgraphBackend for this device, or None."""
-        return None
-
-    def levels(self) -> list[str]:
-        """The integration levels this plugin provides."""
-        cls = type(self)
-        out = []
-        if cls.register_kernels is not Plugin.register_kernels:
-            out.append("op")
-        if cls.subgraph_backend is not Plugin.subgraph_backend:
-            out.append("subgraph")
-        if cls.codegen_backend is not Plugin.codegen_backend:
-            out.append("codegen")
-        return out
-
-
-from .runtime.native import NativePlugin, NativeRuntime  # noqa: E402,F401  (needs the classes above)
+from .graph.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
+from .interfaces import (API_VERSION, CodegenBackend, DeviceProperties, Event, Executable, HostBufferRuntime,
+                         HostEvent, HostStream, KernelRegistrar, Plugin, Program, Runtime, Stream, SubgraphBackend,
+                         SynchronousRuntime)
+from .ops import reference  # numpy kernels: every op's semantics
+from .ops import shapes  # shape rules, to size outputs
+from .runtime import codegen
+from .runtime.memory import DeviceArray, contiguous_strides
+from .runtime.native import NATIVE_API_VERSION, NativePlugin, NativeRuntime
+from .runtime.signature import BoundedCache, freeze, signature  # launch-plan caches
 
 
 def primitive_ops() -> frozenset:
     """The ops written in kernel primitives: they run on every device with a codegen backend."""
-    from .dispatch import codegen
-    codegen.install_op_set()
-    return frozenset(codegen.OPS)
+    return frozenset(codegen.op_set())
 
 
-def codegen_kernel(op: str, device):
-    """The op's kernel-primitive program runner on `device` (None when the op is not written in primitives or the
-    device has no usable codegen backend): `.program(arrays, attrs)`, `.load(program)`, or call it like a kernel.
-    Subgraph backends use it to compile op nodes."""
-    from .dispatch import codegen
-    from .runtime.device import get
-    return codegen.route(op, get(device), ())
+__all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBufferRuntime", "Stream", "Event", "HostStream",
+           "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
+           "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "DeviceArray", "contiguous_strides",
+           "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
+           "reference", "shapes", "dtypes", "primitive_ops", "CompileError", "DeviceUnavailableError", "HwAdapterError",
+           "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]

@@ -8,9 +8,37 @@ import numpy as np
 from . import dtypes as _dt
 from .dispatch import dispatcher
 from .dispatch.dispatcher import transfer
+from .config import config
 from .errors import InvalidArgumentError, UnsupportedDTypeError
 from .runtime import device as _device
 from .runtime.memory import DeviceArray, contiguous_strides
+
+
+class _op:
+    """A Tensor operator or method that becomes the op function `name` of hwadapter.ops.api on first use."""
+
+    __slots__ = ("name", "wrap", "owner", "attr")
+
+    def __init__(self, name: str, wrap=None):
+        self.name, self.wrap = name, wrap
+
+    def __set_name__(self, owner, attr):
+        self.owner, self.attr = owner, attr
+
+    def __get__(self, obj, objtype=None):
+        from .ops import api  # lazy: the op modules import this module, so a module-level import would be a cycle
+        fn = getattr(api, self.name)
+        value = fn if self.wrap is None else self.wrap(fn)
+        setattr(self.owner, self.attr, value)  # replaces this descriptor, so later calls reach the op directly
+        return value.__get__(obj, objtype)
+
+
+def _reflected(fn):
+    """fn with its operands swapped, for `number + tensor` and the other reflected operators."""
+    def reflected(self, other):
+        return fn(other, self)
+    reflected.__name__ = reflected.__qualname__ = f"reflected_{fn.__name__}"
+    return reflected
 
 
 class Tensor:
@@ -84,17 +112,15 @@ class Tensor:
         """This tensor on another device and/or as another dtype (a no-op when nothing changes)."""
         out = self
         if dtype is not None and _dt.as_dtype(dtype) != self._dtype:
-            from .ops import api
-            out = api.cast(out, dtype)
+            out = out.astype(dtype)
         if device is not None:
             dev = _device.get(device)
             if dev is not out._device:
-                out = _make(_same_shape(transfer(out._data, out._device, dev), out.shape), dev)
+                out = _make(transfer(out._data, out._device, dev), dev)
         return out
 
     def cpu(self) -> "Tensor":
         """This tensor on the fallback (CPU) device."""
-        from .config import config
         return self.to(config.fallback_device)
 
     def __dlpack__(self, stream=None, **kwargs):
@@ -135,7 +161,7 @@ class Tensor:
             raise TypeError(f"only integer tensors can be used as an index, not {self._dtype.name}")
         return int(self.item())
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # identity: __eq__ is elementwise, not a key comparison
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="       ")
@@ -144,19 +170,87 @@ class Tensor:
     def __reduce__(self):
         return (_rebuild, (self.numpy(), str(self._device)))
 
+    # --- operators: the op functions of hwadapter.ops.api ---------------------------------------------------
+    __add__, __radd__ = _op("add"), _op("add", _reflected)
+    __sub__, __rsub__ = _op("subtract"), _op("subtract", _reflected)
+    __mul__, __rmul__ = _op("multiply"), _op("multiply", _reflected)
+    __truediv__, __rtruediv__ = _op("divide"), _op("divide", _reflected)
+    __pow__, __rpow__ = _op("pow"), _op("pow", _reflected)
+    __mod__, __rmod__ = _op("remainder"), _op("remainder", _reflected)
+    __matmul__, __rmatmul__ = _op("matmul"), _op("matmul", _reflected)
+    __neg__ = _op("neg")
+    __abs__ = _op("abs")
+    __eq__ = _op("equal")
+    __ne__ = _op("not_equal")
+    __lt__ = _op("less_than")
+    __le__ = _op("less_equal")
+    __gt__ = _op("greater_than")
+    __ge__ = _op("greater_equal")
+    __and__ = _op("logical_and")
+    __or__ = _op("logical_or")
+    __xor__ = _op("logical_xor")
+    __invert__ = _op("logical_not")
+    __getitem__ = _op("getitem")
+    T = _op("transpose", property)
+
+    # --- methods: x.sum(...) is hwadapter.sum(x, ...) -------------------------------------------------------
+    add = _op("add")
+    subtract = _op("subtract")
+    multiply = _op("multiply")
+    divide = _op("divide")
+    pow = _op("pow")
+    maximum = _op("maximum")
+    minimum = _op("minimum")
+    remainder = _op("remainder")
+    equal = _op("equal")
+    not_equal = _op("not_equal")
+    logical_not = _op("logical_not")
+    abs = _op("abs")
+    neg = _op("neg")
+    exp = _op("exp")
+    log = _op("log")
+    sqrt = _op("sqrt")
+    rsqrt = _op("rsqrt")
+    reciprocal = _op("reciprocal")
+    sigmoid = _op("sigmoid")
+    tanh = _op("tanh")
+    relu = _op("relu")
+    erf = _op("erf")
+    sin = _op("sin")
+    cos = _op("cos")
+    floor = _op("floor")
+    ceil = _op("ceil")
+    round = _op("round")
+    sign = _op("sign")
+    cast = _op("cast")
+    astype = _op("astype")
+    clip = _op("clip")
+    sum = _op("sum")
+    prod = _op("prod")
+    mean = _op("mean")
+    max = _op("max")
+    min = _op("min")
+    argmax = _op("argmax")
+    argmin = _op("argmin")
+    matmul = _op("matmul")
+    reshape = _op("reshape")
+    flatten = _op("flatten")
+    squeeze = _op("squeeze")
+    unsqueeze = _op("unsqueeze")
+    transpose = _op("transpose")
+    split = _op("split")
+    gather = _op("gather")
+    expand = _op("expand")
+    broadcast_to = _op("broadcast_to")
+
 
 def _rebuild(array, device):
     return to_tensor(array, device=device)
 
 
-def _same_shape(data, shape: tuple):
-    # DeviceArray.from_numpy goes through np.ascontiguousarray, which turns a 0-d array into shape (1,)
-    return data if data.shape == shape else data.reshape(shape)
-
-
 def _device_data(dev, arr: np.ndarray):
-    """A host array as `dev`'s data: the array itself on host-memory devices, else a device copy (0-d kept 0-d)."""
-    return arr if dev.host_memory else _same_shape(DeviceArray.from_numpy(dev, arr), arr.shape)
+    """A host array as `dev`'s data: the array itself on host-memory devices, else a device copy."""
+    return arr if dev.host_memory else DeviceArray.from_numpy(dev, arr)
 
 
 def _make(data, dev) -> Tensor:
@@ -215,7 +309,6 @@ def from_dlpack(obj) -> Tensor:
     if arr.dtype not in _dt.ALL:
         names = ", ".join(d.name for d in _dt.ALL)
         raise UnsupportedDTypeError(f"from_dlpack: dtype {arr.dtype} is not supported; supported dtypes: {names}")
-    from .config import config
     dev = _device.get(config.fallback_device)
     if not dev.host_memory:
         raise InvalidArgumentError(f"from_dlpack needs a host-memory fallback device, {dev} is not one")

@@ -1,1 +1,1 @@
-"""Kernel registry, dispatch, and CPU fallback that is never silent."""
+"""Dispatch: routes per (op, dtypes) on a Device, and CPU fallback that is never silent."""

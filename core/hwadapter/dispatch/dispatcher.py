@@ -1,64 +1,23 @@
-"""Dispatch: (op, device, dtypes) -> the device's kernel, else a codegen program, else loud CPU fallback."""
+"""Dispatch: (op, device, dtypes) -> the device's kernel, else its kernel-primitive program, else loud CPU fallback.
+
+The route is resolved once per (op, dtypes) and kept on the Device; a warm call is a dict lookup, the kernel call
+and wrapping the result.
+"""
 from __future__ import annotations
 
-import threading
 import time
 
 import numpy as np
 
 from ..config import check_fallback_mode, config
-from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError, PluginLoadError
-from ..runtime import device as _device
+from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError
+from ..runtime.device import devices
+from ..runtime.discovery import registry
 from ..runtime.memory import DeviceArray
 from . import fallback
-from .registry import KernelRegistrar, kernels
 
-_cache: dict = {}
-_registered: set = set()
-_lock = threading.RLock()
 #: Set by hwadapter.profiler while profiling: called with (op, device, dtypes, route, seconds).
 profile_hook = None
-
-
-def clear_cache() -> None:
-    """Forget resolved routes (after settings or plugins changed)."""
-    with _lock:
-        _cache.clear()
-
-
-def forget_device_type(device_type: str) -> None:
-    """Drop a device type's kernels so its plugin registers them again when next used."""
-    with _lock:
-        _registered.discard(device_type)
-        kernels.remove_device_type(device_type)
-        _cache.clear()
-
-
-def forget_all() -> None:
-    """Drop every plugin's kernels, resolved routes and codegen backends (after plugin discovery was reset)."""
-    from . import codegen
-    with _lock:
-        for name in list(_registered):
-            forget_device_type(name)
-        _cache.clear()
-    codegen.forget_devices()
-
-
-def ensure_registered(record) -> None:
-    """Have a plugin register its op kernels, once."""
-    if record.name in _registered:
-        return
-    with _lock:
-        if record.name in _registered:
-            return
-        try:
-            record.plugin.register_kernels(KernelRegistrar(kernels, record.name))
-        except Exception as err:
-            kernels.remove_device_type(record.name)
-            raise PluginLoadError(f"plugin {record.name!r}: register_kernels raised {type(err).__name__}: {err}. "
-                                  f"Fix: report this to the plugin's vendor, or disable it with "
-                                  f"HWADAPTER_DISABLE_PLUGINS={record.name}") from err
-        _registered.add(record.name)
 
 
 def transfer(data, src, dst):
@@ -77,45 +36,43 @@ def _dtype_names(dtypes) -> str:
     return ", ".join(d.name for d in dtypes) or "no inputs"
 
 
-def _not_found(op: str, dev, dtypes: tuple, why: str) -> KernelNotFoundError:
-    from ..runtime.discovery import registry
+def device_types_with(op: str, dtypes: tuple) -> list[str]:
+    """Device types whose plugin registered a kernel for op and these dtypes (loading every plugin)."""
+    have = []
     for rec in registry.all():
         if rec.ok:
             try:
-                ensure_registered(rec)
-            except PluginLoadError:
+                if devices.get(f"{rec.name}:0").kernels.find(op, dtypes) is not None:
+                    have.append(rec.name)
+            except HwAdapterError:
                 pass
-    have = kernels.device_types_with(op, dtypes)
-    where = ", ".join(have) if have else "no device"
+    return sorted(have)
+
+
+def _not_found(op: str, dev, dtypes: tuple, why: str) -> KernelNotFoundError:
+    where = ", ".join(device_types_with(op, dtypes)) or "no device"
     return KernelNotFoundError(f"op {op!r} ({_dtype_names(dtypes)}) has no kernel on {dev}; {why}. Devices with this "
                                f"kernel: {where}. Fix: run it on one of those devices, cast to a dtype {dev.type} "
                                f"supports, or allow fallback (HWADAPTER_FALLBACK=warn).")
 
 
-def _find(op: str, dev, dtypes: tuple):
-    ensure_registered(dev.record)
-    fn = kernels.lookup(op, dev.type, dtypes)
-    if fn is None:
-        from . import codegen
-        fn = codegen.route(op, dev, dtypes)
-    return fn
+def _own(op: str, dev, dtypes: tuple):
+    """The device's own way to run op: its kernel, else its kernel-primitive program, else None."""
+    return dev.kernels.find(op, dtypes) or dev.primitive(op)
 
 
-def resolve(op: str, dev, dtypes: tuple):
-    """The callable that runs `op` for inputs of `dtypes` on `dev`, taking and returning dev's arrays."""
-    fn = _find(op, dev, dtypes)
-    if fn is not None:
-        return fn
+def _fallback(op: str, dev, dtypes: tuple):
+    """A kernel that runs op on the fallback device with copies in and out, counted and announced."""
     check_fallback_mode()
     if config.fallback == "error":
         raise _not_found(op, dev, dtypes, "fallback is off (HWADAPTER_FALLBACK=error / strict mode)")
     try:
-        fb_dev = _device.get(config.fallback_device)
+        fb_dev = devices.get(config.fallback_device)
     except HwAdapterError as err:
         raise _not_found(op, dev, dtypes, f"and the fallback device {config.fallback_device!r} is unusable ({err})")
     if fb_dev is dev:
         raise _not_found(op, dev, dtypes, "and it is the fallback device")
-    fb_fn = _find(op, fb_dev, dtypes)
+    fb_fn = _own(op, fb_dev, dtypes)
     if fb_fn is None:
         raise _not_found(op, dev, dtypes, f"nor on the fallback device {fb_dev}")
 
@@ -128,12 +85,12 @@ def resolve(op: str, dev, dtypes: tuple):
     return run_on_fallback
 
 
-def lookup(op: str, dev, dtypes: tuple):
-    """Cached `resolve`."""
-    key = (op, dev, dtypes)
-    fn = _cache.get(key)
+def route(op: str, dev, dtypes: tuple):
+    """The callable that runs `op` for inputs of `dtypes` on `dev`, taking and returning dev's arrays (kept on dev)."""
+    fn = dev.routes.get((op, dtypes))
     if fn is None:
-        fn = _cache[key] = resolve(op, dev, dtypes)
+        fn = _own(op, dev, dtypes) or _fallback(op, dev, dtypes)
+        dev.routes[(op, dtypes)] = fn
     return fn
 
 
@@ -149,6 +106,14 @@ def _failed(op: str, dev, tensors, err: Exception) -> KernelExecutionError:
                                 f"they are valid, report it to the {dev.type} plugin's vendor")
 
 
+def _wrap(data, dev):
+    if type(data) is not _ndarray and isinstance(data, np.generic):
+        data = np.asarray(data)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
+    t = _new(_Tensor)
+    t._data, t._device, t._dtype = data, dev, data.dtype
+    return t
+
+
 def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
     """Run `op` on the device of its inputs and wrap the result(s) as Tensors."""
     dev = tensors[0]._device
@@ -156,7 +121,7 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
         if t._device is not dev:
             raise _mismatch(op, tensors)
     dtypes = tuple(t._dtype for t in tensors)
-    fn = _cache.get((op, dev, dtypes)) or lookup(op, dev, dtypes)
+    fn = dev.routes.get((op, dtypes)) or route(op, dev, dtypes)
     start = time.perf_counter() if profile_hook else 0.0
     try:
         out = fn(*[t._data for t in tensors], **attrs) if attrs else fn(*[t._data for t in tensors])
@@ -172,60 +137,41 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
 
 
 def dispatch_binary(op: str, x, y):
-    """The fast path of attribute-free binary ops."""
+    """`dispatch` for attribute-free binary ops, without building tuples on the warm path."""
     dev = x._device
     if y._device is not dev:
         raise _mismatch(op, (x, y))
-    fn = _cache.get((op, dev, (x._dtype, y._dtype)))
+    fn = dev.routes.get((op, (x._dtype, y._dtype)))
     if fn is None or profile_hook:
         return dispatch(op, (x, y))
     try:
-        out = fn(x._data, y._data)
+        return _wrap(fn(x._data, y._data), dev)
     except HwAdapterError:
         raise
     except Exception as err:
         raise _failed(op, dev, (x, y), err) from err
-    if type(out) is not _ndarray and isinstance(out, np.generic):
-        out = np.asarray(out)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
-    t = _new(_Tensor)
-    t._data, t._device, t._dtype = out, dev, out.dtype
-    return t
 
 
 def dispatch_unary(op: str, x):
-    """The fast path of attribute-free unary ops."""
+    """`dispatch` for attribute-free unary ops, without building tuples on the warm path."""
     dev = x._device
-    fn = _cache.get((op, dev, (x._dtype,)))
+    fn = dev.routes.get((op, (x._dtype,)))
     if fn is None or profile_hook:
         return dispatch(op, (x,))
     try:
-        out = fn(x._data)
+        return _wrap(fn(x._data), dev)
     except HwAdapterError:
         raise
     except Exception as err:
         raise _failed(op, dev, (x,), err) from err
-    if type(out) is not _ndarray and isinstance(out, np.generic):
-        out = np.asarray(out)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
-    t = _new(_Tensor)
-    t._data, t._device, t._dtype = out, dev, out.dtype
-    return t
 
 
-def _wrap(data, dev):
-    if type(data) is not _ndarray and isinstance(data, np.generic):
-        data = np.asarray(data)  # numpy's ufuncs (host kernels) return scalars for 0-d inputs
-    t = _new(_Tensor)
-    t._data, t._device, t._dtype = data, dev, data.dtype
-    return t
-
-
-dispatch1, dispatch2 = dispatch_unary, dispatch_binary  # old names, until the frontend moves over
 _Tensor = None
 _new = object.__new__
 _ndarray = np.ndarray
 
 
 def bind_tensor(cls) -> None:
-    """Called once by hwadapter.tensor: the class results are wrapped in."""
+    """Called once by hwadapter.tensor: the class results are wrapped in (the frontend sits above dispatch)."""
     global _Tensor
     _Tensor = cls

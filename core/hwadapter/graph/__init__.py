@@ -1,2 +1,13 @@
-"""The graph IR shared by traced functions and imported models, and its reference executor."""
-from .ir import Graph, GraphBuilder, Node, Value  # noqa: F401
+"""The graph IR shared by traced functions and imported models; `builder` and `executor` sit above dispatch."""
+from .ir import Graph, Node, Value  # noqa: F401
+
+
+def __getattr__(name):
+    # lazy: the plugin API imports the IR from here, and the builder and executor import the frontend
+    if name == "GraphBuilder":
+        from .builder import GraphBuilder
+        return GraphBuilder
+    if name == "run":
+        from .executor import run
+        return run
+    raise AttributeError(f"module 'hwadapter.graph' has no attribute {name!r}")

@@ -1,6 +1,8 @@
-"""Graph IR: typed values, op nodes with normalised attributes, subgraph extraction, and a reference executor."""
+"""Graph IR as plain data: typed values, op nodes with normalised attributes, subgraph extraction, and the one JSON
+form every plugin serialises graphs and compiled subgraphs in."""
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -64,51 +66,71 @@ class Graph:
                            "nodes": [(n.op, n.inputs, n.outputs, sorted((k, repr(v)) for k, v in n.attrs.items()))
                                      for n in self.nodes]}, default=str)
 
-    def run(self, inputs: dict, device="cpu") -> dict:
-        """Run node by node through eager dispatch on `device`; the reference for subgraph backends."""
-        from ..dispatch.dispatcher import dispatch
-        from ..tensor import Tensor, to_tensor
-        env = {k: v if isinstance(v, Tensor) else to_tensor(v, device=device) for k, v in inputs.items()}
-        for n in self.nodes:
-            out = dispatch(n.op, tuple(env[i] for i in n.inputs), n.attrs)
-            outs = out if isinstance(out, tuple) else (out,)
-            env.update(zip(n.outputs, outs))
-        return {o: env[o] for o in self.outputs}
+    def to_json(self) -> dict:
+        """The graph as JSON-ready data; tuples are tagged so they come back as tuples (kernels hash attributes)."""
+        return {"inputs": list(self.inputs), "outputs": list(self.outputs),
+                "values": {k: [list(v.shape), v.dtype.name] for k, v in self.values.items()},
+                "nodes": [[n.name, n.op, list(n.inputs), list(n.outputs), {k: _enc(a) for k, a in n.attrs.items()}]
+                          for n in self.nodes]}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Graph":
+        """The graph `to_json` wrote; KeyError, TypeError or ValueError when `doc` is not one."""
+        values = {k: Value(k, tuple(int(d) for d in shape), np.dtype(dtype)) for k, (shape, dtype) in doc["values"].items()}
+        nodes = [Node(str(name), str(op), tuple(ins), tuple(outs), {k: _dec(a) for k, a in attrs.items()})
+                 for name, op, ins, outs, attrs in doc["nodes"]]
+        return cls(nodes, values, list(doc["inputs"]), list(doc["outputs"]))
 
 
-class GraphBuilder:
-    """Builds a Graph by hand: each op's output shape and dtype come from running it once on zeros on the CPU."""
+def _enc(v):
+    if isinstance(v, tuple):
+        return {"tuple": [_enc(x) for x in v]}
+    if isinstance(v, list):
+        return [_enc(x) for x in v]
+    if isinstance(v, np.dtype):
+        return v.name
+    return v.item() if isinstance(v, np.generic) else v
 
-    def __init__(self):
-        self._nodes, self._values, self._inputs, self._probe = [], {}, [], {}
 
-    def input(self, name: str, shape, dtype="float32") -> str:
-        """Declare a graph input."""
-        dtype = np.dtype(dtype)
-        self._values[name] = Value(name, tuple(shape), dtype)
-        self._inputs.append(name)
-        self._probe[name] = np.zeros(shape, dtype)
-        return name
+def _dec(v):
+    if isinstance(v, dict):
+        return tuple(_dec(x) for x in v["tuple"])
+    return [_dec(x) for x in v] if isinstance(v, list) else v
 
-    def op(self, op: str, inputs, n_outputs: int = 1, **attrs):
-        """Add a node; returns its output name (or names when n_outputs > 1)."""
-        from ..ops.reference import KERNELS
-        for i in inputs:
-            if i not in self._values:
-                raise InvalidArgumentError(f"graph: node {op!r} reads unknown value {i!r}")
-        out = KERNELS[op](*(self._probe[i] for i in inputs), **attrs)
-        outs = list(out) if isinstance(out, (list, tuple)) else [out]
-        if len(outs) != n_outputs:
-            raise InvalidArgumentError(f"graph: {op!r} produces {len(outs)} outputs, not {n_outputs}")
-        name = f"{op}_{len(self._nodes)}"
-        names = tuple(f"{name}:{k}" for k in range(n_outputs))
-        for v, arr in zip(names, outs):
-            self._values[v] = Value(v, arr.shape, arr.dtype)
-            self._probe[v] = arr
-        self._nodes.append(Node(name, op, tuple(inputs), names, dict(attrs)))
-        return names[0] if n_outputs == 1 else names
 
-    def build(self, outputs) -> Graph:
-        """The graph with these outputs."""
-        outputs = [outputs] if isinstance(outputs, str) else list(outputs)
-        return Graph(list(self._nodes), dict(self._values), list(self._inputs), outputs)
+MAGIC = b"HWADAPTER-EXECUTABLE 1\n"
+
+
+def pack_executable(fmt: str, target: dict, graph: Graph, binaries: dict) -> bytes:
+    """A compiled subgraph as bytes: a JSON header (format, target, graph, binary sizes and hashes), then the binaries.
+    Nothing in it is executed on load but the device binaries the plugin hands its driver."""
+    header = {"format": fmt, "target": target, "graph": graph.to_json(),
+              "binaries": [{"name": n, "size": len(b), "sha256": hashlib.sha256(b).hexdigest()}
+                           for n, b in binaries.items()]}
+    return MAGIC + json.dumps(header, default=str).encode() + b"\n" + b"".join(binaries.values())
+
+
+def unpack_executable(data: bytes, fmt: str, device) -> tuple:
+    """(target, graph, binaries by name) of `pack_executable` bytes of format `fmt`; InvalidArgumentError when damaged."""
+    def damaged(why):
+        return InvalidArgumentError(f"{device}: cannot load a compiled subgraph: {why}. Fix: delete it (or the kernel "
+                                    f"cache entry, HWADAPTER_CACHE_DIR) so it is compiled again",
+                                    fix="compile the subgraph again")
+    if not isinstance(data, (bytes, bytearray)) or not data.startswith(MAGIC):
+        raise damaged("it does not start with the hwadapter executable header")
+    end = data.find(b"\n", len(MAGIC))
+    try:
+        header = json.loads(data[len(MAGIC):end])
+        if header.get("format") != fmt:
+            raise ValueError(f"format {header.get('format')!r}, expected {fmt!r}")
+        graph = Graph.from_json(header["graph"])
+        binaries, offset = {}, end + 1
+        for entry in header["binaries"]:
+            blob = bytes(data[offset:offset + entry["size"]])
+            if len(blob) != entry["size"] or hashlib.sha256(blob).hexdigest() != entry["sha256"]:
+                raise ValueError(f"the binary of {entry['name']} is truncated or corrupted")
+            binaries[entry["name"]] = blob
+            offset += entry["size"]
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        raise damaged(str(err)) from None
+    return header.get("target"), graph, binaries

@@ -4,8 +4,11 @@ from __future__ import annotations
 from ..dispatch.dispatcher import dispatch
 from ..errors import InvalidArgumentError
 from ..ops import shapes
-from ..ops.api import (_as_float, _promote, _reshape, _tensor, add, full, gelu, matmul, pad, relu,  # noqa: F401
-                       sigmoid, tanh)
+from ..ops._common import _as_float, _promote, _tensor
+from ..ops.creation import full
+from ..ops.elementwise import add, gelu, relu, sigmoid, tanh  # noqa: F401  gelu, relu, sigmoid, tanh: re-exported
+from ..ops.linalg import matmul
+from ..ops.manipulation import _reshape, pad, transpose
 
 __all__ = ["relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d",
            "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "linear", "pad"]
@@ -78,7 +81,6 @@ def _nchw(op, x, data_format):
     if x.ndim != 4:
         raise InvalidArgumentError(f"{op}: input must be 4-D ({data_format}), got shape {x.shape}")
     if data_format == "NHWC":
-        from ..ops.api import transpose
         return transpose(x, (0, 3, 1, 2)), True
     if data_format != "NCHW":
         raise InvalidArgumentError(f"{op}: data_format must be 'NCHW' or 'NHWC', not {data_format!r}")
@@ -88,7 +90,6 @@ def _nchw(op, x, data_format):
 def _back(y, nhwc):
     if not nhwc:
         return y
-    from ..ops.api import transpose
     return transpose(y, (0, 2, 3, 1))
 
 

@@ -3,10 +3,8 @@
 Each kernel is `fn(*arrays, **attrs) -> array | list[array]`; the frontend has already validated
 shapes, promoted dtypes (binary ops see equal dtypes) and normalised attributes.
 
-Every kernel returns numpy arrays, 0-d ones included, never numpy scalars, with one exception kept for
-speed: the binary elementwise kernels (BINARY) are bare numpy ufuncs, which return a numpy scalar when
-*both* inputs are 0-d. The frontend never hands them two 0-d arrays (it views them as 1-element arrays);
-a caller that does must wrap the result with np.asarray.
+The binary elementwise kernels (BINARY) are bare numpy ufuncs, for speed: for 0-d inputs they return a
+numpy scalar, which the dispatcher turns into a 0-d array.
 """
 from __future__ import annotations
 
@@ -129,10 +127,6 @@ def reciprocal(x):
 
 def relu(x):
     return np.maximum(x, 0)
-
-
-def identity_rounding(x):
-    return x.copy()
 
 
 def power(x, y):
@@ -383,7 +377,7 @@ def pad(x, pads, mode="constant", value=0.0):
 
 KERNELS: dict = {}
 KERNELS.update({k: _kernel(v, quiet=k in _NOISY) for k, v in UNARY.items()})
-# The hot path: bare ufuncs (see the module docstring about 0-d inputs).
+# The hot path: bare ufuncs, without a wrapper's Python frame (the noisy ones need one to silence numpy).
 KERNELS.update({k: (_quietly(v) if k in _NOISY else v) for k, v in BINARY.items()})
 KERNELS.update({k: _kernel(v) for k, v in {
     "where": where, "cast": cast, "clip": clip,

@@ -44,19 +44,23 @@ class CachingAllocator:
     def malloc(self, nbytes: int) -> Block:
         """A block of at least `nbytes` bytes, reused from the cache when one fits."""
         size = round_size(nbytes)
-        with self._lock:
+        with self._lock:  # the cache-hit path takes the lock once: it is on every eager op of a device
             self.requests += 1
             handle, size = self._take_cached(size)
             if handle is not None:
                 self.cache_hits += 1
-        if handle is None:
-            handle = self._allocate_device(size, nbytes)
+                self._lend(size)
+                return Block(self, handle, size, nbytes)
+        handle = self._allocate_device(size, nbytes)
         with self._lock:
-            self.allocated += size
-            self.live_blocks += 1
-            if self.allocated > self.peak_allocated:
-                self.peak_allocated = self.allocated
+            self._lend(size)
         return Block(self, handle, size, nbytes)
+
+    def _lend(self, size: int) -> None:
+        self.allocated += size
+        self.live_blocks += 1
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
 
     def _take_cached(self, size: int):
         # Best fit, but never hand out a block more than twice the request: that would waste the rest.

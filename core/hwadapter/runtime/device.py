@@ -1,29 +1,45 @@
-"""Devices: parsing "type:index", one interned Device per device, and the current device."""
+"""Devices: one Device per (type, index) owning all its state, the one table of them, and the current device."""
 from __future__ import annotations
 
 import contextvars
+import difflib
+import logging
 import re
 import threading
 
-from ..errors import DeviceUnavailableError, InvalidDeviceError
+import numpy as np
+
+from ..config import config
+from ..errors import DeviceUnavailableError, InvalidDeviceError, PluginLoadError
+from ..interfaces import KernelRegistrar, KernelTable
+from . import codegen
 from .allocator import CachingAllocator
 from .discovery import TYPE_NAME, registry, short_repr
+from .memory import DeviceArray
 
+log = logging.getLogger("hwadapter")
 _TYPE = TYPE_NAME
 _PATTERN = re.compile(rf"({TYPE_NAME.pattern})(?::([0-9]+))?")  # [0-9], not \d: ASCII digits only
-_devices: dict[tuple[str, int], "Device"] = {}
-_lock = threading.Lock()
 
 
 class Device:
-    """One device of a plugin: its runtime and caching allocator are created on first use."""
+    """One device of a plugin. It owns everything about that device, each part created on first use: the runtime,
+    the caching allocator, the kernel table, the codegen and subgraph backends, primitive kernels and dispatch routes."""
 
-    __slots__ = ("type", "index", "record", "_runtime", "_allocator", "_str", "__weakref__")
+    __slots__ = ("type", "index", "record", "routes", "codegen_unavailable", "_runtime", "_allocator", "_kernels",
+                 "_codegen", "_subgraph", "_primitives", "_str", "_lock", "__weakref__")
 
     def __init__(self, record, index: int):
         self.type, self.index, self.record = record.name, index, record
-        self._runtime = self._allocator = None
+        #: (op, input dtypes) -> the callable that runs it here; filled by the dispatcher.
+        self.routes: dict = {}
+        #: Why the plugin's codegen backend cannot compile here (None when it can, or there is none).
+        self.codegen_unavailable: str | None = None
+        self._runtime = self._allocator = self._kernels = None
+        self._codegen = self._subgraph = _UNSET
+        self._primitives: dict = {}
         self._str = f"{self.type}:{index}"
+        self._lock = threading.RLock()
 
     @property
     def plugin(self):
@@ -33,7 +49,7 @@ class Device:
     def runtime(self):
         """The plugin's Runtime for this device."""
         if self._runtime is None:
-            with _lock:
+            with self._lock:
                 if self._runtime is None:
                     try:
                         self._runtime = self.plugin.create_runtime(self.index)
@@ -53,10 +69,76 @@ class Device:
         """The caching allocator over this device's runtime."""
         if self._allocator is None:
             rt = self.runtime
-            with _lock:
+            with self._lock:
                 if self._allocator is None:
-                    self._allocator = CachingAllocator(rt, str(self))
+                    self._allocator = CachingAllocator(rt, self._str)
         return self._allocator
+
+    @property
+    def kernels(self) -> KernelTable:
+        """The op kernels the plugin registered for this device."""
+        if self._kernels is None:
+            with self._lock:
+                if self._kernels is None:
+                    table = KernelTable()
+                    try:
+                        self.plugin.register_kernels(KernelRegistrar(table, self))
+                    except Exception as err:
+                        raise PluginLoadError(
+                            f"plugin {self.type!r}: register_kernels raised {type(err).__name__}: {err}. Fix: report "
+                            f"this to the plugin's vendor, or disable it with HWADAPTER_DISABLE_PLUGINS={self.type}"
+                        ) from err
+                    self._kernels = table
+        return self._kernels
+
+    @property
+    def codegen(self):
+        """The plugin's CodegenBackend for this device when it can compile here, else None (see codegen_unavailable)."""
+        if self._codegen is _UNSET:
+            with self._lock:
+                if self._codegen is _UNSET:
+                    backend = self.plugin.codegen_backend(self)
+                    reason = backend.available() if backend is not None else None
+                    if reason is not None:
+                        log.warning("%s: codegen backend unavailable: %s", self, reason)
+                        self.codegen_unavailable, backend = reason, None
+                    self._codegen = backend
+        return self._codegen
+
+    @property
+    def subgraph(self):
+        """The plugin's SubgraphBackend for this device, or None."""
+        if self._subgraph is _UNSET:
+            with self._lock:
+                if self._subgraph is _UNSET:
+                    self._subgraph = self.plugin.subgraph_backend(self)
+        return self._subgraph
+
+    def primitive(self, op: str):
+        """The op's kernel-primitive program as a kernel of this device, or None (not written in primitives, or no
+        codegen backend here). One per op: its bindings and loaded binaries serve every dtype."""
+        kernel = self._primitives.get(op)
+        spec = codegen.op_set().get(op)
+        if kernel is None or kernel.spec is not spec:
+            if spec is None or self.codegen is None:
+                return None
+            with self._lock:
+                kernel = self._primitives[op] = codegen.PrimitiveKernel(op, spec, self, self.codegen)
+        return kernel
+
+    def empty(self, shape, dtype):
+        """Uninitialised memory of this device's array type (numpy on host-memory devices)."""
+        if (self._runtime or self.runtime).host_memory:
+            return np.empty(shape, dtype)
+        return DeviceArray.empty(self, shape, dtype)
+
+    def forget_routes(self, op: str | None = None) -> None:
+        """Resolve routes again (all, or one op's) after settings or the op set changed."""
+        if op is None:
+            self.routes.clear()
+        else:
+            for key in [k for k in self.routes if k[0] == op]:
+                self.routes.pop(key, None)
 
     def __str__(self):
         return self._str
@@ -66,6 +148,9 @@ class Device:
 
     def __reduce__(self):
         return (get, (self._str,))
+
+
+_UNSET = object()  # a backend not asked for yet (None means the plugin has none)
 
 
 _MAX_INDEX_DIGITS = 18  # keeps int() of the index cheap (and clear of Python's int-string length limit)
@@ -115,7 +200,6 @@ def _malformed(spec: str) -> InvalidDeviceError:
 
 
 def _unknown(dtype: str) -> InvalidDeviceError:
-    import difflib
     known = list(registry.entry_points())
     close = [n for n in known if n.lower() == dtype.lower()] or difflib.get_close_matches(dtype, known, n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
@@ -126,77 +210,84 @@ def _unknown(dtype: str) -> InvalidDeviceError:
                               f"then check with `hwadapter devices`; {_available_summary()}")
 
 
-def get(spec) -> "Device":
-    """The Device for "type", "type:index" or a Device; InvalidDeviceError for anything else."""
-    if isinstance(spec, Device):
-        return spec
-    if not isinstance(spec, str):
-        raise InvalidDeviceError(f"a device is a string like 'cpu' or 'cpu:0', not {type(spec).__name__} "
-                                 f"{_safe_repr(spec)}; {_available_summary()}")
-    if type(spec) is not str:
-        spec = str.__str__(spec)  # a str subclass may override hashing or comparison; use its plain text
-    key = _parse_cache.get(spec)
-    if key is not None:
-        dev = _devices.get(key)
-        if dev is not None and registry._records.get(key[0]) is dev.record:
+class Devices:
+    """The one table of Devices: "type:index" parsed and interned, the process-wide default, one reset."""
+
+    def __init__(self):
+        self._devices: dict[tuple[str, int], Device] = {}
+        self._parsed: dict[str, Device] = {}
+        self._lock = threading.Lock()
+        self.default: Device | None = None
+
+    def get(self, spec) -> Device:
+        """The Device for "type", "type:index" or a Device; InvalidDeviceError for anything else."""
+        if isinstance(spec, Device):
+            return spec
+        if type(spec) is str:
+            dev = self._parsed.get(spec)
+            if dev is not None:
+                return dev
+        elif isinstance(spec, str):
+            spec = str.__str__(spec)  # a str subclass may override hashing or comparison; use its plain text
+        else:
+            raise InvalidDeviceError(f"a device is a string like 'cpu' or 'cpu:0', not {type(spec).__name__} "
+                                     f"{_safe_repr(spec)}; {_available_summary()}")
+        m = _PATTERN.fullmatch(spec)
+        if m is None or (m.group(2) is not None and len(m.group(2)) > _MAX_INDEX_DIGITS):
+            raise _malformed(spec)
+        dtype, index = m.group(1), int(m.group(2) or 0)
+        record = registry.get(dtype)
+        if record is None:
+            raise _unknown(dtype)
+        if not record.ok:
+            raise InvalidDeviceError(f"device type {dtype!r} cannot be used: {record.explain()} "
+                                     f"(`hwadapter doctor` shows the details)")
+        if index >= record.device_count:
+            raise InvalidDeviceError(f"device index {index} is out of range for {dtype!r}, which has "
+                                     f"{record.device_count} device(s) (indices 0 to {record.device_count - 1}); "
+                                     f"{_available_summary()}")
+        with self._lock:
+            dev = self._devices.get((dtype, index))
+            if dev is None:
+                dev = self._devices[(dtype, index)] = Device(record, index)
+            self._parsed[spec] = dev
+        return dev
+
+    def all(self) -> list[Device]:
+        """The Devices used so far."""
+        return list(self._devices.values())
+
+    def forget_routes(self, op: str | None = None) -> None:
+        """Every device resolves its routes again (all, or one op's)."""
+        for dev in self.all():
+            dev.forget_routes(op)
+
+    def reset(self) -> None:
+        """Forget every plugin and Device, so the next use rescans entry points (after installing a plugin)."""
+        with self._lock:
+            registry.reset()
+            self._devices.clear()
+            self._parsed.clear()
+            self.default = None
+
+    def current(self) -> Device:
+        """The device new tensors go to: the innermost `device_guard`, else `set_device`, else the fallback device."""
+        dev = _current.get()
+        if dev is not None:
             return dev
-    m = _PATTERN.fullmatch(spec)
-    if m is None or (m.group(2) is not None and len(m.group(2)) > _MAX_INDEX_DIGITS):
-        raise _malformed(spec)
-    dtype, index = m.group(1), int(m.group(2) or 0)
-    record = registry.get(dtype)
-    if record is None:
-        raise _unknown(dtype)
-    if not record.ok:
-        raise InvalidDeviceError(f"device type {dtype!r} cannot be used: {record.explain()} "
-                                 f"(`hwadapter doctor` shows the details)")
-    if index >= record.device_count:
-        raise InvalidDeviceError(f"device index {index} is out of range for {dtype!r}, which has "
-                                 f"{record.device_count} device(s) (indices 0 to {record.device_count - 1}); "
-                                 f"{_available_summary()}")
-    with _lock:
-        dev = _devices.get((dtype, index))
-        if dev is None or dev.record is not record:
-            dev = _devices[(dtype, index)] = Device(record, index)
-        _parse_cache[spec] = (dtype, index)
-    return dev
-
-
-_parse_cache: dict[str, tuple[str, int]] = {}
-
-
-def forget() -> None:
-    """Drop interned devices and the current device (after plugin discovery was reset)."""
-    with _lock:
-        _devices.clear()
-        _parse_cache.clear()
-        _default[0] = None
+        if self.default is None:
+            try:
+                self.default = self.get(config.fallback_device)
+            except InvalidDeviceError as err:
+                raise InvalidDeviceError(
+                    f"no device was chosen with hwadapter.set_device, and the fallback device "
+                    f"HWADAPTER_FALLBACK_DEVICE={config.fallback_device!r} cannot be used: {err}. Fix: call "
+                    f"hwadapter.set_device(...) with an available device, or set HWADAPTER_FALLBACK_DEVICE to one "
+                    f"(default 'cpu')") from None
+        return self.default
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("hwadapter_device", default=None)
-_default: list = [None]
-
-
-def current() -> Device:
-    """The device new tensors go to: the innermost `device_guard`, else `set_device`, else the fallback device."""
-    dev = _current.get()
-    if dev is not None:
-        return dev
-    if _default[0] is None:
-        from ..config import config
-        try:
-            _default[0] = get(config.fallback_device)
-        except InvalidDeviceError as err:
-            raise InvalidDeviceError(
-                f"no device was chosen with hwadapter.set_device, and the fallback device "
-                f"HWADAPTER_FALLBACK_DEVICE={config.fallback_device!r} cannot be used: {err}. Fix: call "
-                f"hwadapter.set_device(...) with an available device, or set HWADAPTER_FALLBACK_DEVICE to one "
-                f"(default 'cpu')") from None
-    return _default[0]
-
-
-def set_default(spec) -> Device:
-    """Make `spec` the process-wide current device."""
-    dev = get(spec)
-    _default[0] = dev
-    return dev
+devices = Devices()
+get = devices.get
+current = devices.current

@@ -17,11 +17,14 @@ import re
 import threading
 import traceback
 from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, distributions
 from typing import Any
 
 from stevedore import ExtensionManager, NamedExtensionManager
 
 from ..config import config
+from ..errors import DeviceUnavailableError
+from ..interfaces import API_VERSION, Plugin
 
 log = logging.getLogger("hwadapter")
 GROUP = "hwadapter.plugins"
@@ -84,7 +87,6 @@ _dist_index: dict | None = None
 def _distribution_of(name: str, value: str) -> tuple[str, str]:
     global _dist_index
     if _dist_index is None:
-        from importlib.metadata import distributions
         index: dict = {}
         for dist in distributions():
             try:
@@ -99,13 +101,8 @@ def _distribution_of(name: str, value: str) -> tuple[str, str]:
     return _dist_index.get((name, value), ("?", "?"))
 
 
-def _core_api():
-    from ..plugin import API_VERSION
-    return API_VERSION
-
-
 def _check_version(record: PluginRecord, cls) -> bool:
-    core = _core_api()
+    core = API_VERSION
     version = getattr(cls, "api_version", None)
     record.api_version = version
     valid = (isinstance(version, tuple) and len(version) == 2
@@ -184,7 +181,6 @@ def _load(name: str, entry_point: str, ep=None) -> PluginRecord:
 
 
 def _load_into(record: PluginRecord, ep) -> PluginRecord:
-    from ..plugin import Plugin
     name = record.name
     reason = _disabled_reason(name)
     if reason is not None:
@@ -199,7 +195,6 @@ def _load_into(record: PluginRecord, ep) -> PluginRecord:
                       f"{re.sub(r'[^A-Za-z0-9_]', '_', name) or 'acme'!r}; the name is the device type in 'type:index'")
         return record
     if ep is None:
-        from importlib.metadata import EntryPoint
         ep = EntryPoint(name, record.entry_point, GROUP)
     try:
         cls = ep.load()
@@ -221,14 +216,13 @@ def _load_into(record: PluginRecord, ep) -> PluginRecord:
         record.cause = f"{cls.__name__} does not implement the abstract method(s) {missing} of Plugin"
         record.fix = f"implement {missing} in {cls.__module__}.{cls.__name__} (a plugin bug: report it to its vendor)"
         return record
-    from ..errors import DeviceUnavailableError
     try:
         plugin = cls()
         plugin.name = name
     except DeviceUnavailableError as err:  # the constructor found no driver: not a bug of the plugin
         record.status, record.cause = UNAVAILABLE, f"{type(err).__name__}: {err}"
         record.details = traceback.format_exc()
-        record.fix = getattr(err, "fix", "") or "install the device's driver/runtime, or check the hardware is visible"
+        record.fix = err.fix or "install the device's driver/runtime, or check the hardware is visible"
         return record
     except (Exception, SystemExit) as err:  # a vendor's constructor may raise anything: record it, never propagate
         record.status, record.cause = FAILED, f"constructor {cls.__name__}() raised {type(err).__name__}: {err}"
@@ -242,7 +236,7 @@ def _load_into(record: PluginRecord, ep) -> PluginRecord:
     except (Exception, SystemExit) as err:
         record.status, record.cause = UNAVAILABLE, f"device_count() raised {type(err).__name__}: {err}"
         record.details = traceback.format_exc()
-        record.fix = getattr(err, "fix", "") or (
+        record.fix = (err.fix if isinstance(err, DeviceUnavailableError) else "") or (
             "install the device's driver/runtime, or check that the hardware is visible to this process; "
             + ("" if isinstance(err, DeviceUnavailableError) else
                "if it is, report this to the plugin's vendor (device_count() should raise DeviceUnavailableError "
@@ -348,4 +342,3 @@ class _Registry:
 
 
 registry = _Registry()
-reset = registry.reset

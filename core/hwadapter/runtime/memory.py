@@ -15,6 +15,9 @@ def contiguous_strides(shape: tuple) -> tuple:
     return tuple(reversed(out))
 
 
+_new = object.__new__
+
+
 class DeviceArray:
     """A C-contiguous array in a device allocation; blocks are shared by reshapes and freed with the last one."""
 
@@ -26,11 +29,13 @@ class DeviceArray:
     @classmethod
     def empty(cls, device, shape, dtype) -> "DeviceArray":
         """Uninitialised device memory for `shape` and `dtype`."""
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
         dtype = np.dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
-        block = device.allocator.malloc(nbytes) if nbytes else None
-        return cls(device, block, shape, dtype)
+        out = _new(cls)  # not __init__: its normalisation was just done, and this is on every eager op
+        out.device, out.block, out.shape, out.dtype = device, device.allocator.malloc(nbytes) if nbytes else None, \
+            shape, dtype
+        return out
 
     @classmethod
     def from_numpy(cls, device, array: np.ndarray, stream=None) -> "DeviceArray":

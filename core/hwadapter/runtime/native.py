@@ -4,13 +4,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DeviceUnavailableError, OutOfMemoryError
-from ..plugin import DeviceProperties, Plugin, SynchronousRuntime
+from ..interfaces import DeviceProperties, Plugin, SynchronousRuntime
+
+#: (MAJOR, MINOR) of the C device ABI (HWA_API_MAJOR/MINOR in device_api.h), versioned apart from the Python plugin API.
+NATIVE_API_VERSION = (1, 0)
 
 
 def load_library(path: str):
     """Load and check a device library; DeviceUnavailableError says why it cannot be used."""
     try:
-        from .. import _native
+        from .. import _native  # lazy: the compiled extension is optional; without it this says why
     except ImportError as err:
         raise DeviceUnavailableError(f"hwadapter._native is not built ({err}); reinstall hwadapter") from err
     try:
@@ -32,7 +35,7 @@ class NativeRuntime(SynchronousRuntime):
                                 total_memory=total)
 
     def allocate(self, nbytes: int) -> int:
-        from .. import _native
+        from .. import _native  # loaded already by load_library; the import only names it
         try:
             return self.lib.allocate(self.index, nbytes)
         except _native.OutOfMemory as err:

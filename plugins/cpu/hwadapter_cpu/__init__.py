@@ -19,9 +19,6 @@ __all__ = ["CpuPlugin", "CpuRuntime"]
 class CpuPlugin(Plugin):
     """The host CPU as one device, cpu:0; also the designated fallback device."""
 
-    def __init__(self):
-        self._backend = None
-
     def device_count(self) -> int:
         return 1
 
@@ -29,16 +26,13 @@ class CpuPlugin(Plugin):
         return CpuRuntime(index)
 
     def register_kernels(self, kernels) -> None:
-        compiled = (os.environ.get("HWADAPTER_CPU_KERNELS", "numpy") == "codegen"
-                    and self.codegen_backend(None).available() is None)
+        compiled = os.environ.get("HWADAPTER_CPU_KERNELS", "numpy") == "codegen" and kernels.device.codegen is not None
         # The reference kernels accept every dtype the frontend lets through, so none are listed.
         skip = primitive_ops() if compiled else frozenset()
         for op, fn in reference.KERNELS.items():
             if op not in skip:
                 kernels.register(op, fn)
 
-    def codegen_backend(self, runtime):
-        if self._backend is None:
-            from .codegen import CpuCodegenBackend  # probes the C compiler: only when first needed
-            self._backend = CpuCodegenBackend()
-        return self._backend
+    def codegen_backend(self, device):
+        from .codegen import CpuCodegenBackend  # lazy: it probes the C compiler, only when first needed
+        return CpuCodegenBackend()

@@ -8,7 +8,6 @@ precisely why no GPU can be used (no cupy, no driver, no GPU) and how to fix it.
 from __future__ import annotations
 
 import os
-import threading
 
 from hwadapter.plugin import DeviceUnavailableError, Plugin
 
@@ -31,9 +30,7 @@ _DRIVER_ERRORS = {
 
 
 def _unavailable(cause: str, fix: str) -> DeviceUnavailableError:
-    err = DeviceUnavailableError(cause)
-    err.fix = fix  # shown verbatim by `hwadapter doctor` and in set_device's error
-    return err
+    return DeviceUnavailableError(cause, fix=fix)  # the fix is shown by `hwadapter doctor` and set_device's error
 
 
 def load_cupy():
@@ -62,12 +59,7 @@ def _device_error(status, err: Exception | None = None) -> DeviceUnavailableErro
 
 
 class CudaPlugin(Plugin):
-    """Every NVIDIA GPU cupy sees, as cuda:0, cuda:1, ..."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._codegen: dict = {}
-        self._subgraph: dict = {}
+    """Every NVIDIA GPU cupy sees, as <type>:0, <type>:1, ..."""
 
     def device_count(self) -> int:
         cupy = load_cupy()
@@ -81,24 +73,16 @@ class CudaPlugin(Plugin):
 
     def create_runtime(self, index: int):
         from .runtime import CudaRuntime
-        return CudaRuntime(index)
+        return CudaRuntime(index, f"{self.name}:{index}")
 
     def register_kernels(self, kernels) -> None:
         from .kernels import register
         register(kernels)
 
-    def codegen_backend(self, runtime):
-        with self._lock:
-            if runtime.index not in self._codegen:
-                from .codegen import CudaCodegenBackend
-                self._codegen[runtime.index] = CudaCodegenBackend(runtime)
-            return self._codegen[runtime.index]
+    def codegen_backend(self, device):
+        from .codegen import CudaCodegenBackend
+        return CudaCodegenBackend(device.runtime)
 
-    def subgraph_backend(self, runtime):
-        codegen = self.codegen_backend(runtime)
-        with self._lock:
-            if runtime.index not in self._subgraph:
-                from .subgraph import CudaSubgraphBackend
-                self._subgraph[runtime.index] = CudaSubgraphBackend(runtime, codegen,
-                                                                    f"{self.name or 'cuda'}:{runtime.index}")
-            return self._subgraph[runtime.index]
+    def subgraph_backend(self, device):
+        from .subgraph import CudaSubgraphBackend
+        return CudaSubgraphBackend(device)

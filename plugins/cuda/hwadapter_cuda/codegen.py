@@ -78,7 +78,7 @@ class CudaCodegenBackend(CodegenBackend):
             self.nvrtc = _nvrtc(self.cp)
             major, minor = self.nvrtc.getVersion()
         except Exception as err:  # cupy loads libnvrtc lazily; a missing library surfaces here
-            self.reason = (f"NVRTC could not be loaded for cuda:{self.runtime.index} ({type(err).__name__}: {err}); "
+            self.reason = (f"NVRTC could not be loaded for {self.runtime.name} ({type(err).__name__}: {err}); "
                            f"ops written in kernel primitives run on the CPU instead. Fix: install NVRTC for cupy's "
                            f"CUDA version, e.g. pip install 'cupy-cuda13x[ctk]' or a CUDA toolkit on CUDA_PATH")
             self._probed = True
@@ -117,7 +117,7 @@ class CudaCodegenBackend(CodegenBackend):
             except nvrtc.NVRTCError as err:
                 log = nvrtc.getProgramLog(prog) or str(err)
                 raise CompileError(
-                    f"cuda:{self.runtime.index}: NVRTC {self.version} could not compile kernel {name!r} for "
+                    f"{self.runtime.name}: NVRTC {self.version} could not compile kernel {name!r} for "
                     f"{self.target} (options: {' '.join(opts)}). Fix: if it is your kernel, correct the line the log "
                     f"names; if it comes from hwadapter's op set, report it with this source and log",
                     source=source, log=log) from None
@@ -136,7 +136,7 @@ class CudaCodegenBackend(CodegenBackend):
                 module.load(bytes(binary))
                 function = module.get_function(name)
             except Exception as err:  # CUDADriverError: e.g. PTX newer than the driver, or a foreign binary
-                raise CompileError(f"cuda:{self.runtime.index}: the driver could not load kernel {name!r} "
+                raise CompileError(f"{self.runtime.name}: the driver could not load kernel {name!r} "
                                    f"({self.kind} for {self.target}): {err}. Fix: upgrade the NVIDIA driver to "
                                    f"one supporting NVRTC {self.version}, or clear the kernel cache "
                                    f"(HWADAPTER_CACHE_DIR)") from err

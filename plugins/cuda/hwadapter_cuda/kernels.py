@@ -88,7 +88,7 @@ def _function(runtime, file: str, template: str, dtype) -> object:
             try:
                 fn = _module(cp, file).get_function(f"{template}<{CTYPES[key[2]]}>")
             except cp.cuda.compiler.CompileException as err:  # NVRTC runs when the first function is asked for
-                raise CompileError(f"cuda:{runtime.index}: NVRTC could not compile {file} ({template}). Fix: this is "
+                raise CompileError(f"{runtime.name}: NVRTC could not compile {file} ({template}). Fix: this is "
                                    f"a bug in hwadapter-cuda's kernels; report it with the log", source=err.source,
                                    log=err.get_message()) from None
         fn = _functions.setdefault(key, fn)

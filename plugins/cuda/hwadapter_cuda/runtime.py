@@ -46,8 +46,9 @@ class CudaRuntime(Runtime):
     """One GPU. Handles are raw device pointers (ints) from cudaMalloc: the core's caching allocator is the cache,
     so cupy's memory pool is never involved. Calls without a stream run on the default stream and wait for it."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, name: str):
         super().__init__(index)
+        self.name = name  # "type:index" as the core names this device, for messages
         self.cp = load_cupy()
         self.rt = self.cp.cuda.runtime
         self.device = self.cp.cuda.Device(index)
@@ -80,7 +81,7 @@ class CudaRuntime(Runtime):
                 if err.status != self.rt.errorMemoryAllocation:
                     raise
                 free, total = self.rt.memGetInfo()
-        raise OutOfMemoryError(f"cuda:{self.index} ({self.properties().name}): cudaMalloc of {nbytes} bytes failed, "
+        raise OutOfMemoryError(f"{self.name} ({self.properties().name}): cudaMalloc of {nbytes} bytes failed, "
                                f"{free} of {total} bytes free on the device. Fix: free tensors, use smaller batches, "
                                f"or check `nvidia-smi` for other processes holding GPU memory")
 

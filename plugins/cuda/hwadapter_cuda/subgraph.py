@@ -6,27 +6,25 @@ sizes and hashes) followed by the compiled binaries.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwadapter.plugin import (DeviceArray, Executable, Graph, InvalidArgumentError, Node, SubgraphBackend, Value,
-                              codegen_kernel)
+from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, Value, pack_executable,
+                              unpack_executable)
 
 from . import kernels
 
 log = logging.getLogger("hwadapter")
-MAGIC = b"HWADAPTER-CUDA-EXECUTABLE 1\n"
+FORMAT = "hwadapter-cuda-subgraph/2"
 
 
 @dataclass
 class _Step:
     """One node, ready to launch: a handwritten/cuBLAS kernel, a compiled program, or a zero-copy reshape."""
-    node: Node
+    node: object                    # the graph Node
     kind: str                       # "kernel", "program" or "alias"
     fn: object = None               # kernel function, or the loaded Program
     program: object = None          # hwadapter_kp.Program (kind "program")
@@ -38,8 +36,8 @@ class _Step:
 class CudaSubgraphBackend(SubgraphBackend):
     """Runs every op with a kernel of this plugin or a kernel-primitive program; prepares graphs for one GPU."""
 
-    def __init__(self, runtime, codegen, device_name: str):
-        self.runtime, self.codegen, self.device_name = runtime, codegen, device_name
+    def __init__(self, device):
+        self.device, self.runtime, self.codegen, self.device_name = device, device.runtime, device.codegen, str(device)
 
     def supported_nodes(self, graph) -> set:
         """Names of the nodes this device can run with the graph's dtypes and attributes."""
@@ -49,7 +47,7 @@ class CudaSubgraphBackend(SubgraphBackend):
         if node.op in kernels.KERNELS:
             allowed = kernels.KERNELS[node.op][1]
             return allowed is None or graph.values[node.inputs[0]].dtype.name in allowed
-        runner = codegen_kernel(node.op, self.device_name)
+        runner = self.device.primitive(node.op)
         if runner is None:
             return False
         try:  # specialising is cheap and says whether the primitives cover these dtypes, ranks and attributes
@@ -63,11 +61,10 @@ class CudaSubgraphBackend(SubgraphBackend):
 
     def deserialize(self, data: bytes) -> "CudaExecutable":
         """Rebuild an executable from `serialize()`; recompiles when it was built for another GPU or NVRTC."""
-        header, binaries = _unpack(self.device_name, data)
-        graph = _graph_from_json(header["graph"])
-        if header["target"] != _target(self.codegen):
+        target, graph, binaries = unpack_executable(data, FORMAT, self.device)
+        if target != self.codegen.cache_key():
             log.warning("%s: cached subgraph was compiled for %s, this device needs %s; recompiling it",
-                        self.device_name, header["target"], _target(self.codegen))
+                        self.device_name, target, self.codegen.cache_key())
             binaries = {}
         return CudaExecutable(self, graph, binaries)
 
@@ -93,7 +90,7 @@ class CudaExecutable(Executable):
         if node.op in kernels.KERNELS:
             kernels.prepare(self.backend.runtime, node.op, dtype)
             return _Step(node, "kernel", kernels.KERNELS[node.op][0])
-        runner = codegen_kernel(node.op, self.backend.device_name)
+        runner = self.backend.device.primitive(node.op)
         if runner is None:
             raise InvalidArgumentError(f"{self.backend.device_name}: op {node.op!r} of node {node.name!r} has no CUDA "
                                        f"kernel and no kernel-primitive program here. Fix: leave it out of the "
@@ -103,8 +100,8 @@ class CudaExecutable(Executable):
             loaded = self.backend.codegen.load(binaries[program.name], program.name)
         else:
             loaded = runner.load(program)  # through the core's kernel cache
-        # The op returns the program outputs its spec names (layer_norm: "out"); the others are scratch.
-        returned = getattr(getattr(runner, "spec", None), "outputs", ()) or [program.outputs[0].name]
+        # The op returns some of the program's outputs (layer_norm: "out"); the others are scratch.
+        returned = runner.returned(program)
         names = dict(zip(returned, node.outputs))
         params = [inputs[p.name].name for p in program.inputs]  # the Values it was specialised for
         params += [names.get(p.name, f"{node.name}/{p.name}") for p in program.outputs]
@@ -166,65 +163,6 @@ class CudaExecutable(Executable):
         env.update(zip(node.outputs, result if isinstance(result, list) else [result]))
 
     def serialize(self) -> bytes:
-        programs = [s for s in self.steps if s.kind == "program"]
-        blobs = {s.program.name: s.binary for s in programs}
-        header = {"device": self.backend.device_name, "target": _target(self.backend.codegen),
-                  "graph": _graph_to_json(self.graph),
-                  "programs": [{"name": n, "size": len(b), "sha256": hashlib.sha256(b).hexdigest()}
-                               for n, b in blobs.items()]}
-        return MAGIC + json.dumps(header).encode() + b"\n" + b"".join(blobs.values())
-
-
-# --- serialisation helpers --------------------------------------------------------------------------------------
-def _target(codegen) -> dict:
-    return codegen.cache_key()
-
-
-def _enc(v):
-    """Attributes as JSON; tuples are tagged so they come back as tuples (kernels compare and hash them)."""
-    if isinstance(v, tuple):
-        return {"tuple": [_enc(x) for x in v]}
-    if isinstance(v, list):
-        return [_enc(x) for x in v]
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _dec(v):
-    if isinstance(v, dict):
-        return tuple(_dec(x) for x in v["tuple"])
-    return [_dec(x) for x in v] if isinstance(v, list) else v
-
-
-def _graph_to_json(graph) -> dict:
-    return {"inputs": graph.inputs, "outputs": graph.outputs,
-            "values": {k: [list(v.shape), v.dtype.name] for k, v in graph.values.items()},
-            "nodes": [[n.name, n.op, list(n.inputs), list(n.outputs), {k: _enc(a) for k, a in n.attrs.items()}]
-                      for n in graph.nodes]}
-
-
-def _graph_from_json(d: dict):
-    values = {k: Value(k, tuple(shape), np.dtype(dtype)) for k, (shape, dtype) in d["values"].items()}
-    nodes = [Node(name, op, tuple(ins), tuple(outs), {k: _dec(a) for k, a in attrs.items()})
-             for name, op, ins, outs, attrs in d["nodes"]]
-    return Graph(nodes, values, list(d["inputs"]), list(d["outputs"]))
-
-
-def _unpack(device_name: str, data: bytes):
-    def corrupt(why):
-        return InvalidArgumentError(f"{device_name}: cannot load a cached CUDA subgraph: {why}. Fix: delete the entry "
-                                    f"from the kernel cache (HWADAPTER_CACHE_DIR) so it is compiled again")
-    if not data.startswith(MAGIC):
-        raise corrupt("it does not start with the hwadapter-cuda executable header")
-    end = data.find(b"\n", len(MAGIC))
-    try:
-        header = json.loads(data[len(MAGIC):end])
-    except ValueError as err:
-        raise corrupt(f"its JSON header is unreadable ({err})") from None
-    binaries, offset = {}, end + 1
-    for p in header.get("programs", []):
-        blob = data[offset:offset + p["size"]]
-        if len(blob) != p["size"] or hashlib.sha256(blob).hexdigest() != p["sha256"]:
-            raise corrupt(f"the binary of {p['name']} is truncated or corrupted")
-        binaries[p["name"]] = blob
-        offset += p["size"]
-    return header, binaries
+        """The graph and every program's binary, in the plugin API's executable format (no pickles)."""
+        blobs = {s.program.name: s.binary for s in self.steps if s.kind == "program"}
+        return pack_executable(FORMAT, self.backend.codegen.cache_key(), self.graph, blobs)

@@ -2,14 +2,15 @@
 
 Every level in one small package: `runtime.py` (memory, queues, events), `kernels.py` + `kernels/*.cl` (op
 kernels), `codegen.py` (the compiler for kernel primitives), `subgraph.py` (whole subgraphs as one program).
-Found through its entry point "opencl" (pyproject.toml), never imported by the core.
+Found through its entry point (pyproject.toml), never imported by the core; it never names its own device type, so
+registered under another entry-point name it runs unchanged.
 """
 from __future__ import annotations
 
 from hwadapter.plugin import Plugin
 
 from . import kernels
-from .codegen import OpenCLCodegenBackend, backend_for
+from .codegen import OpenCLCodegenBackend
 from .runtime import OpenCLRuntime, devices
 
 __all__ = ["OpenCLPlugin", "OpenCLRuntime", "OpenCLCodegenBackend"]
@@ -23,14 +24,14 @@ class OpenCLPlugin(Plugin):
         return len(devices())
 
     def create_runtime(self, index: int) -> OpenCLRuntime:
-        return OpenCLRuntime(index)
+        return OpenCLRuntime(index, f"{self.name}:{index}")
 
     def register_kernels(self, registrar) -> None:
         kernels.register(registrar)
 
-    def codegen_backend(self, runtime: OpenCLRuntime) -> OpenCLCodegenBackend:
-        return backend_for(runtime)
+    def codegen_backend(self, device) -> OpenCLCodegenBackend:
+        return OpenCLCodegenBackend(device.runtime)
 
-    def subgraph_backend(self, runtime: OpenCLRuntime):
+    def subgraph_backend(self, device):
         from .subgraph import OpenCLSubgraphBackend
-        return OpenCLSubgraphBackend(runtime)
+        return OpenCLSubgraphBackend(device)

@@ -1,22 +1,15 @@
-"""The compiler: OpenCL C -> cl.Program (clBuildProgram; the build log goes in CompileError); program binaries are
-the bytes the core caches on disk."""
+"""The compiler backend: kernel primitives rendered as OpenCL C, built by the runtime (the build log goes in
+CompileError); program binaries are the bytes the core caches on disk."""
 from __future__ import annotations
 
-import hashlib
 import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 import pyopencl as cl
 
 import hwadapter_kp as kp
-from hwadapter.plugin import CodegenBackend, CompileError, Program
-
-
-def build_key(source: str, options: str = "") -> str:
-    """What names a built program: its source and build options."""
-    return hashlib.sha256(f"{options}\n{source}".encode()).hexdigest()
+from hwadapter.plugin import CodegenBackend, Program
 
 
 @dataclass(frozen=True)
@@ -33,15 +26,15 @@ class Dialect(kp.OpenCLDialect):
 class OpenCLProgram(Program):
     """One kernel of a built cl.Program, launched on a queue with the dialect's work-group size."""
 
-    def __init__(self, backend: "OpenCLCodegenBackend", program: cl.Program, name: str, binary: bytes):
-        self.backend, self.program, self.name, self.binary = backend, program, name, binary
+    def __init__(self, runtime, program: cl.Program, name: str):
+        self.runtime, self.program, self.name = runtime, program, name
         self.kernel = cl.Kernel(program, name)
-        self.local = backend.dialect.schedule.local_size
+        self.local = OpenCLCodegenBackend.dialect.schedule.local_size
         self._buffers = -1  # how many buffer arguments the scalar types were declared for
         self._lock = threading.Lock()  # a cl.Kernel holds its arguments: one launch at a time
 
     def launch(self, global_size, buffers, scalars, stream=None):
-        queue = stream.queue if stream is not None else self.backend.runtime.queue
+        queue = stream.queue if stream is not None else self.runtime.queue
         with self._lock:
             if self._buffers != len(buffers):  # typed scalars are packed in C; untyped ones cost microseconds each
                 self.kernel.set_scalar_arg_dtypes([None] * len(buffers) + [np.int64] * len(scalars))
@@ -50,73 +43,20 @@ class OpenCLProgram(Program):
 
 
 class OpenCLCodegenBackend(CodegenBackend):
-    """Builds OpenCL C for one device: kernel-primitive programs (cached on disk by the core) and the
-    handwritten kernels (cached here, per source and options)."""
+    """Kernel-primitive programs as OpenCL C for one device; the core caches the binaries on disk."""
 
     dialect = Dialect()
 
     def __init__(self, runtime):
         self.runtime = runtime
-        self._built: dict[str, cl.Program] = {}
-        self._lock = threading.Lock()
-        self.builds = 0  # builds from OpenCL C source (not from binaries): what a warm cache saves
-        # Binaries a deserialised subgraph brought along: used instead of building their sources.
-        self.binaries: dict[str, bytes] = {}
-
-    def available(self) -> str | None:
-        return None
 
     def cache_key(self) -> dict:
         d = self.runtime.device
         return {"platform": d.platform.name.strip(), "device": d.name.strip(), "driver": d.driver_version.strip(),
                 "version": d.version.strip()}
 
-    def build(self, source: str, options: str = "", name: str = "kernel") -> cl.Program:
-        """The built program for this source and these options (built once per process)."""
-        key = build_key(source, options)
-        prg = self._built.get(key)
-        if prg is None:
-            with self._lock:
-                prg = self._built.get(key)
-                if prg is None:
-                    binary = self.binaries.get(key)
-                    prg = self._load(binary) if binary is not None else self._build(source, options, name)
-                    self._built[key] = prg
-        return prg
-
-    def _build(self, source: str, options: str, name: str) -> cl.Program:
-        rt = self.runtime
-        prg = cl.Program(rt.context, source)
-        self.builds += 1
-        try:
-            prg.build(options)
-        except cl.Error as err:
-            try:
-                log = prg.get_build_info(rt.device, cl.program_build_info.LOG)
-            except cl.Error:
-                log = str(err)
-            raise CompileError(f"{rt.name}: the OpenCL compiler of {rt.device.name.strip()} rejected kernel {name!r} "
-                               f"(options {options!r}). Fix: this is a bug in the kernel source or the driver; report "
-                               f"it with the source and log below", source=source, log=log) from None
-        return prg
-
-    def _load(self, binary: bytes) -> cl.Program:
-        rt = self.runtime
-        return cl.Program(rt.context, [rt.device], [binary]).build()
-
     def compile(self, source: str, name: str) -> bytes:
-        return self.build(source, "", name).binaries[0]
+        return self.runtime.build(source, "", name).binaries[0]
 
     def load(self, binary: bytes, name: str) -> OpenCLProgram:
-        return OpenCLProgram(self, self._load(binary), name, binary)
-
-
-_backends: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def backend_for(runtime) -> OpenCLCodegenBackend:
-    """The one backend (and program cache) of a runtime."""
-    backend = _backends.get(runtime)
-    if backend is None:
-        backend = _backends.setdefault(runtime, OpenCLCodegenBackend(runtime))
-    return backend
+        return OpenCLProgram(self.runtime, self.runtime.load(binary), name)

@@ -7,13 +7,12 @@ kernel registry one eager function per op that runs the op's plan.
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
-from hwadapter.plugin import InvalidArgumentError, shapes as rules
+from hwadapter.plugin import InvalidArgumentError, contiguous_strides as contiguous, freeze, shapes as rules
 
-from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, contiguous, make_step,
+from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, make_step,
                     merge_axes, type_options)
 
 
@@ -305,25 +304,10 @@ PLANNERS = {
 }
 
 
-def _freeze(v):
-    return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
-
-
 def plan(op: str, rt, shapes, dtypes, attrs: dict) -> Plan:
-    """The op's plan for these shapes, dtypes and attributes (cached per runtime)."""
-    cache = _plans.get(rt)
-    if cache is None:
-        cache = _plans.setdefault(rt, {})
-    key = (op, tuple(shapes), tuple(dtypes), tuple(sorted((k, _freeze(v)) for k, v in attrs.items())))
-    found = cache.get(key)
-    if found is None:
-        if len(cache) > 4096:  # shapes seen once (e.g. a growing sequence) must not pile up forever
-            cache.clear()
-        found = cache[key] = PLANNERS[op][0](rt, tuple(shapes), tuple(dtypes), **attrs)
-    return found
-
-
-_plans: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+    """The op's plan for these shapes, dtypes and attributes (cached on the runtime)."""
+    key = (op, tuple(shapes), tuple(dtypes), tuple(sorted((k, freeze(v)) for k, v in attrs.items())))
+    return rt.plans.get_or_make(key, lambda: PLANNERS[op][0](rt, tuple(shapes), tuple(dtypes), **attrs))
 
 
 def _eager(op: str):

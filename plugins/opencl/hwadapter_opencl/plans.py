@@ -15,7 +15,7 @@ import pyopencl as cl
 
 from hwadapter.plugin import DeviceArray, UnsupportedDTypeError
 
-from .codegen import backend_for, build_key
+from .runtime import build_key
 
 _DIR = Path(__file__).with_name("kernels")
 _CL = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
@@ -57,7 +57,7 @@ def bits_options(dtype) -> str:
 @dataclass
 class Step:
     """One kernel launch: args are ("in" | "out" | "tmp", index) buffer references or fixed values; key names the
-    program's source and options (codegen.build_key)."""
+    program's source and options (runtime.build_key)."""
     program: cl.Program
     name: str
     global_size: tuple
@@ -112,15 +112,6 @@ class Plan:
         return outs
 
 
-def contiguous(shape) -> list:
-    """Element strides of a C-contiguous array of `shape`."""
-    out, acc = [], 1
-    for s in reversed(shape):
-        out.append(acc)
-        acc *= s
-    return out[::-1]
-
-
 def grid(rt, total: int) -> tuple:
     """(global, local) of a kernel with one work item per element (those past `total` return at once)."""
     local = min(128, rt.device.max_work_group_size)
@@ -129,7 +120,7 @@ def grid(rt, total: int) -> tuple:
 
 def build(rt, name: str, options: str) -> tuple:
     """(built program, its key) of kernels/<name>.cl."""
-    return backend_for(rt).build(source(name), options, name), build_key(source(name), options)
+    return rt.build(source(name), options, name), build_key(source(name), options)
 
 
 def make_step(rt, name: str, kernel: str, options: str, total: int, args: list) -> Step:

@@ -1,6 +1,7 @@
 """The OpenCL runtime: every platform's devices as opencl:0..N-1, cl.Buffers as memory, command queues as streams."""
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 import weakref
@@ -8,7 +9,8 @@ import weakref
 import numpy as np
 import pyopencl as cl
 
-from hwadapter.plugin import DeviceProperties, DeviceUnavailableError, Event, OutOfMemoryError, Runtime, Stream
+from hwadapter.plugin import (BoundedCache, CompileError, DeviceProperties, DeviceUnavailableError, Event,
+                              OutOfMemoryError, Runtime, Stream)
 
 # Errors by which OpenCL says "no memory left" (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
 # CL_OUT_OF_HOST_MEMORY, CL_INVALID_BUFFER_SIZE: one buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE).
@@ -32,10 +34,13 @@ def devices() -> list:
 
 
 def _unavailable(cause: str) -> DeviceUnavailableError:
-    err = DeviceUnavailableError(f"opencl: {cause}")
-    err.fix = ("install an OpenCL driver: `apt-get install pocl-opencl-icd` for the CPU, or your GPU vendor's ICD; "
-               "`clinfo` lists what the ICD loader finds")  # shown by `hwadapter doctor`
-    return err
+    return DeviceUnavailableError(cause, fix="install an OpenCL driver: `apt-get install pocl-opencl-icd` for the CPU, "
+                                             "or your GPU vendor's ICD; `clinfo` lists what the ICD loader finds")
+
+
+def build_key(source: str, options: str = "") -> str:
+    """What names a built program: its source and build options."""
+    return hashlib.sha256(f"{options}\n{source}".encode()).hexdigest()
 
 
 class Queue(Stream):
@@ -82,12 +87,13 @@ class Marker(Event):
 
 
 class OpenCLRuntime(Runtime):
-    """One OpenCL device: its own context, a default queue, and a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE."""
+    """One OpenCL device: its own context, a default queue, a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE, and the
+    programs built in its context."""
 
-    def __init__(self, index: int):
+    def __init__(self, index: int, name: str):
         super().__init__(index)
         self.device = devices()[index]
-        self.name = f"opencl:{index}"
+        self.name = name  # "type:index" as the core names this device, for messages
         self.context = cl.Context([self.device])
         self._default = Queue(cl.CommandQueue(self.context, self.device))
         self._streams = weakref.WeakSet()
@@ -99,6 +105,49 @@ class OpenCLRuntime(Runtime):
         self.used = 0  # bytes held; CPU drivers (PoCL) do not enforce the size they advertise, so we do
         self.is_cpu = bool(self.device.type & cl.device_type.CPU)
         self.fp64 = "cl_khr_fp64" in self.device.extensions
+        self._build_lock = threading.Lock()
+        self._built: dict[str, cl.Program] = {}  # build_key -> program built from source
+        self._loaded: dict[str, cl.Program] = {}  # SHA-256 of a binary -> the program it came from or was loaded as
+        self.binaries: dict[str, bytes] = {}  # build_key -> binary a deserialised subgraph brought: used, not rebuilt
+        self.builds = 0  # builds from OpenCL C source (not from binaries): what a warm cache saves
+        self.plans = BoundedCache(4096)  # the handwritten kernels' plans, per op, shapes, dtypes and attributes
+
+    def build(self, source: str, options: str = "", name: str = "kernel") -> cl.Program:
+        """The program for this source and these options, built once per process (or loaded from a brought binary)."""
+        key = build_key(source, options)
+        prg = self._built.get(key)
+        if prg is None:
+            with self._build_lock:
+                prg = self._built.get(key)
+                if prg is None:
+                    binary = self.binaries.get(key)
+                    prg = self.load(binary) if binary is not None else self._compile(source, options, name)
+                    self._built[key] = prg
+        return prg
+
+    def _compile(self, source: str, options: str, name: str) -> cl.Program:
+        prg = cl.Program(self.context, source)
+        self.builds += 1
+        try:
+            prg.build(options)
+        except cl.Error as err:
+            try:
+                log = prg.get_build_info(self.device, cl.program_build_info.LOG)
+            except cl.Error:
+                log = str(err)
+            raise CompileError(f"{self.name}: the OpenCL compiler of {self.device.name.strip()} rejected kernel "
+                               f"{name!r} (options {options!r}). Fix: this is a bug in the kernel source or the "
+                               f"driver; report it with the source and log below", source=source, log=log) from None
+        self._loaded[hashlib.sha256(prg.binaries[0]).hexdigest()] = prg
+        return prg
+
+    def load(self, binary: bytes) -> cl.Program:
+        """The program of a binary: the one it was built as in this process, else loaded from it once."""
+        digest = hashlib.sha256(binary).hexdigest()
+        prg = self._loaded.get(digest)
+        if prg is None:
+            prg = self._loaded[digest] = cl.Program(self.context, [self.device], [binary]).build()
+        return prg
 
     def properties(self) -> DeviceProperties:
         d = self.device

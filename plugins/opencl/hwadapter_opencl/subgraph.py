@@ -1,46 +1,28 @@
 """Subgraph level (after NNAdapter): claim the nodes this device can compile, turn a subgraph into one program object
 (every kernel built up front, intermediates allocated once, launches back to back on one queue), and serialise it
-as JSON: the graph and the program binaries, nothing executable."""
+with the plugin API's executable format: the graph and the program binaries, nothing executable."""
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import threading
 
 import numpy as np
 import pyopencl as cl
 
-from hwadapter.plugin import (DeviceArray, Executable, Graph, InvalidArgumentError, Node, SubgraphBackend, Value,
-                              codegen_kernel)
+from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, pack_executable,
+                              unpack_executable)
 
 from . import kernels
-from .codegen import backend_for, build_key
 from .plans import Plan, Step
+from .runtime import build_key
 
-FORMAT = "hwadapter-opencl-subgraph/1"
-
-
-def _freeze(v):
-    """JSON lists back to the tuples kernels take as attributes."""
-    return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
-
-
-def _json_default(v):
-    if isinstance(v, np.generic):
-        return v.item()
-    if isinstance(v, np.dtype):
-        return v.name
-    raise TypeError(f"cannot serialise attribute value {v!r}")
+FORMAT = "hwadapter-opencl-subgraph/2"
 
 
 class OpenCLSubgraphBackend(SubgraphBackend):
     """Compiles subgraphs of handwritten-kernel ops and kernel-primitive ops for one device."""
 
-    def __init__(self, runtime):
-        self.runtime = runtime
-        self.backend = backend_for(runtime)
-        self.device = f"opencl:{runtime.index}"
+    def __init__(self, device):
+        self.device, self.runtime = device, device.runtime
 
     def supported_nodes(self, graph) -> set:
         """Names of the nodes this device can compile."""
@@ -52,11 +34,11 @@ class OpenCLSubgraphBackend(SubgraphBackend):
             return False
         if node.op in kernels.PLANNERS:
             return bool(dtypes) and dtypes[0].name in kernels.PLANNERS[node.op][1]
-        ck = codegen_kernel(node.op, self.device)
-        if ck is None:
+        primitive = self.device.primitive(node.op)
+        if primitive is None:
             return False
         try:
-            ck.program([values[i] for i in node.inputs], node.attrs)  # specialising is cheap; it is not compiled
+            primitive.program([values[i] for i in node.inputs], node.attrs)  # specialising is cheap; not compiled
         except Exception:  # noqa: BLE001  any reason this program cannot be made means "not supported"
             return False
         return True
@@ -67,54 +49,40 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         dtypes = tuple(values[i].dtype for i in node.inputs)
         if node.op in kernels.PLANNERS:
             return kernels.plan(node.op, self.runtime, shapes, dtypes, node.attrs)
-        ck = codegen_kernel(node.op, self.device)
-        if ck is None:
+        primitive = self.device.primitive(node.op)
+        if primitive is None:
             raise InvalidArgumentError(f"{self.device}: node {node.name!r} (op {node.op!r}) has no OpenCL kernel. "
                                        f"Fix: leave it out of the subgraph (see supported_nodes)")
-        return self._program_plan(ck, [values[i] for i in node.inputs], node.attrs)
+        return self._program_plan(primitive, [values[i] for i in node.inputs], node.attrs)
 
-    def _program_plan(self, ck, values, attrs) -> Plan:
-        """A kernel-primitive program as a plan; its binary comes from a deserialised subgraph or the disk cache."""
-        inputs, program = ck.program(values, attrs)
-        key = build_key(program.source(self.backend.dialect))
-        binary = self.backend.binaries.get(key)
-        loaded = self.backend.load(binary, program.name) if binary is not None else ck.load(program)
-        launch = program.bind(inputs, self.backend.dialect)
-        shapes = program.output_shapes(inputs)
-        dtype = {p.name: np.dtype(p.dtype) for p in program.params}
-        names = list(ck.spec.outputs or (program.outputs[0].name,))  # what the op returns; the rest are scratch
-        extra = [p.name for p in program.outputs if p.name not in names]
-        plan = Plan([(shapes[n], dtype[n]) for n in names], temps=[(shapes[n], dtype[n]) for n in extra])
-        if launch.global_size and all(np.prod(s) for s, _ in plan.outputs + plan.temps):
-            order = list(ck.spec.inputs)
-            args = [("in", order.index(p.name)) for p in program.inputs]
-            args += [("out", names.index(p.name)) if p.name in names else ("tmp", extra.index(p.name))
-                     for p in program.outputs]
-            args += [np.int64(s) for s in launch.scalar_args]
-            plan.steps.append(Step(loaded.program, program.name, (launch.global_size,), (loaded.local,), args, key))
+    def _program_plan(self, primitive, values, attrs) -> Plan:
+        """A kernel-primitive program as a one-step plan; the returned outputs are the plan's, the rest scratch."""
+        b = primitive.bind(values, attrs)
+        key = build_key(b.program.source(self.device.codegen.dialect))
+        outs = {name: (shape, dtype) for name, shape, dtype in b.outputs}
+        extra = [n for n in outs if n not in b.returned]
+        plan = Plan([outs[n] for n in b.returned], temps=[outs[n] for n in extra])
+        if b.launch.global_size and all(np.prod(s) for s, _ in plan.outputs + plan.temps):
+            args = [("in", primitive.inputs.index(n)) for n in b.input_names]
+            args += [("out", b.returned.index(n)) if n in b.returned else ("tmp", extra.index(n)) for n in outs]
+            args += [np.int64(s) for s in b.launch.scalar_args]
+            plan.steps.append(Step(b.loaded.program, b.program.name, (b.launch.global_size,), (b.loaded.local,),
+                                   args, key))
         return plan
 
     def compile(self, subgraph) -> "OpenCLExecutable":
         return OpenCLExecutable(self, subgraph)
 
+    def target(self) -> dict:
+        """What a compiled subgraph's binaries are for."""
+        return self.device.codegen.cache_key()
+
     def deserialize(self, data: bytes) -> "OpenCLExecutable":
-        try:
-            doc = json.loads(data)
-            g = doc["graph"]
-            if doc.get("format") != FORMAT:
-                raise ValueError(f"format {doc.get('format')!r}, expected {FORMAT!r}")
-            binaries = {k: base64.b64decode(v, validate=True) for k, v in doc["binaries"].items()}
-            values = {n: Value(n, tuple(s), np.dtype(d)) for n, (s, d) in g["values"].items()}
-            nodes = [Node(n, op, tuple(i), tuple(o), {k: _freeze(v) for k, v in attrs.items()})
-                     for n, op, i, o, attrs in g["nodes"]]
-            graph = Graph(nodes, values, list(g["inputs"]), list(g["outputs"]))
-        except (ValueError, KeyError, TypeError, binascii.Error) as err:
-            raise InvalidArgumentError(f"{self.device}: not a serialised OpenCL subgraph ({err}). Fix: recompile the "
-                                       f"subgraph; the cache entry is damaged or from another version") from None
-        if doc.get("target") != self.backend.cache_key():
-            raise InvalidArgumentError(f"{self.device}: the subgraph was compiled for {doc.get('target')}, this is "
-                                       f"{self.backend.cache_key()}. Fix: recompile it for this device")
-        self.backend.binaries.update(binaries)
+        target, graph, binaries = unpack_executable(data, FORMAT, self.device)
+        if target != self.target():
+            raise InvalidArgumentError(f"{self.device}: the subgraph was compiled for {target}, this is "
+                                       f"{self.target()}. Fix: recompile it for this device")
+        self.runtime.binaries.update(binaries)
         return self.compile(graph)
 
 
@@ -197,13 +165,6 @@ class OpenCLExecutable(Executable):
         return out
 
     def serialize(self) -> bytes:
-        """JSON: the graph signature and the device binary of every program (no pickles, nothing to execute)."""
-        g = self.graph
-        binaries = {step.key: base64.b64encode(step.program.binaries[0]).decode()
-                    for plan in self.plans for step in plan.steps}
-        doc = {"format": FORMAT, "target": self.backend.backend.cache_key(),
-               "graph": {"inputs": g.inputs, "outputs": g.outputs,
-                         "values": {n: [list(v.shape), v.dtype.name] for n, v in g.values.items()},
-                         "nodes": [[n.name, n.op, list(n.inputs), list(n.outputs), n.attrs] for n in g.nodes]},
-               "binaries": binaries}
-        return json.dumps(doc, default=_json_default).encode()
+        """The graph and the device binary of every program (no pickles, nothing to execute)."""
+        binaries = {step.key: step.program.binaries[0] for plan in self.plans for step in plan.steps}
+        return pack_executable(FORMAT, self.backend.target(), self.graph, binaries)

@@ -5,7 +5,7 @@ import numpy as np
 import hwadapter_kp as kp
 from hwadapter_kp import library
 
-from ..dispatch.codegen import PrimitiveOp, register
+from .codegen import PrimitiveOp
 
 _SAME = {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf", "sin", "cos",
          "floor", "ceil", "round", "sign"}
@@ -42,26 +42,27 @@ def _reduce_attrs(attrs, dtypes):
     return {"axis": tuple(attrs["axis"]), "keepdims": attrs.get("keepdim", False)}
 
 
-def install() -> None:
-    """Register every primitive-expressible op of the op set with the codegen route."""
+def op_set() -> dict[str, PrimitiveOp]:
+    """Every primitive-expressible op of the op set, by name."""
+    ops = {}
     for op in _SAME:
-        register(op, PrimitiveOp(library.get(op), ("x",), bind=_same_dtype))
-    register("logical_not", PrimitiveOp(library.get("logical_not"), ("x",), bind=_bool_out))
-    register("gelu", PrimitiveOp(_gelu, ("x",)))
+        ops[op] = PrimitiveOp(library.get(op), ("x",), bind=_same_dtype)
+    ops["logical_not"] = PrimitiveOp(library.get("logical_not"), ("x",), bind=_bool_out)
+    ops["gelu"] = PrimitiveOp(_gelu, ("x",))
     for op, name in _BINARY.items():
-        register(op, PrimitiveOp(library.get(name), ("x", "y"), bind=_same_dtype))
+        ops[op] = PrimitiveOp(library.get(name), ("x", "y"), bind=_same_dtype)
     for op, name in _COMPARE.items():
-        register(op, PrimitiveOp(library.get(name), ("x", "y"), bind=_bool_out))
-    register("where", PrimitiveOp(library.get("where"), ("cond", "x", "y")))
-    register("cast", PrimitiveOp(library.get("cast"), ("x",), attrs=lambda a, d: {},
-                                 bind=lambda a, d: {"U": a["dtype"]}))
-    register("clip", PrimitiveOp(library.get("clip"), ("x",)))
+        ops[op] = PrimitiveOp(library.get(name), ("x", "y"), bind=_bool_out)
+    ops["where"] = PrimitiveOp(library.get("where"), ("cond", "x", "y"))
+    ops["cast"] = PrimitiveOp(library.get("cast"), ("x",), attrs=lambda a, d: {},
+                               bind=lambda a, d: {"U": a["dtype"]})
+    ops["clip"] = PrimitiveOp(library.get("clip"), ("x",))
     for op in ("sum", "mean", "max", "min", "prod"):
-        register(op, PrimitiveOp(library.get(f"reduce_{op}"), ("x",), attrs=_reduce_attrs, bind=_same_dtype))
+        ops[op] = PrimitiveOp(library.get(f"reduce_{op}"), ("x",), attrs=_reduce_attrs, bind=_same_dtype)
     for op in ("softmax", "log_softmax"):
-        register(op, PrimitiveOp(library.get(op), ("x",)))
-    register("layer_norm", PrimitiveOp(
+        ops[op] = PrimitiveOp(library.get(op), ("x",))
+    ops["layer_norm"] = PrimitiveOp(
         library.get("layer_norm"), ("x", "weight", "bias"), outputs=("out",),
-        attrs=lambda a, d: {"begin_norm_axis": a["begin_axis"], "epsilon": a["epsilon"]}))
-    register("batch_norm", PrimitiveOp(library.get("batch_norm"),
-                                       ("x", "running_mean", "running_var", "weight", "bias")))
+        attrs=lambda a, d: {"begin_norm_axis": a["begin_axis"], "epsilon": a["epsilon"]})
+    ops["batch_norm"] = PrimitiveOp(library.get("batch_norm"), ("x", "running_mean", "running_var", "weight", "bias"))
+    return ops

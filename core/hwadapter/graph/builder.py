@@ -1,0 +1,45 @@
+"""GraphBuilder: a Graph written by hand, each node's output shape and dtype found by running it once on the CPU."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from ..ops.reference import KERNELS
+from .ir import Graph, Node, Value
+
+
+class GraphBuilder:
+    """Builds a Graph by hand: each op's output shape and dtype come from running it once on zeros on the CPU."""
+
+    def __init__(self):
+        self._nodes, self._values, self._inputs, self._probe = [], {}, [], {}
+
+    def input(self, name: str, shape, dtype="float32") -> str:
+        """Declare a graph input."""
+        dtype = np.dtype(dtype)
+        self._values[name] = Value(name, tuple(shape), dtype)
+        self._inputs.append(name)
+        self._probe[name] = np.zeros(shape, dtype)
+        return name
+
+    def op(self, op: str, inputs, n_outputs: int = 1, **attrs):
+        """Add a node; returns its output name (or names when n_outputs > 1)."""
+        for i in inputs:
+            if i not in self._values:
+                raise InvalidArgumentError(f"graph: node {op!r} reads unknown value {i!r}")
+        out = KERNELS[op](*(self._probe[i] for i in inputs), **attrs)
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if len(outs) != n_outputs:
+            raise InvalidArgumentError(f"graph: {op!r} produces {len(outs)} outputs, not {n_outputs}")
+        name = f"{op}_{len(self._nodes)}"
+        names = tuple(f"{name}:{k}" for k in range(n_outputs))
+        for v, arr in zip(names, outs):
+            self._values[v] = Value(v, arr.shape, arr.dtype)
+            self._probe[v] = arr
+        self._nodes.append(Node(name, op, tuple(inputs), names, dict(attrs)))
+        return names[0] if n_outputs == 1 else names
+
+    def build(self, outputs) -> Graph:
+        """The graph with these outputs."""
+        outputs = [outputs] if isinstance(outputs, str) else list(outputs)
+        return Graph(list(self._nodes), dict(self._values), list(self._inputs), outputs)

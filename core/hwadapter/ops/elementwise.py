@@ -1,0 +1,145 @@
+"""Elementwise ops: arithmetic, comparison, logic, math functions, where, cast and clip."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import dtypes as _dt
+from ..dispatch.dispatcher import dispatch, dispatch_binary, dispatch_unary
+from ..errors import InvalidArgumentError
+from ..tensor import Tensor
+from . import shapes
+from ._common import (_FLOAT, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote, _scalar, _tensor,
+                      cast)
+
+astype = cast  # cast itself sits with the helpers, which promote with it
+
+
+def _binary(op: str, kind: str, doc: str):
+    def fn(x, y):
+        if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:  # the hot path: no promotion
+            xs = x._data.shape
+            if xs != y._data.shape:
+                shapes.broadcast(op, xs, y._data.shape)
+        else:
+            x, y = _promote(op, x, y)
+            _check_shapes(op, x, y)
+        if kind == "arith":
+            if x._dtype not in _NUMERIC:
+                _check(op, x, _NUMERIC, "numeric (non-bool)")
+        elif kind == "float" and x._dtype not in _FLOAT:
+            _check(op, x, _NUMERIC, "numeric (non-bool)")
+            x, y = _as_float(x), _as_float(y)
+        elif kind == "logical" and x._dtype is not _dt.bool_:
+            x, y = cast(x, _dt.bool_), cast(y, _dt.bool_)
+        return dispatch_binary(op, x, y)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+def _unary(op: str, kind: str, doc: str):
+    def fn(x):
+        x = _tensor(op, x)
+        if kind == "float":
+            x = _as_float(x)
+        elif kind == "numeric":
+            _check(op, x, _NUMERIC, "numeric (non-bool)")
+        elif kind == "rounding" and x._dtype not in _FLOAT:
+            _check(op, x, _NUMERIC, "numeric (non-bool)")
+            return x  # integers are already whole
+        elif kind == "logical" and x._dtype is not _dt.bool_:
+            x = cast(x, _dt.bool_)
+        return dispatch_unary(op, x)
+
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+add = _binary("add", "arith", "x + y, broadcast.")
+subtract = _binary("sub", "arith", "x - y, broadcast.")
+multiply = _binary("mul", "arith", "x * y, broadcast.")
+divide = _binary("div", "float", "x / y, true division (integers promote to float32).")
+pow = _binary("pow", "arith", "x ** y, broadcast.")  # noqa: A001
+maximum = _binary("maximum", "arith", "Elementwise maximum (nan propagates).")
+minimum = _binary("minimum", "arith", "Elementwise minimum (nan propagates).")
+remainder = _binary("mod", "arith", "Floor remainder: the result has the sign of y, as Python's %.")
+mod = remainder
+equal = _binary("equal", "compare", "x == y as bool.")
+not_equal = _binary("not_equal", "compare", "x != y as bool.")
+less_than = _binary("less", "compare", "x < y as bool.")
+less_equal = _binary("less_equal", "compare", "x <= y as bool.")
+greater_than = _binary("greater", "compare", "x > y as bool.")
+greater_equal = _binary("greater_equal", "compare", "x >= y as bool.")
+logical_and = _binary("logical_and", "logical", "x and y (non-zero is true).")
+logical_or = _binary("logical_or", "logical", "x or y (non-zero is true).")
+logical_xor = _binary("logical_xor", "logical", "x xor y (non-zero is true).")
+
+abs = _unary("abs", "numeric", "|x|.")  # noqa: A001
+neg = _unary("neg", "numeric", "-x.")
+exp = _unary("exp", "float", "e ** x.")
+log = _unary("log", "float", "Natural logarithm.")
+sqrt = _unary("sqrt", "float", "Square root.")
+rsqrt = _unary("rsqrt", "float", "1 / sqrt(x).")
+reciprocal = _unary("reciprocal", "float", "1 / x.")
+sigmoid = _unary("sigmoid", "float", "1 / (1 + e ** -x).")
+tanh = _unary("tanh", "float", "Hyperbolic tangent.")
+relu = _unary("relu", "numeric", "max(x, 0).")
+erf = _unary("erf", "float", "The error function.")
+sin = _unary("sin", "float", "Sine.")
+cos = _unary("cos", "float", "Cosine.")
+floor = _unary("floor", "rounding", "Round down.")
+ceil = _unary("ceil", "rounding", "Round up.")
+round = _unary("round", "rounding", "Round half to even.")  # noqa: A001
+sign = _unary("sign", "numeric", "-1, 0 or 1 (0 for nan-free zero).")
+logical_not = _unary("logical_not", "logical", "not x (non-zero is true).")
+
+
+def gelu(x, approximate: bool = False):
+    """Gaussian error linear unit; exact (erf) unless approximate=True (tanh form)."""
+    x = _as_float(_tensor("gelu", x))
+    if not approximate:
+        return dispatch_unary("gelu", x)
+    return dispatch("gelu", (x,), {"approximate": True})
+
+
+def where(condition, x, y):
+    """x where condition is true, else y, broadcast."""
+    cond = _tensor("where", condition)
+    if cond._dtype is not _dt.bool_:
+        cond = cast(cond, _dt.bool_)
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two numbers: x takes its own default dtype
+        if not isinstance(x, _NUMBER):
+            raise InvalidArgumentError(f"where: cannot use {type(x).__name__} as an operand; use a Tensor or a number")
+        v = x.item() if isinstance(x, np.generic) else x
+        x = _scalar(v, cond, _dt.bool_ if isinstance(v, bool) else _dt.DEFAULT_INT if isinstance(v, int)
+                    else _dt.DEFAULT_FLOAT, "where")
+    x, y = _promote("where", x, y)
+    _check_shapes("where", cond, x, y)
+    return dispatch("where", (cond, x, y))
+
+
+def clip(x, min=None, max=None):  # noqa: A002
+    """x limited to [min, max]; either bound may be None."""
+    x = _tensor("clip", x)
+    _check("clip", x, _NUMERIC, "numeric (non-bool)")
+    min, max = (b.item() if isinstance(b, Tensor) and b.size == 1 else b for b in (min, max))  # noqa: A001
+    for name, bound in (("min", min), ("max", max)):
+        if bound is not None and not isinstance(bound, (int, float, np.integer, np.floating)) or \
+                isinstance(bound, (bool, np.bool_)):
+            raise InvalidArgumentError(f"clip: {name} must be a number or None, not {bound!r}")
+        if bound is not None and bound != bound:
+            raise InvalidArgumentError(f"clip: {name} is nan")
+    if min is not None and max is not None and min > max:
+        raise InvalidArgumentError(f"clip: min {min} is greater than max {max}")
+    if x._dtype in _FLOAT:
+        lo = None if min is None else float(min)
+        hi = None if max is None else float(max)
+    else:  # integer bounds, clamped to the dtype's range: rounded inward, so the result stays within [min, max]
+        info = np.iinfo(x._dtype)
+        lo = None if min is None or min <= info.min else (info.max if min > info.max else math.ceil(min))
+        hi = None if max is None or max >= info.max else (info.min if max < info.min else math.floor(max))
+    return dispatch("clip", (x,), {"min": lo, "max": hi})

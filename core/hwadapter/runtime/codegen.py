@@ -1,0 +1,125 @@
+"""Compiler level: ops written in kernel primitives, specialised per input signature, rendered in a device's dialect,
+compiled once (disk cache), loaded once per device and launched."""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
+
+import numpy as np
+
+from .. import cache
+from .signature import BoundedCache, signature
+
+
+@dataclass
+class PrimitiveOp:
+    """How an op runs as a kernel-primitive program."""
+    kernel: object                      # hwadapter_kp.Kernel
+    inputs: tuple                       # the kernel's input params, in the op's input order
+    attrs: Callable = lambda attrs, dtypes: attrs      # op attrs -> kernel attrs
+    bind: Callable = lambda attrs, dtypes: {}           # type-variable bindings (e.g. the output dtype)
+    outputs: tuple = field(default=())  # which outputs the op returns (default: the first)
+
+
+_OPS: dict[str, PrimitiveOp] = {}
+_lock = threading.Lock()
+_installed: list = []
+
+
+def op_set() -> dict[str, PrimitiveOp]:
+    """Every op written in kernel primitives; the built-in ones are registered on first use (hwadapter_kp is not
+    imported by `import hwadapter`)."""
+    if not _installed:
+        with _lock:
+            if not _installed:
+                from . import primitives  # lazy: importing hwadapter_kp costs tens of milliseconds
+                for op, spec in primitives.op_set().items():
+                    _OPS.setdefault(op, spec)
+                _installed.append(True)
+    return _OPS
+
+
+def register(op: str, spec: PrimitiveOp) -> None:
+    """Make `op` runnable on every device with a codegen backend (callers forget the devices' routes of `op`)."""
+    op_set()
+    _OPS[op] = spec
+
+
+class Binding(NamedTuple):
+    """A program specialised for one input signature: loaded, with its launch arguments and output shapes."""
+    program: object     # hwadapter_kp.Program
+    loaded: object      # the backend's Program
+    launch: object      # hwadapter_kp Launch: global size and int64 scalar arguments
+    outputs: list       # (name, shape, dtype) of every output, in param order
+    input_names: list   # the program's present inputs, in param order
+    returned: tuple     # the outputs the op returns
+    # what a warm call needs, precomputed: the op's input index of each program input, the index in `outputs` of
+    # each returned output, and whether there is anything to launch
+    takes: tuple
+    gives: tuple
+    runs: bool
+
+
+class PrimitiveKernel:
+    """An op's kernel-primitive program on one device, called like any kernel: specialised, compiled, launched."""
+
+    route = "codegen"
+
+    def __init__(self, op: str, spec: PrimitiveOp, device, backend):
+        self.op, self.spec, self.device, self.backend = op, spec, device, backend
+        self.inputs = spec.inputs  # the kernel's input names, in the op's input order
+        self._loaded: dict[str, object] = {}
+        self._bindings = BoundedCache(256)
+        self._lock = threading.Lock()
+
+    def program(self, arrays, attrs):
+        """(inputs by name, the specialised hwadapter_kp Program) for arrays (or graph Values) and attributes."""
+        spec = self.spec
+        inputs = dict(zip(spec.inputs, arrays))
+        dtypes = tuple(a.dtype for a in arrays)
+        return inputs, spec.kernel.specialize_for(inputs, dtypes=spec.bind(attrs, dtypes), **spec.attrs(attrs, dtypes))
+
+    def load(self, program):
+        """The compiled program, loaded, through the memory and disk caches."""
+        loaded = self._loaded.get(program.name)
+        if loaded is None:
+            with self._lock:
+                loaded = self._loaded.get(program.name)
+                if loaded is None:
+                    source = program.source(self.backend.dialect)
+                    key = {"source": source, **self.backend.cache_key()}
+                    binary = cache.default().get_or_build(
+                        self.device.type, key, lambda: self.backend.compile(source, program.name))
+                    loaded = self._loaded[program.name] = self.backend.load(binary, program.name)
+        return loaded
+
+    def returned(self, program) -> tuple:
+        """The names of the program outputs the op returns; any others are scratch."""
+        return self.spec.outputs or (program.outputs[0].name,)
+
+    def bind(self, arrays, attrs) -> Binding:
+        """Everything a launch needs but the buffers, cached per input signature."""
+        return self._bindings.get_or_make(signature(arrays, attrs), lambda: self._bind(arrays, attrs))
+
+    def _bind(self, arrays, attrs) -> Binding:
+        inputs, program = self.program(arrays, attrs)
+        shapes = program.output_shapes(inputs)
+        launch = program.bind(inputs, self.backend.dialect)
+        outputs = [(p.name, tuple(int(d) for d in shapes[p.name]), np.dtype(p.dtype)) for p in program.outputs]
+        names, returned = [p.name for p in program.inputs], self.returned(program)
+        return Binding(program, self.load(program), launch, outputs, names, returned,
+                       tuple(self.inputs.index(n) for n in names),
+                       tuple([o[0] for o in outputs].index(n) for n in returned),
+                       bool(launch.global_size) and all(math.prod(o[1]) for o in outputs))
+
+    def __call__(self, *arrays, **attrs):
+        b = self._bindings.get(signature(arrays, attrs)) or self.bind(arrays, attrs)
+        empty = self.device.empty
+        outs = [empty(shape, dtype) for _, shape, dtype in b.outputs]
+        if b.runs:
+            b.loaded.launch(b.launch.global_size, [arrays[i] for i in b.takes] + outs, b.launch.scalar_args)
+        if len(b.gives) == 1:
+            return outs[b.gives[0]]
+        return [outs[i] for i in b.gives]
