@@ -9,7 +9,7 @@ import pytest
 import hwadapter as hw
 import hwadapter_testdev
 from hwadapter.plugin import DeviceArray
-from hwadapter.runtime.allocator import round_size
+from hwadapter.runtime.allocator import CachingAllocator, round_size
 
 
 @pytest.fixture
@@ -35,6 +35,87 @@ def test_blocks_much_larger_than_the_request_are_not_handed_out(dev):
     del big
     small = DeviceArray.empty(dev, (10,), "uint8")
     assert small.handle is not handle
+
+
+class _CountingRuntime:
+    """Just enough runtime for a CachingAllocator: hands out fresh handles and counts the calls."""
+
+    def __init__(self):
+        self.allocate_calls = self.free_calls = 0
+
+    def allocate(self, nbytes):
+        self.allocate_calls += 1
+        return ("handle", self.allocate_calls, nbytes)
+
+    def free(self, handle):
+        self.free_calls += 1
+
+
+# (cached block size S, request r, reused?): a cached block is handed out iff S <= 2 * round_size(r), where
+# round_size rounds up to whole 512-byte units, so the bound sits at the size class of S/2, not at S/2 bytes.
+_REUSE_BOUND = [
+    (8192, 4096, True),    # exactly twice the request
+    (8192, 3585, True),    # rounds up to 4096: still exactly twice
+    (8192, 3584, False),   # one size class below S/2: 2 * 3584 = 7168 < 8192
+    (8192, 2048, False),
+    (1536, 513, True),     # S not a multiple of 1024: 513 rounds to 1024, 2 * 1024 >= 1536
+    (1536, 512, False),    # 2 * 512 = 1024 < 1536
+    (1024, 1, True),       # the smallest class, 512, takes a cached 1024
+    (65536, 32257, True),  # rounds to 32768
+    (65536, 32256, False),
+    (65536, 65536, True),  # exact fit
+]
+
+
+@pytest.mark.parametrize("cached,request_bytes,reused", _REUSE_BOUND)
+def test_cached_block_is_reused_up_to_exactly_twice_the_request(cached, request_bytes, reused):
+    runtime = _CountingRuntime()
+    alloc = CachingAllocator(runtime, "fake:0")
+    block = alloc.malloc(cached)
+    handle, size = block.handle, block.size
+    assert size == cached and runtime.allocate_calls == 1
+    del block  # S now sits in the cache, alone
+    assert alloc.stats()["cached_bytes"] == cached
+    got = alloc.malloc(request_bytes)
+    stats = alloc.stats()
+    if reused:
+        assert got.handle is handle and got.size == cached
+        assert runtime.allocate_calls == 1 and stats["num_cache_hits"] == 1 and stats["num_device_allocs"] == 1
+        assert stats["cached_bytes"] == 0
+    else:
+        assert got.handle is not handle and got.size == round_size(request_bytes)
+        assert runtime.allocate_calls == 2 and stats["num_cache_hits"] == 0 and stats["num_device_allocs"] == 2
+        assert stats["cached_bytes"] == cached  # the big block stays cached for a request it suits
+    del got
+    assert alloc.allocated == 0
+
+
+def test_best_fit_prefers_the_smallest_cached_block_within_the_bound():
+    runtime = _CountingRuntime()
+    alloc = CachingAllocator(runtime, "fake:0")
+    blocks = [alloc.malloc(n) for n in (8192, 4608, 16384)]
+    handles = {b.size: b.handle for b in blocks}
+    del blocks
+    first = alloc.malloc(4096)
+    assert first.handle is handles[4608]
+    second = alloc.malloc(4096)  # 4608 is taken; 8192 is exactly twice the request
+    assert second.handle is handles[8192] and runtime.allocate_calls == 3
+    third = alloc.malloc(4096)  # only 16384 is left: four times the request
+    assert third.handle not in handles.values() and runtime.allocate_calls == 4
+    del first, second, third
+
+
+def test_testdev_reuses_a_cached_block_at_twice_the_request_and_not_one_size_class_below(dev):
+    big = DeviceArray.empty(dev, (8192,), "uint8")
+    handle = big.handle
+    del big
+    calls = dev.runtime.allocate_calls
+    half = DeviceArray.empty(dev, (4096,), "uint8")
+    assert half.handle is handle and dev.runtime.allocate_calls == calls
+    del half
+    smaller = DeviceArray.empty(dev, (4096 - 512,), "uint8")
+    assert smaller.handle is not handle and dev.runtime.allocate_calls == calls + 1
+    del smaller
 
 
 def test_stats_track_allocated_reserved_peak_and_counts(dev):

@@ -51,21 +51,31 @@ def test_header_and_extension_agree_with_the_python_api():
     header = (HEADER_DIR / "hwadapter" / "device_api.h").read_text()
     major = int(re.search(r"#define HWA_API_MAJOR (\d+)", header).group(1))
     minor = int(re.search(r"#define HWA_API_MINOR (\d+)", header).group(1))
-    assert _native.API_VERSION == (major, minor) == plugin.API_VERSION
+    assert _native.API_VERSION == (major, minor) == plugin.NATIVE_API_VERSION  # the C ABI, versioned apart
 
 
 def test_library_round_trip_memset_and_oom(tmp_path):
     rt = NativeRuntime(load_library(_build(tmp_path)), 0)
-    data = np.arange(1000, dtype=np.float64)
+    # Expected values come from the host input alone, fixed before anything touches the device (and in arrays
+    # the runtime never sees), so a copy that drops, zeroes or scrambles data cannot agree with them.
+    data = np.arange(1000, dtype=np.float64) * 1.5 + 1
+    expected = np.arange(1000, dtype=np.float64) * 1.5 + 1
+    expected_after_memset = expected.copy()
+    expected_after_memset[1] = 0  # bytes 8..15, element 1, set to 0
     a, b = rt.allocate(data.nbytes), rt.allocate(data.nbytes)
     rt.copy_h2d(a, 0, data)
+    out = np.full_like(data, np.nan)
+    rt.copy_d2h(out, a, 0)
+    np.testing.assert_array_equal(out, expected)  # host -> device -> host
     rt.copy_d2d(b, 0, a, 0, data.nbytes)
-    out = np.empty_like(data)
+    out = np.full_like(data, np.nan)
     rt.copy_d2h(out, b, 0)
-    np.testing.assert_array_equal(out, data)
+    np.testing.assert_array_equal(out, expected)  # ... -> device -> device -> host
     rt.memset(b, 8, 0, 8)
+    out = np.full_like(data, np.nan)
     rt.copy_d2h(out, b, 0)
-    assert out[1] == 0 and out[2] == 2
+    np.testing.assert_array_equal(out, expected_after_memset)
+    np.testing.assert_array_equal(data, expected)  # the copies left the host source alone
     assert rt.memory_info() == ((1 << 20) - 2 * data.nbytes, 1 << 20)
     with pytest.raises(hw.OutOfMemoryError, match="out of memory"):
         rt.allocate(2 << 20)
@@ -96,8 +106,11 @@ def test_native_plugin_through_an_entry_point(tmp_path, monkeypatch, reset_plugi
     (info / "entry_points.txt").write_text("[hwadapter.plugins]\nctest = ctest_shim:CTestPlugin\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     reset_plugins()
-    x = hw.to_tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device="ctest:0")
+    host = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5
+    expected_x, expected_y = host.copy(), np.exp(host) + host  # from the host input, before the device sees it
+    x = hw.to_tensor(host, device="ctest:0")
+    np.testing.assert_array_equal(x.numpy(), expected_x)  # the round trip itself
     y = hw.exp(x) + x  # no kernels: both ops fall back to the CPU, loudly
-    np.testing.assert_allclose(y.numpy(), np.exp(x.numpy()) + x.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), expected_y, rtol=1e-6)
     assert hw.profiler.fallback_count(device="ctest:0") == 2
     del x, y

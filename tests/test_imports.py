@@ -1,0 +1,296 @@
+"""Every hwadapter module imports on its own, and the core has no module-level import cycle.
+
+Both checks walk core/hwadapter/**/*.py, so a new module is covered without touching this file.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+
+PACKAGE = "hwadapter"
+PACKAGE_DIR = Path(__file__).parents[1] / "core" / PACKAGE
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The modules of a package, from its files
+
+def module_files(package_dir: Path = PACKAGE_DIR, package: str = PACKAGE) -> dict[str, Path]:
+    """Module name -> source file for every .py under package_dir (`pkg/__init__.py` is the module `pkg`).
+
+    Only .py sources: the compiled `_native` extension is not among them, by construction."""
+    modules = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = list(path.relative_to(package_dir).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if any(not p.isidentifier() for p in parts):
+            continue  # not importable by name (e.g. a stray `foo-bar.py`)
+        modules[".".join([package, *parts])] = path
+    return modules
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 1. Each module imports alone in a fresh interpreter
+
+def _import_alone(module: str) -> tuple[str, int, str]:
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True,
+                          timeout=120, cwd=PACKAGE_DIR.parents[1])
+    return module, proc.returncode, proc.stderr
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    modules = sorted(module_files())
+    assert len(modules) > 10 and "hwadapter.runtime.native" in modules and "hwadapter.plugin" in modules
+    with ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 2)) as pool:
+        results = list(pool.map(_import_alone, modules))
+    failures = [(m, rc, err) for m, rc, err in results if rc != 0]
+    report = "\n\n".join(
+        f"python -c 'import {m}' exited {rc}; stderr tail:\n" + "\n".join(err.strip().splitlines()[-6:])
+        for m, rc, err in failures)
+    assert not failures, f"{len(failures)} of {len(modules)} modules fail to import alone:\n\n{report}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 2. The module-level import graph and its cycles
+
+def _is_type_checking(test: ast.expr) -> bool:
+    """`if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:` (any module alias)."""
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def module_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements that run when the module is executed: top level and inside top-level compound
+    statements (if/else, try/except/else/finally, with, for, while), but not in function or class bodies and not
+    in the body of `if TYPE_CHECKING:` (its `else:` does run)."""
+    found = []
+
+    def walk(stmts):
+        for node in stmts:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                found.append(node)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            elif isinstance(node, ast.If):
+                if not _is_type_checking(node.test):
+                    walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+                walk(node.body)
+                for handler in node.handlers:
+                    walk(handler.body)
+                walk(node.orelse)
+                walk(node.finalbody)
+            elif isinstance(node, (ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+                walk(node.body)
+                walk(getattr(node, "orelse", []))
+
+    walk(tree.body)
+    return found
+
+
+def _parents(name: str) -> list[str]:
+    """`a.b.c` -> [`a`, `a.b`]: the packages Python imports first when importing `a.b.c`."""
+    parts = name.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def resolve_from(module: str, is_package: bool, level: int, target: str | None) -> str:
+    """The absolute name of `from <level dots><target> import ...` written in `module`."""
+    if level == 0:
+        return target or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    if level - 1 > len(base) - 1:
+        raise ImportError(f"{module}: relative import beyond the top-level package")
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def import_graph(modules: dict[str, Path], package: str = PACKAGE) -> dict[str, set[str]]:
+    """module -> modules of `package` that executing it imports (directly) at module level.
+
+    `from pkg import name` is an import of `pkg.name` when that module exists, else of `pkg`; importing `a.b.c`
+    also imports `a` and `a.b`. That implicit parent import is left out only for packages enclosing the importing
+    module itself: Python has already started those before the module's first line runs, so it is a no-op. (An
+    explicit `from . import name` of a non-module name, or `import pkg`, still counts.)"""
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        is_package = path.name == "__init__.py"
+        own_parents = set(_parents(module))
+        for node in module_level_imports(tree):
+            explicit: list[str] = []
+            if isinstance(node, ast.Import):
+                explicit = [alias.name for alias in node.names]
+            else:
+                base = resolve_from(module, is_package, node.level, node.module)
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    explicit.append(sub if alias.name != "*" and sub in modules else base)
+            for name in explicit:
+                targets = {name} | {p for p in _parents(name) if p not in own_parents}
+                graph[module] |= {t for t in targets if t in modules and t != module
+                                  and (t == package or t.startswith(package + "."))}
+    return graph
+
+
+def strongly_connected_components(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm (iterative). Every node is in exactly one component."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    components: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            advanced = False
+            for child in children:
+                if child not in index:
+                    index[child] = low[child] = counter
+                    counter += 1
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                    advanced = True
+                    break
+                if child in on_stack:
+                    low[node] = min(low[node], index[child])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                components.append(sorted(component))
+    return components
+
+
+def _shortest_cycle_through(graph: dict[str, set[str]], start: str, allowed: set[str]) -> list[str] | None:
+    """The shortest path start -> ... -> start inside `allowed` (BFS), as a list of nodes ending in start."""
+    previous: dict[str, str] = {}
+    queue = deque([start])
+    seen = {start}
+    while queue:
+        node = queue.popleft()
+        for child in sorted(graph.get(node, ())):
+            if child not in allowed:
+                continue
+            if child == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(previous[path[-1]])
+                return [start, *reversed(path[:-1]), start] if node != start else [start, start]
+            if child not in seen:
+                seen.add(child)
+                previous[child] = node
+                queue.append(child)
+    return None
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Readable cycles: for every node on a cycle (a component of 2+ nodes, or a self-import), the shortest cycle
+    through it, without duplicates (rotations of one cycle count once). Each is `[a, b, ..., a]`."""
+    cycles, seen = [], set()
+    for component in strongly_connected_components(graph):
+        members = set(component)
+        if len(component) == 1 and component[0] not in graph.get(component[0], ()):
+            continue
+        for node in component:
+            cycle = _shortest_cycle_through(graph, node, members)
+            if cycle is None:
+                continue
+            ring = cycle[:-1]
+            i = ring.index(min(ring))
+            key = tuple(ring[i:] + ring[:i])
+            if key not in seen:
+                seen.add(key)
+                cycles.append(list(key) + [key[0]])
+    return sorted(cycles, key=lambda c: (len(c), c))
+
+
+def test_cycle_finder_on_synthetic_graphs():
+    assert find_cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+    assert find_cycles({"a": {"a"}}) == [["a", "a"]]
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"d"}, "d": set()}) == []  # a chain
+    assert find_cycles({"a": {"b", "c"}, "b": {"d"}, "c": {"d"}, "d": set()}) == []  # a diamond is no cycle
+    # a three-cycle reached from a tail, plus an unrelated two-cycle
+    graph = {"t": {"x"}, "x": {"y"}, "y": {"z"}, "z": {"x"}, "p": {"q"}, "q": {"p", "t"}}
+    assert find_cycles(graph) == [["p", "q", "p"], ["x", "y", "z", "x"]]
+    components = {tuple(c) for c in strongly_connected_components(graph)}
+    assert ("x", "y", "z") in components and ("p", "q") in components and ("t",) in components
+    # two cycles sharing a node: both are reported
+    assert find_cycles({"a": {"b", "c"}, "b": {"a"}, "c": {"a"}}) == [["a", "b", "a"], ["a", "c", "a"]]
+    # long rings: iterative, so no recursion limit
+    ring = {i: {i + 1} for i in range(5000)} | {5000: {0}}
+    assert [len(c) for c in strongly_connected_components(ring)] == [5001]
+    ring = {f"m{i:03}": {f"m{i + 1:03}"} for i in range(200)} | {"m200": {"m000"}}
+    assert find_cycles(ring) == [[f"m{i:03}" for i in range(201)] + ["m000"]]
+
+
+def test_import_graph_on_a_synthetic_package(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from .a import A\n")
+    (pkg / "a.py").write_text(
+        "from __future__ import annotations\nimport os\nfrom typing import TYPE_CHECKING\n"
+        "from . import b\n"                       # submodule -> pkg.b
+        "from .sub.c import C\n"                  # pkg.sub.c, and its package pkg.sub
+        "if TYPE_CHECKING:\n    from .d import D\nelse:\n    from . import e\n"
+        "try:\n    from .f import F\nexcept ImportError:\n    pass\n"
+        "def later():\n    from . import g\n"
+        "class K:\n    from . import g\n")
+    (pkg / "b.py").write_text("import pkg.sub.c\n")  # pkg.sub.c and pkg.sub; pkg encloses b: not an edge
+    (pkg / "sub" / "__init__.py").write_text("from .. import CONST\n")  # a name from pkg/__init__: edge to pkg
+    (pkg / "sub" / "c.py").write_text("from ..a import A\n")  # pkg.a (and pkg, which encloses c: no edge)
+    for name in "defg":
+        (pkg / f"{name}.py").write_text("")
+    graph = import_graph(module_files(pkg, "pkg"), "pkg")
+    assert graph["pkg"] == {"pkg.a"}
+    assert graph["pkg.a"] == {"pkg.b", "pkg.sub", "pkg.sub.c", "pkg.e", "pkg.f"}
+    assert graph["pkg.b"] == {"pkg.sub", "pkg.sub.c"}
+    assert graph["pkg.sub"] == {"pkg"}
+    assert graph["pkg.sub.c"] == {"pkg.a"}
+    assert ["pkg.a", "pkg.sub.c", "pkg.a"] in find_cycles(graph)
+    assert ["pkg", "pkg.a", "pkg.sub", "pkg"] in find_cycles(graph)
+    assert resolve_from("pkg.sub.c", False, 2, "a") == "pkg.a"
+    assert resolve_from("pkg.sub", True, 1, None) == "pkg.sub"
+    assert resolve_from("pkg.sub", True, 2, "a") == "pkg.a"
+
+
+def test_no_module_level_import_cycle_in_the_core():
+    modules = module_files()
+    graph = import_graph(modules)
+    assert "hwadapter.runtime.native" in graph and "hwadapter.errors" in graph["hwadapter.plugin"]
+    cycles = find_cycles(graph)
+    assert not cycles, (f"{len(cycles)} module-level import cycles in core/hwadapter (imports run when the "
+                        "module is executed; move one side into a function, or split the module):\n"
+                        + "\n".join("  " + " -> ".join(c) for c in cycles))
+
+
+if __name__ == "__main__":  # print the graph's cycles: python tests/test_imports.py
+    for c in find_cycles(import_graph(module_files())):
+        print(" -> ".join(c))
