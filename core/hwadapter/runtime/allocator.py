@@ -35,7 +35,7 @@ class CachingAllocator:
     def __init__(self, runtime, device_name: str):
         self.runtime, self.device_name = runtime, device_name
         self._free: dict[int, list] = {}
-        self._free_sizes: list[int] = []  # sorted sizes that have free blocks
+        self._free_sizes: list[int] = []  # sorted sizes of self._free's buckets (some may be empty)
         self._lock = threading.Lock()
         self.allocated = self.reserved = self.peak_allocated = 0
         self.live_blocks = self.device_allocs = self.device_frees = self.requests = self.cache_hits = 0
@@ -43,10 +43,14 @@ class CachingAllocator:
 
     def malloc(self, nbytes: int) -> Block:
         """A block of at least `nbytes` bytes, reused from the cache when one fits."""
-        size = round_size(nbytes)
-        with self._lock:  # the cache-hit path takes the lock once: it is on every eager op of a device
+        size = (nbytes + _ROUND - 1) // _ROUND * _ROUND or _ROUND  # round_size, inline: every eager op is here
+        with self._lock:  # the cache-hit path takes the lock once
             self.requests += 1
-            handle, size = self._take_cached(size)
+            bucket = self._free.get(size)
+            if bucket:  # an exact fit: what a repeated op finds
+                handle = bucket.pop()
+            else:
+                handle, size = self._take_cached(size)
             if handle is not None:
                 self.cache_hits += 1
                 self._lend(size)
@@ -63,17 +67,17 @@ class CachingAllocator:
             self.peak_allocated = self.allocated
 
     def _take_cached(self, size: int):
-        # Best fit, but never hand out a block more than twice the request: that would waste the rest.
-        i = bisect.bisect_left(self._free_sizes, size)
-        if i == len(self._free_sizes) or self._free_sizes[i] > 2 * size:
-            return None, size
-        found = self._free_sizes[i]
-        bucket = self._free[found]
-        handle = bucket.pop()
-        if not bucket:
-            del self._free[found]
-            self._free_sizes.pop(i)
-        return handle, found
+        # Best fit, but never hand out a block more than twice the request: that would waste the rest. Emptied
+        # buckets stay listed (a repeated op empties and refills one on every call), so skip them.
+        sizes = self._free_sizes
+        for i in range(bisect.bisect_left(sizes, size), len(sizes)):
+            found = sizes[i]
+            if found > 2 * size:
+                break
+            bucket = self._free[found]
+            if bucket:
+                return bucket.pop(), found
+        return None, size
 
     def _allocate_device(self, size: int, nbytes: int):
         try:

@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import cache
+from .memory import DeviceArray
 from .signature import BoundedCache, signature
 
 
@@ -55,11 +56,15 @@ class Binding(NamedTuple):
     outputs: list       # (name, shape, dtype) of every output, in param order
     input_names: list   # the program's present inputs, in param order
     returned: tuple     # the outputs the op returns
-    # what a warm call needs, precomputed: the op's input index of each program input, the index in `outputs` of
-    # each returned output, and whether there is anything to launch
+    # what a warm call needs, precomputed: the op's input index of each program input, (shape, dtype, bytes) of
+    # each output, the index of each returned output, whether there is anything to launch, and its arguments
     takes: tuple
+    sizes: tuple
     gives: tuple
     runs: bool
+    global_size: int
+    scalars: tuple
+    host: bool          # outputs are numpy arrays (a host-memory device)
 
 
 class PrimitiveKernel:
@@ -111,15 +116,23 @@ class PrimitiveKernel:
         names, returned = [p.name for p in program.inputs], self.returned(program)
         return Binding(program, self.load(program), launch, outputs, names, returned,
                        tuple(self.inputs.index(n) for n in names),
+                       tuple((shape, dtype, math.prod(shape) * dtype.itemsize) for _, shape, dtype in outputs),
                        tuple([o[0] for o in outputs].index(n) for n in returned),
-                       bool(launch.global_size) and all(math.prod(o[1]) for o in outputs))
+                       bool(launch.global_size) and all(math.prod(o[1]) for o in outputs),
+                       launch.global_size, tuple(launch.scalar_args), self.device.host_memory)
 
     def __call__(self, *arrays, **attrs):
         b = self._bindings.get(signature(arrays, attrs)) or self.bind(arrays, attrs)
-        empty = self.device.empty
-        outs = [empty(shape, dtype) for _, shape, dtype in b.outputs]
+        if b.host:
+            outs = [np.empty(shape, dtype) for shape, dtype, _ in b.sizes]
+        else:
+            dev = self.device
+            outs = [_lend(dev, shape, dtype, nbytes) for shape, dtype, nbytes in b.sizes]
         if b.runs:
-            b.loaded.launch(b.launch.global_size, [arrays[i] for i in b.takes] + outs, b.launch.scalar_args)
+            b.loaded.launch(b.global_size, [arrays[i] for i in b.takes] + outs, b.scalars)
         if len(b.gives) == 1:
             return outs[b.gives[0]]
         return [outs[i] for i in b.gives]
+
+
+_lend = DeviceArray.lend

@@ -31,10 +31,14 @@ class DeviceArray:
         """Uninitialised device memory for `shape` and `dtype`."""
         shape = tuple(map(int, shape))
         dtype = np.dtype(dtype)
-        nbytes = math.prod(shape) * dtype.itemsize
-        out = _new(cls)  # not __init__: its normalisation was just done, and this is on every eager op
-        out.device, out.block, out.shape, out.dtype = device, device.allocator.malloc(nbytes) if nbytes else None, \
-            shape, dtype
+        return cls.lend(device, shape, dtype, math.prod(shape) * dtype.itemsize)
+
+    @classmethod
+    def lend(cls, device, shape: tuple, dtype: np.dtype, nbytes: int) -> "DeviceArray":
+        """`empty` for callers that already hold a tuple of ints, an np.dtype and the byte size (launch bindings)."""
+        out = _new(cls)  # not __init__: it would normalise again, and this is on every eager op of a device
+        out.device, out.shape, out.dtype = device, shape, dtype
+        out.block = (device._allocator or device.allocator).malloc(nbytes) if nbytes else None
         return out
 
     @classmethod

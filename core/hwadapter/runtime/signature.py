@@ -19,8 +19,9 @@ def signature(arrays, attrs: dict):
     for a in arrays:  # a loop, not a generator: this is on every warm call of a compiled kernel
         # numpy strides too: a host kernel may return a view, and a program is specialised on its layout
         key.append((a.shape, a.dtype, a.strides) if type(a) is np.ndarray else (a.shape, a.dtype))
-    if attrs:
-        key.append(tuple(sorted((k, freeze(v)) for k, v in attrs.items())))
+    if not attrs:
+        return tuple(key)  # shapes, dtypes and strides always hash
+    key.append(tuple(sorted((k, freeze(v)) for k, v in attrs.items())))
     key = tuple(key)
     try:
         hash(key)
@@ -36,10 +37,9 @@ class BoundedCache:
         self.limit = limit
         self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        #: The value for a key, or None (the dict's own get: warm calls of compiled kernels use it).
+        self.get = self._items.get
 
-    def get(self, key):
-        """The value for `key`, or None."""
-        return self._items.get(key)
 
     def get_or_make(self, key, make: Callable):
         """The value for `key`, made by `make()` when absent (a None key is never cached)."""
@@ -56,7 +56,7 @@ class BoundedCache:
     def clear(self) -> None:
         """Forget everything."""
         with self._lock:
-            self._items.clear()
+            self._items.clear()  # in place: `get` is bound to this dict
 
     def __len__(self):
         return len(self._items)

@@ -30,16 +30,17 @@ class OpenCLProgram(Program):
         self.runtime, self.program, self.name = runtime, program, name
         self.kernel = cl.Kernel(program, name)
         self.local = OpenCLCodegenBackend.dialect.schedule.local_size
+        self._local, self._queue = (self.local,), runtime.queue
         self._buffers = -1  # how many buffer arguments the scalar types were declared for
         self._lock = threading.Lock()  # a cl.Kernel holds its arguments: one launch at a time
 
     def launch(self, global_size, buffers, scalars, stream=None):
-        queue = stream.queue if stream is not None else self.runtime.queue
+        queue = self._queue if stream is None else stream.queue
         with self._lock:
             if self._buffers != len(buffers):  # typed scalars are packed in C; untyped ones cost microseconds each
                 self.kernel.set_scalar_arg_dtypes([None] * len(buffers) + [np.int64] * len(scalars))
                 self._buffers = len(buffers)
-            self.kernel(queue, (global_size,), (self.local,), *[b.handle for b in buffers], *scalars)
+            self.kernel(queue, (global_size,), self._local, *[b.handle for b in buffers], *scalars)
 
 
 class OpenCLCodegenBackend(CodegenBackend):
