@@ -145,7 +145,12 @@ def dispatch_binary(op: str, x, y):
     if fn is None or profile_hook:
         return dispatch(op, (x, y))
     try:
-        return _wrap(fn(x._data, y._data), dev)
+        data = fn(x._data, y._data)
+        if type(data) is not _ndarray and isinstance(data, np.generic):
+            data = np.asarray(data)  # _wrap, inline: the warm path of every binary op
+        t = _new(_Tensor)
+        t._data, t._device, t._dtype = data, dev, data.dtype
+        return t
     except HwAdapterError:
         raise
     except Exception as err:

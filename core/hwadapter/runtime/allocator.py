@@ -53,7 +53,10 @@ class CachingAllocator:
                 handle, size = self._take_cached(size)
             if handle is not None:
                 self.cache_hits += 1
-                self._lend(size)
+                self.allocated += size  # _lend, inline: this is the warm path
+                self.live_blocks += 1
+                if self.allocated > self.peak_allocated:
+                    self.peak_allocated = self.allocated
                 return Block(self, handle, size, nbytes)
         handle = self._allocate_device(size, nbytes)
         with self._lock:

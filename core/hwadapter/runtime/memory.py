@@ -21,10 +21,12 @@ _new = object.__new__
 class DeviceArray:
     """A C-contiguous array in a device allocation; blocks are shared by reshapes and freed with the last one."""
 
-    __slots__ = ("device", "block", "shape", "dtype", "__weakref__")
+    __slots__ = ("device", "block", "handle", "shape", "dtype", "__weakref__")
 
     def __init__(self, device, block, shape: tuple, dtype: np.dtype):
         self.device, self.block, self.shape, self.dtype = device, block, tuple(shape), np.dtype(dtype)
+        #: The runtime's handle of the allocation (offset 0); None for an empty array.
+        self.handle = None if block is None else block.handle
 
     @classmethod
     def empty(cls, device, shape, dtype) -> "DeviceArray":
@@ -38,7 +40,11 @@ class DeviceArray:
         """`empty` for callers that already hold a tuple of ints, an np.dtype and the byte size (launch bindings)."""
         out = _new(cls)  # not __init__: it would normalise again, and this is on every eager op of a device
         out.device, out.shape, out.dtype = device, shape, dtype
-        out.block = (device._allocator or device.allocator).malloc(nbytes) if nbytes else None
+        if nbytes:
+            out.block = block = (device._allocator or device.allocator).malloc(nbytes)
+            out.handle = block.handle
+        else:
+            out.block = out.handle = None
         return out
 
     @classmethod
@@ -58,11 +64,6 @@ class DeviceArray:
             if stream is not None:
                 stream.synchronize()
         return out
-
-    @property
-    def handle(self):
-        """The runtime's handle of the allocation (offset 0)."""
-        return None if self.block is None else self.block.handle
 
     @property
     def ndim(self) -> int:
