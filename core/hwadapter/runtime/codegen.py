@@ -93,12 +93,17 @@ class PrimitiveKernel:
             with self._lock:
                 loaded = self._loaded.get(program.name)
                 if loaded is None:
-                    source = program.source(self.backend.dialect)
-                    key = {"source": source, **self.backend.cache_key()}
-                    binary = cache.default().get_or_build(
-                        self.device.type, key, lambda: self.backend.compile(source, program.name))
-                    loaded = self._loaded[program.name] = self.backend.load(binary, program.name)
+                    loaded = self._loaded[program.name] = self._compile_and_load(program)
         return loaded
+
+    def _compile_and_load(self, program):
+        # a cached binary that fails to load is evicted and rebuilt once; a second failure names all (cache.py)
+        backend, name = self.backend, program.name
+        source = program.source(backend.dialect)
+        return cache.default().get_or_load(
+            self.device.type, {"source": source, **backend.cache_key()},
+            build=lambda: backend.compile(source, name), load=lambda binary: backend.load(binary, name),
+            what=f"{self.device}: kernel {name!r}")
 
     def returned(self, program) -> tuple:
         """The names of the program outputs the op returns; any others are scratch."""
