@@ -5,6 +5,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -77,16 +79,35 @@ def test_devices_table(broken_site):
     out = proc.stdout
     cpu = _row(out, "cpu")
     api = f"{API_VERSION[0]}.{API_VERSION[1]}"
-    assert cpu[1:3] == [f"hwadapter {hwadapter.__version__}", api] and cpu[4:7] == ["ok", "cpu:0", ""]
-    assert "op" in cpu[3].split(",")
-    assert _row(out, "testdev")[1:6] == ["hwadapter-testdev 0.1", api, "op", "ok", "testdev:0, testdev:1"]
+    assert cpu[1:3] == [f"hwadapter {hwadapter.__version__}", api] and cpu[4:] == ["ok", "cpu:0"]
+    assert "op" in cpu[3].split(", ")
+    assert _row(out, "testdev")[1:] == ["hwadapter-testdev 0.1", api, "op", "ok", "testdev:0, testdev:1"]
     broken = _row(out, "broken")
-    assert broken[1] == "hwt-cli-broken 1.0" and broken[4] == "failed" and broken[5] == "0"
-    assert "ModuleNotFoundError: No module named 'acme_runtime_missing_k3'" in broken[6]
+    assert broken[1] == "hwt-cli-broken 1.0" and broken[4:] == ["failed", "0"]
     future = _row(out, "future")
     assert future[2] == f"{API_VERSION[0] + 1}.0" and future[4] == "incompatible"
-    assert f"built for plugin API {API_VERSION[0] + 1}.0" in future[6]
-    assert "hwadapter doctor" in out
+    below = out.split("└")[1]  # the reasons are under the table, one line each
+    assert "broken: failed: import of hwt_cli_broken:Plugin failed: ModuleNotFoundError: No module named " \
+           "'acme_runtime_missing_k3'" in below
+    assert f"future: incompatible: built for plugin API {API_VERSION[0] + 1}.0" in below
+    assert "hwadapter doctor" in below
+
+
+def test_devices_table_fits_80_columns(broken_site):
+    """At 80 columns every cell stays readable: no column is squeezed away, reasons wrap under the table."""
+    proc = hwadapter_cli("devices", site=broken_site, COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80, proc.stdout
+    table = [line for line in lines if line.startswith(("┃", "│"))]
+    cells = [[c.strip() for c in line[1:-1].split("│" if line.startswith("│") else "┃")] for line in table]
+    assert cells[0] == ["type", "distribution", "api", "levels", "status", "devices"]
+    rows = {c[0]: c for c in cells[1:] if c[0]}
+    assert {"cpu", "testdev", "broken", "future"} <= set(rows)
+    assert rows["testdev"][4] == "ok" and rows["broken"][4] == "failed" and rows["future"][4] == "incompatible"
+    below = " ".join(line.strip() for line in proc.stdout.split("└")[1].splitlines())
+    assert "broken: failed: import of hwt_cli_broken:Plugin failed: ModuleNotFoundError: No module named " \
+           "'acme_runtime_missing_k3'" in below
 
 
 def test_devices_json(broken_site):
@@ -98,6 +119,8 @@ def test_devices_json(broken_site):
     plugins = {p["type"]: p for p in data["plugins"]}
     assert {"cpu", "testdev", "broken", "future"} <= set(plugins)  # plus whatever plugins this machine has
     assert "op" in plugins["cpu"]["levels"]
+    assert set(plugins["cpu"]) == {"type", "entry_point", "distribution", "version", "api_version", "levels", "status",
+                                   "device_count", "devices", "cause", "fix"}
     assert plugins["cpu"] | {"fix": None, "levels": None} == {
         "type": "cpu", "entry_point": "hwadapter_cpu:CpuPlugin", "distribution": "hwadapter",
         "version": hwadapter.__version__, "api_version": api, "levels": None, "status": "ok", "device_count": 1,
@@ -144,16 +167,48 @@ def test_doctor_reports_a_disabled_plugin_without_failing():
     assert "off  testdev" in proc.stdout and "disabled by HWADAPTER_DISABLE_PLUGINS" in proc.stdout
 
 
-def test_doctor_checks_the_fallback_settings():
-    proc = hwadapter_cli("doctor", HWADAPTER_FALLBACK="sometimes", HWADAPTER_FALLBACK_DEVICE="nosuchdevice",
-                         HWADAPTER_PLUGINS="cpu,testdev,acme")
-    assert proc.returncode == 0  # settings are reported; only plugins that failed to load make doctor fail
+def _absent_name() -> str:
+    """A device type no machine has a plugin for (tests must not assume which plugins are installed)."""
+    return f"absent_{uuid.uuid4().hex[:12]}"
+
+
+def test_doctor_checks_the_fallback_settings_and_exits_1_on_a_failed_one():
+    absent = _absent_name()
+    proc = hwadapter_cli("doctor", HWADAPTER_FALLBACK="sometimes", HWADAPTER_FALLBACK_DEVICE=absent,
+                         HWADAPTER_PLUGINS=f"cpu,testdev,{absent}")
+    assert proc.returncode == 1, proc.stdout
     out = proc.stdout
     assert "FAIL HWADAPTER_FALLBACK='sometimes' is not one of warn, error" in out
     assert "fix: unset HWADAPTER_FALLBACK (default warn) or set it to 'warn' or 'error'" in out
-    assert "FAIL fallback device HWADAPTER_FALLBACK_DEVICE='nosuchdevice' cannot be used: unknown device type" in out
-    assert "HWADAPTER_PLUGINS names 'acme', which no installed plugin provides" in out
-    assert hwadapter_cli("doctor", "--strict", HWADAPTER_FALLBACK="sometimes").returncode == 1
+    assert f"FAIL fallback device HWADAPTER_FALLBACK_DEVICE='{absent}' cannot be used: unknown device type" in out
+    assert f"warn HWADAPTER_PLUGINS names '{absent}', which no installed plugin provides" in out
+    assert "2 setting(s) need fixing" in out
+    assert hwadapter_cli("doctor", HWADAPTER_FALLBACK="sometimes").returncode == 1
+
+
+@pytest.mark.parametrize("env, line", [
+    ({"HWADAPTER_CPU_KERNELS": "bogus"}, "FAIL HWADAPTER_CPU_KERNELS='bogus' is not one of numpy, codegen"),
+    ({"HWADAPTER_PROBE_TIMEOUT": "soon"}, "FAIL HWADAPTER_PROBE_TIMEOUT='soon' is not a positive number of seconds"),
+    ({"HWADAPTER_FALLBACK_DEVICE": "cpu:"}, "FAIL fallback device HWADAPTER_FALLBACK_DEVICE='cpu:' cannot be used: "
+                                            "malformed device string"),
+    ({"HWADAPTER_FALLBACK_DEVICE": "testdev:5"}, "FAIL fallback device HWADAPTER_FALLBACK_DEVICE='testdev:5' cannot "
+                                                 "be used: testdev has 2 device(s)"),
+])
+def test_doctor_fails_on_a_setting_it_cannot_honour(env, line):
+    proc = hwadapter_cli("doctor", HWADAPTER_PLUGINS="cpu,testdev", **env)
+    assert proc.returncode == 1, proc.stdout
+    assert line in proc.stdout
+    assert "setting(s) need fixing" in proc.stdout
+
+
+def test_doctor_fails_when_the_allow_list_allows_no_installed_plugin():
+    absent = _absent_name()
+    proc = hwadapter_cli("doctor", HWADAPTER_PLUGINS=absent)
+    assert proc.returncode == 1, proc.stdout
+    out = proc.stdout
+    assert f"warn HWADAPTER_PLUGINS names '{absent}', which no installed plugin provides" in out
+    assert f"FAIL HWADAPTER_PLUGINS={absent} allows none of the installed plugins" in out
+    assert "off  cpu (" in out and "FAIL fallback device HWADAPTER_FALLBACK_DEVICE='cpu' cannot be used" in out
 
 
 def test_ops_for_one_device_shows_what_falls_back():
@@ -223,3 +278,119 @@ def test_ops_and_doctor_say_when_a_codegen_backend_cannot_compile(codegen_site):
     assert "codegen backend usable: " in doctor.stdout  # gen's
     assert "codegen backend unavailable on nogen" in doctor.stdout
     assert hwadapter_cli("doctor", "--strict", site=codegen_site).returncode == 1
+
+
+MISBEHAVING = {"crash": "AbortPlugin", "segv": "SegfaultPlugin", "many": "ManyPlugin", "nolevel": "NoLevelPlugin",
+               "badop": "UnknownOpPlugin", "baddtype": "UnknownDtypePlugin", "badrt": "RuntimeFailsPlugin",
+               "noversion": "NoVersionPlugin"}
+
+
+@pytest.fixture(scope="module")
+def misbehaving_site(tmp_path_factory) -> Path:
+    """One distribution whose plugins each misbehave at one step doctor probes (tests/fixtures/discovery)."""
+    site = tmp_path_factory.mktemp("misbehaving_site")
+    _dist(site, "hwt_cli_misbehaving", "hwt-cli-misbehaving",
+          "\n".join(f"{name} = hwt_cli_misbehaving:{cls}" for name, cls in MISBEHAVING.items()),
+          (FIXTURES / "misbehaving.py").read_text())
+    return site
+
+
+#: The machine's own plugins (opencl, cuda, ...) are not needed where the misbehaving ones are the subject.
+ONLY_MISBEHAVING = {"HWADAPTER_PLUGINS": ",".join(["cpu", "testdev", *MISBEHAVING])}
+
+
+def _head(out: str, name: str) -> str:
+    """doctor's line for plugin `name`."""
+    for line in out.splitlines():
+        if line.startswith("  ") and line[7:].startswith(f"{name} (hwt-cli-misbehaving 1.0, entry point "):
+            return line
+    raise AssertionError(f"no doctor line for {name!r} in:\n{out}")
+
+
+def test_doctor_survives_plugins_that_crash_and_reports_each(misbehaving_site):
+    proc = hwadapter_cli("doctor", site=misbehaving_site, **ONLY_MISBEHAVING)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert _head(out, "crash").endswith("failed: the plugin crashed the Python process in device_count() (killed by "
+                                        "signal SIGABRT (6))")
+    assert _head(out, "segv").endswith("failed: the plugin crashed the Python process in device_count() (killed by "
+                                       "signal SIGSEGV (11))")
+    assert "HWADAPTER_DISABLE_PLUGINS=crash (a disabled plugin is never imported)" in out
+    assert "ok   cpu (hwadapter" in out and "ok   testdev (hwadapter-testdev 0.1" in out
+    assert "fallback device HWADAPTER_FALLBACK_DEVICE='cpu' is usable: cpu:0" in out
+    summary = out.split("Summary: ")[1]
+    for name in ("crash", "segv", "nolevel", "badop", "baddtype", "badrt", "noversion"):
+        assert name in summary.split("failed to load or are incompatible: ")[1].split(";")[0]
+
+
+def test_doctor_verbose_shows_where_a_plugin_crashed(misbehaving_site):
+    proc = hwadapter_cli("doctor", "--verbose", site=misbehaving_site, HWADAPTER_PLUGINS="crash")
+    assert "Fatal Python error: Aborted" in proc.stdout
+    assert 'hwt_cli_misbehaving.py", line' in proc.stdout and "in device_count" in proc.stdout
+
+
+def test_doctor_checks_what_a_plugin_does_at_first_use(misbehaving_site):
+    proc = hwadapter_cli("doctor", site=misbehaving_site, **ONLY_MISBEHAVING)
+    out = proc.stdout
+    assert ": failed: the plugin provides no level: it overrides none of register_kernels" in _head(out, "nolevel")
+    assert ("failed: register_kernels failed: plugin 'badop': register_kernels registered a kernel for 'addd', "
+            "which is not an op of hwadapter") in _head(out, "badop")
+    assert "registered op 'add' for dtype 'complex64', which is not a dtype hwadapter supports" in \
+        _head(out, "baddtype")
+    assert ("failed: create_runtime(0) failed: badrt:0: the badrt plugin could not create a runtime: OSError: "
+            "acme_open(0) failed") in _head(out, "badrt")
+    assert _head(out, "noversion").endswith("incompatible: the plugin class NoVersionPlugin declares no api_version, "
+                                            "so the plugin API it was built for is unknown")
+    assert f"fix: set api_version = ({API_VERSION[0]}, {API_VERSION[1]}) in the class body of " \
+           f"hwt_cli_misbehaving.NoVersionPlugin" in out
+    assert _head(out, "many").endswith(": ok, 1000000000 device(s) many:0..many:999999999 (1000000000 devices); "
+                                       "levels: op")
+
+
+def test_devices_lists_misbehaving_plugins(misbehaving_site):
+    proc = hwadapter_cli("devices", site=misbehaving_site, **ONLY_MISBEHAVING)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert _row(proc.stdout, "crash")[4:] == ["failed", "0"]
+    assert _row(proc.stdout, "many")[4:] == ["ok", "many:0..many:999999999 (1000000000 devices)"]
+    assert "crash: failed: the plugin crashed the Python process in device_count()" in proc.stdout
+    data = json.loads(hwadapter_cli("devices", "--json", site=misbehaving_site, **ONLY_MISBEHAVING).stdout)
+    plugins = {p["type"]: p for p in data["plugins"]}
+    assert plugins["many"]["device_count"] == 10 ** 9
+    assert plugins["many"]["devices"][:2] == ["many:0", "many:1"] and len(plugins["many"]["devices"]) == 1024
+    assert plugins["segv"]["status"] == "failed" and "SIGSEGV" in plugins["segv"]["cause"]
+
+
+def test_doctor_stops_a_plugin_that_hangs(tmp_path):
+    _dist(tmp_path, "hwt_cli_hang", "hwt-cli-hang", "hang = hwt_cli_hang:HangPlugin",
+          (FIXTURES / "misbehaving.py").read_text())
+    start = time.monotonic()
+    proc = hwadapter_cli("doctor", "--verbose", site=tmp_path, HWADAPTER_PLUGINS="hang", HWADAPTER_PROBE_TIMEOUT="5",
+                         HWT_HANG_SECONDS="300")
+    assert time.monotonic() - start < 40
+    assert proc.returncode == 1, proc.stdout
+    line = [x for x in proc.stdout.splitlines() if x.startswith("  FAIL hang (hwt-cli-hang 1.0")][0]
+    assert line.endswith("failed: the plugin did not finish device_count() within 5 s: it hangs or is very slow")
+    assert "raise the limit with HWADAPTER_PROBE_TIMEOUT=<seconds>" in proc.stdout
+    assert "in device_count" in proc.stdout  # the child's stack, dumped before it was stopped
+    devices = hwadapter_cli("devices", "--timeout", "5", site=tmp_path, HWADAPTER_PLUGINS="hang",
+                            HWT_HANG_SECONDS="300")
+    assert devices.returncode == 0 and _row(devices.stdout, "hang")[4] == "failed"
+
+
+def test_doctor_refuses_a_type_claimed_twice_and_a_claim_on_cpu(tmp_path):
+    good = (FIXTURES / "good_plugin.py").read_text()
+    _dist(tmp_path, "hwt_cli_dup_a", "hwt-cli-dup-a", "dup = hwt_cli_dup_a:GoodPlugin", good)
+    _dist(tmp_path, "hwt_cli_dup_b", "hwt-cli-dup-b", "DUP = hwt_cli_dup_b:GoodPlugin\ncpu = hwt_cli_dup_b:GoodPlugin",
+          good)
+    proc = hwadapter_cli("doctor", site=tmp_path)
+    assert proc.returncode == 1, proc.stdout
+    out = proc.stdout
+    for name in ("dup", "DUP"):
+        head = f"  FAIL {name} (hwt-cli-dup-a, hwt-cli-dup-b, entry point "
+        line = [x for x in out.splitlines() if x.startswith(head)][0]
+        assert "failed: device type" in line and "is claimed by 2 entry points" in line
+    assert "fix: uninstall all but one of them (pip uninstall hwt-cli-dup-a or hwt-cli-dup-b)" in out
+    assert ("FAIL device type 'cpu' belongs to the hwadapter distribution (cpu = hwadapter_cpu:CpuPlugin), but "
+            "hwt-cli-dup-b 1.0 (cpu = hwt_cli_dup_b:GoodPlugin) also claims it: that claim is refused") in out
+    assert "fix: pip uninstall hwt-cli-dup-b (it tries to replace the built-in 'cpu' device)" in out
+    assert "ok   cpu (hwadapter " in out

@@ -68,6 +68,7 @@ MALFORMED = {
 
 @pytest.mark.parametrize("spec", sorted(MALFORMED))
 def test_malformed_strings_say_what_is_wrong_and_what_is_available(spec):
+    _device.get("testdev")  # loaded: its devices are listed (an error message loads no plugin)
     before = hw.get_device()
     with pytest.raises(hw.InvalidDeviceError) as err:
         hw.set_device(spec)
@@ -89,6 +90,7 @@ class BadRepr:
 @pytest.mark.parametrize("spec", [None, 0, 1.5, b"cpu", ["cpu"], ("cpu", 0), {"cpu": 0}, object(), BadRepr()],
                          ids=lambda s: type(s).__name__)
 def test_non_strings_are_rejected(spec):
+    _device.get("cpu")
     with pytest.raises(hw.InvalidDeviceError) as err:
         hw.set_device(spec)
     assert f"not {type(spec).__name__}" in str(err.value)
@@ -96,6 +98,7 @@ def test_non_strings_are_rejected(spec):
 
 
 def test_an_unknown_type_lists_the_available_ones():
+    _device.get("testdev")
     with pytest.raises(hw.InvalidDeviceError) as err:
         hw.set_device("nosuchdevice:0")
     message = str(err.value)
@@ -109,6 +112,19 @@ def test_an_unknown_type_suggests_a_near_spelling():
         _device.get("TestDev")
     with pytest.raises(hw.InvalidDeviceError, match="Did you mean 'testdev'"):
         _device.get("testdv:1")
+
+
+@pytest.mark.parametrize("spec, meant, written", [("TestDev", "testdev", "testdev"),
+                                                  ("TESTDEV:1", "testdev", "testdev:1"),
+                                                  ("CPU:0", "cpu", "cpu:0"), ("Cpu", "cpu", "cpu")])
+def test_an_installed_type_spelt_with_other_case_is_not_sent_to_pip(spec, meant, written):
+    with pytest.raises(hw.InvalidDeviceError) as err:
+        hw.set_device(spec)
+    message = str(err.value)
+    typed = spec.split(":")[0]
+    assert message.startswith(f"unknown device type {typed!r}: device types are case-sensitive. Did you mean "
+                              f"{meant!r}? Fix: write {written!r}; available: ")
+    assert "pip install" not in message
 
 
 def test_an_unknown_type_suggests_the_conventional_distribution_name():
@@ -156,6 +172,51 @@ def test_a_failed_plugin_says_why_and_how_to_fix_it(broken_site):
     # and any other device error lists it among the unusable plugins
     with pytest.raises(hw.InvalidDeviceError, match=r"not usable: missing: failed: .*acme_driver_bindings_z9"):
         hw.set_device("testdev:7")
+
+
+@pytest.fixture
+def unavailable_site(tmp_path, monkeypatch, reset_plugins):
+    """A distribution 'hwt-nodevice' whose plugin 'nodevice' finds no device, with a long cause and fix."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "hwt_nodevice_mod.py").write_text(textwrap.dedent("""\
+        from hwadapter.plugin import DeviceUnavailableError, Plugin
+
+        class P(Plugin):
+            api_version = (2, 0)
+
+            def device_count(self):
+                raise DeviceUnavailableError("the NODEVICE runtime is not installed on this machine",
+                                             fix="pip install 'hwt-nodevice[runtime]' if you have a NODEVICE card")
+
+            def create_runtime(self, index):
+                raise AssertionError("never called")
+    """))
+    (site / "hwt_nodevice-1.0.dist-info").mkdir()
+    (site / "hwt_nodevice-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: hwt-nodevice\n"
+                                                                   "Version: 1.0\n")
+    (site / "hwt_nodevice-1.0.dist-info" / "entry_points.txt").write_text("[hwadapter.plugins]\n"
+                                                                           "nodevice = hwt_nodevice_mod:P\n")
+    monkeypatch.syspath_prepend(str(site))
+    reset_plugins()
+    yield site
+    monkeypatch.undo()
+    reset_plugins()
+
+
+def test_an_optional_plugin_without_a_device_is_named_not_explained_in_other_errors(unavailable_site, caplog):
+    """Only a request for that device type (and doctor/devices) explains it; other errors just name it."""
+    with caplog.at_level("INFO", logger="hwadapter"):
+        assert not hw.device.is_available("nodevice")
+    assert [r.levelname for r in caplog.records if "nodevice" in r.getMessage()] == ["INFO"]  # no WARNING on stderr
+    with pytest.raises(hw.InvalidDeviceError) as err:
+        hw.set_device("nodevice")
+    assert "the NODEVICE runtime is not installed" in str(err.value) and "hwt-nodevice[runtime]" in str(err.value)
+    with pytest.raises(hw.InvalidDeviceError) as err:
+        hw.set_device("cpu:5")
+    message = str(err.value)
+    assert "without a device here: nodevice" in message
+    assert "NODEVICE runtime" not in message and "hwt-nodevice[runtime]" not in message
 
 
 def test_a_disabled_plugin_says_how_to_enable_it():

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from pathlib import Path
 
@@ -13,7 +14,9 @@ import numpy as np
 import pytest
 
 import hwadapter as hw
+from hwadapter import kp
 from hwadapter.config import config
+from hwadapter.interfaces import KernelRegistrar, KernelTable
 from hwadapter.plugin import API_VERSION
 from hwadapter.runtime.discovery import registry
 
@@ -29,6 +32,8 @@ from hwadapter.plugin import Plugin
 
 
 class Base(Plugin):
+    api_version = (2, 0)
+
     def device_count(self):
         return 1
 
@@ -81,7 +86,11 @@ BROKEN = {
     "not_a_class": (BASE + "def P():\n    return Base()\n", "P", "failed",
                     ["an instance of function", "not a subclass of hwadapter.plugin.Plugin"],
                     ["point the entry point"]),
-    "abstract_plugin": ("from hwadapter.plugin import Plugin\nclass P(Plugin):\n"
+    "version_omitted": ("from hwadapter.plugin import Plugin\nclass P(Plugin):\n"
+                        "    def device_count(self):\n        return 1\n"
+                        "    def create_runtime(self, index):\n        raise RuntimeError\n", "P", "incompatible",
+                        ["P declares no api_version"], [f"set api_version = ({API_VERSION[0]}, {API_VERSION[1]})"]),
+    "abstract_plugin": ("from hwadapter.plugin import Plugin\nclass P(Plugin):\n    api_version = (2, 0)\n"
                         "    def device_count(self):\n        return 1\n", "P", "failed",
                         ["does not implement", "create_runtime"], ["implement create_runtime"]),
 }
@@ -227,18 +236,77 @@ def test_an_entry_point_name_that_is_not_a_device_type_is_failed(site):
     assert site.module("good") not in sys.modules  # rejected before importing anything
 
 
-def test_the_first_of_two_plugins_claiming_a_type_wins_and_the_other_is_not_imported(site, tmp_path):
+def _second_site(site: Site, tmp_path, first: bool) -> Site:
+    """Another directory of distributions, before or after `site` on sys.path."""
+    other = Site(tmp_path / "second", site._monkeypatch, site._reset)
+    other.tag = site.tag + "x"
+    site.modules += [other.module("good"), other.module("evil")]
+    sys.path.remove(str(other.root))
+    sys.path.insert(0, str(other.root)) if first else sys.path.append(str(other.root))
+    return other
+
+
+@pytest.mark.parametrize("second_first", [False, True], ids=["second-later", "second-earlier"])
+def test_a_type_claimed_by_two_distributions_is_refused_whatever_the_path_order(site, tmp_path, second_first):
     site.install("hwt-first", "1.0", {"dup": "{good}:GoodPlugin"}, {"good": GOOD})
-    second = Site(tmp_path / "second", site._monkeypatch, site._reset)
-    second.tag = site.tag + "x"
-    site.modules += [second.module("good")]
-    sys.path.remove(str(second.root))
-    sys.path.append(str(second.root))  # later on sys.path: loses
+    second = _second_site(site, tmp_path, second_first)
     second.install("hwt-second", "1.0", {"dup": "{good}:GoodPlugin"}, {"good": GOOD})
     record = registry.get("dup")
-    assert record.ok and record.distribution == ("hwt-first", "1.0")
-    assert site.module("good") in sys.modules and second.module("good") not in sys.modules
-    assert registry.shadowed == {"dup": [f"{second.module('good')}:GoodPlugin"]}
+    assert record.status == "failed" and not record.ok
+    assert "claimed by 2 entry points" in record.cause
+    assert "hwt-first 1.0" in record.cause and "hwt-second 1.0" in record.cause
+    assert "uninstall all but one of them (pip uninstall hwt-first or hwt-second)" in record.fix
+    assert site.module("good") not in sys.modules and second.module("good") not in sys.modules  # neither imported
+    with pytest.raises(hw.InvalidDeviceError, match="claimed by 2 entry points"):
+        hw.set_device("dup")
+    assert "dup" not in hw.device.get_all_device_type()
+
+
+def test_names_equal_but_for_case_or_spaces_claim_the_same_type(site, tmp_path):
+    site.good()
+    second = _second_site(site, tmp_path, True)
+    second.install("hwt-shouting", "1.0", {"GOOD": "{good}:GoodPlugin"}, {"good": GOOD})
+    third = Site(tmp_path / "third", site._monkeypatch, site._reset)
+    third.tag = site.tag + "y"
+    site.modules.append(third.module("good"))
+    third.install("hwt-spaced", "1.0", {" good ": "{good}:GoodPlugin"}, {"good": GOOD})
+    assert (third.root / "hwt_spaced-1.0.dist-info" / "entry_points.txt").read_text().count(" good  = ") == 1
+    for name in ("good", "GOOD"):
+        record = registry.get(name)
+        assert record.status == "failed" and "claimed by 3 entry points" in record.cause, record.explain()
+        assert all(d in record.cause for d in ("hwt-good 2.3.4", "hwt-shouting 1.0", "hwt-spaced 1.0"))
+    assert not any(m in sys.modules for m in (site.module("good"), second.module("good"), third.module("good")))
+
+
+EVIL = GOOD + """
+
+class EvilCpu(GoodPlugin):
+    pass
+
+
+import os
+if os.environ.get("HWT_MARKER"):
+    open(os.environ["HWT_MARKER"], "a").write("evil imported\\n")
+"""
+
+
+@pytest.mark.parametrize("name", ["cpu", "CPU", " cpu"])
+def test_another_distribution_cannot_take_over_the_cpu_fallback(site, tmp_path, monkeypatch, name):
+    monkeypatch.setenv("HWT_MARKER", str(tmp_path / "marker"))
+    site.install("hwt-evil-cpu", "6.6.6", {name: "{evil}:EvilCpu"}, {"evil": EVIL})  # first on sys.path
+    record = registry.get("cpu")
+    assert record.ok and record.distribution[0] == "hwadapter", record.explain()
+    assert type(record.plugin).__module__ == "hwadapter_cpu"
+    conflict = registry.conflicts["cpu"]
+    cause, fix = conflict.explain()
+    assert "belongs to the hwadapter distribution" in cause and "hwt-evil-cpu 6.6.6" in cause
+    assert fix.startswith("pip uninstall hwt-evil-cpu")
+    assert registry.get(name.strip()) is record or registry.get(name.strip()) is None  # 'CPU' is no device type
+    hw.device.reset_plugins()
+    x = hw.to_tensor([1.0, 2.0])  # on the fallback device
+    assert str(x.device) == "cpu:0"
+    np.testing.assert_allclose(hw.exp(x).numpy(), np.exp([1.0, 2.0]), rtol=1e-6)
+    assert site.module("evil") not in sys.modules and not (tmp_path / "marker").exists()
 
 
 def test_reset_finds_a_plugin_installed_after_the_first_scan(site):
@@ -296,9 +364,9 @@ def test_using_another_device_does_not_import_a_plugin(site, tmp_path, monkeypat
     assert (tmp_path / "marker").read_text() == "imported\n"
 
 
-def _run(code: str, env: dict) -> subprocess.CompletedProcess:
+def _run(code: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=timeout)
 
 
 def _env(*paths, **extra) -> dict:
@@ -345,3 +413,115 @@ def test_environment_allow_and_disable_lists(site, tmp_path):
     # the disable-list wins over the allow-list
     assert statuses(HWADAPTER_PLUGINS="cpu,good", HWADAPTER_DISABLE_PLUGINS="good") == {
         "cpu": "ok", "good": "disabled", "testdev": "disabled"}
+
+
+MISBEHAVING = (FIXTURES / "misbehaving.py").read_text()
+
+
+def test_a_device_error_loads_no_plugin(site, tmp_path, monkeypatch):
+    """Building the message of a typo runs no plugin code: it lists the plugins loaded so far and names the others."""
+    monkeypatch.setenv("HWT_MARKER", str(tmp_path / "marker"))
+    site.install("hwt-side", "1.0", {"side": "{side}:GoodPlugin"}, {"side": SIDE_EFFECT})
+    hw.set_device("cpu")
+    for typo in ("cpuu", "cpu:7", "side:", 3):
+        with pytest.raises(hw.InvalidDeviceError) as err:
+            hw.set_device(typo)
+        message = str(err.value)
+        assert "available: cpu:0" in message
+        assert "installed, not loaded yet: " in message and "side" in message.split("installed, not loaded yet: ")[1]
+    assert site.module("side") not in sys.modules and not (tmp_path / "marker").exists()
+    assert "side" not in {r.name for r in registry.loaded()}
+
+
+def _typo_in_a_process(site_root: Path, env: dict, code: str = "hwadapter.set_device('cpuu')",
+                       timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+    script = f'''
+        import resource, time
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a message that builds 10**9 strings fails fast
+        import hwadapter
+        hwadapter.set_device("cpu")
+        start = time.monotonic()
+        try:
+            {code}
+        except hwadapter.InvalidDeviceError as err:
+            print("InvalidDeviceError:", err)
+        except BaseException as err:
+            print("ESCAPED", type(err).__name__, err)
+        print("seconds", time.monotonic() - start)
+    '''
+    start = time.monotonic()
+    proc = _run(script, _env(site_root, **env), timeout=timeout)
+    return proc, time.monotonic() - start
+
+
+@pytest.mark.parametrize("plugin", ["AbortPlugin", "SegfaultPlugin", "HangPlugin"])
+def test_a_typo_does_not_run_a_plugin_that_crashes_or_hangs(site, plugin):
+    site.install("hwt-misbehaving", "1.0", {"bad": "{bad}:" + plugin}, {"bad": MISBEHAVING})
+    proc, took = _typo_in_a_process(site.root, {"HWT_HANG_SECONDS": "600"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "InvalidDeviceError: unknown device type 'cpuu'" in proc.stdout
+    assert "Did you mean 'cpu'" in proc.stdout and "installed, not loaded yet: " in proc.stdout
+    assert took < 30
+
+
+def test_a_plugin_with_a_billion_devices_is_summarised_in_messages(site):
+    site.install("hwt-many", "1.0", {"many": "{many}:ManyPlugin"}, {"many": MISBEHAVING})
+    proc, _ = _typo_in_a_process(site.root, {}, "hwadapter.set_device('many:7'); hwadapter.set_device('cpuu')")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ESCAPED" not in proc.stdout
+    assert "available: cpu:0, many:0..many:999999999 (1000000000 devices)" in proc.stdout
+    proc, _ = _typo_in_a_process(site.root, {}, "hwadapter.set_device('many:1000000000')")
+    assert "out of range for 'many', which has 1000000000 device(s)" in proc.stdout
+
+
+def _registered(site: Site, plugin: str):
+    site.install("hwt-kernels", "1.0", {"kern": "{kern}:" + plugin}, {"kern": MISBEHAVING})
+    return hw.to_tensor([1.0, 2.0], device="kern") + hw.to_tensor([3.0, 4.0], device="kern")
+
+
+@pytest.mark.parametrize("plugin, words", [
+    ("UnknownOpPlugin", ["registered a kernel for 'addd', which is not an op of hwadapter", "`hwadapter ops`"]),
+    ("UnknownDtypePlugin", ["for dtype 'complex64', which is not a dtype hwadapter supports", "float32"]),
+    ("DtypeStringPlugin", ["with dtypes='float32', not a list", "dtypes=['float32']"]),
+])
+def test_the_registrar_refuses_what_no_op_could_use(site, plugin, words):
+    with pytest.raises(hw.PluginLoadError) as err:
+        _registered(site, plugin)
+    message = str(err.value)
+    assert message.startswith("plugin 'kern': register_kernels ")
+    for word in words:
+        assert word in message
+    assert "HWADAPTER_DISABLE_PLUGINS=kern" in message
+
+
+def _twice(x: kp.In["T"], out: kp.Out["T"]):
+    kp.write(out, kp.read(x) + kp.read(x))
+
+
+def test_the_registrar_accepts_ops_from_kp_register_op():
+    from hwadapter.runtime.device import get, is_op  # here: the function is new, and the other tests run without it
+    name = f"twice_{uuid.uuid4().hex[:8]}"
+    assert not is_op(name)
+    kp.register_op(name, kp.kernel(_twice))
+    table = KernelTable()
+    registrar = KernelRegistrar(table, get("cpu"), is_op)
+    registrar.register(name, lambda x: x, dtypes=["float32", ("float32",)])
+    assert table.ops() == {name: ["(float32)", "float32"]}
+    with pytest.raises(hw.PluginLoadError, match="not a dtype hwadapter supports"):
+        registrar.register("add", lambda x, y: x, dtypes=[np.float32, "float"])  # an alias numpy reads as float64
+
+
+@pytest.mark.parametrize("mode, printed", [("bogus", "refused: HWADAPTER_CPU_KERNELS='bogus' is not one of numpy, "
+                                                     "codegen"), ("numpy", "[2. 4.]")])
+def test_an_unknown_cpu_kernels_mode_is_refused_when_the_cpu_is_used(mode, printed):
+    code = '''
+        import hwadapter as hw
+        x = hw.to_tensor([1.0, 2.0])
+        try:
+            print((x + x).numpy())
+        except hw.InvalidArgumentError as err:
+            print("refused:", err)
+    '''
+    proc = _run(code, _env(HWADAPTER_CPU_KERNELS=mode))
+    assert proc.returncode == 0, proc.stderr
+    assert printed in proc.stdout

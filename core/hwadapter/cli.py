@@ -2,14 +2,20 @@
 
 Each subcommand is a pair of functions in `SUBCOMMANDS`: one adds its argparse subparser, one runs it and returns
 the exit status. rich is imported here only (the package does not import this module), so `import hwadapter` stays
-free of it.
+free of it. `devices` and `doctor` load and check each plugin in a child process with a time limit (`probe_all`), so
+a plugin that crashes the interpreter or hangs is reported as that plugin's failure instead of taking them down.
 """
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 from typing import Callable
 
 from rich.console import Console
@@ -17,16 +23,18 @@ from rich.table import Table
 from rich.text import Text
 
 import hwadapter
-from hwadapter.config import FALLBACK_MODES, config
+from hwadapter.config import FALLBACK_MODES, PROBE_TIMEOUT, config, cpu_kernels, probe_timeout, seconds
 from hwadapter.errors import HwAdapterError
 from hwadapter.ops import reference
 from hwadapter.plugin import API_VERSION, primitive_ops
-from hwadapter.runtime.device import devices
-from hwadapter.runtime.discovery import registry
+from hwadapter.runtime.device import devices, parse
+from hwadapter.runtime.discovery import FAILED, PluginRecord, device_list, device_names, registry
 
 STATUS_STYLE = {"ok": "green", "unavailable": "yellow", "failed": "bold red", "incompatible": "bold red",
                 "disabled": "dim"}
 _MARK = {"ok": "ok", "unavailable": "warn", "failed": "FAIL", "incompatible": "FAIL", "disabled": "off"}
+#: How many device names `devices --json` lists per plugin (device_count has the total).
+JSON_DEVICES = 1024
 
 
 def _console(stderr: bool = False):
@@ -49,6 +57,11 @@ def _api_text(version) -> str | None:
         return f"<{type(version).__name__}>"
 
 
+def _dist_text(info: dict) -> str:
+    """'name version' of the distribution declaring a plugin (names only for a conflict's several)."""
+    return f"{info['distribution']} {info['version']}".strip()
+
+
 def _versions() -> tuple[str, str]:
     return hwadapter.__version__, f"{API_VERSION[0]}.{API_VERSION[1]}"
 
@@ -63,7 +76,7 @@ def plugin_info(record) -> dict:
     return {"type": record.name, "entry_point": record.entry_point, "distribution": dist, "version": version,
             "api_version": _api_text(record.api_version), "levels": record.levels, "status": record.status,
             "device_count": record.device_count if record.ok else 0,
-            "devices": [f"{record.name}:{i}" for i in range(record.device_count)] if record.ok else [],
+            "devices": device_names(record.name, record.device_count, JSON_DEVICES) if record.ok else [],
             "cause": record.cause, "fix": record.fix}
 
 
@@ -81,104 +94,406 @@ def codegen_status(record) -> tuple[bool | None, str, set]:
         return False, f"{type(err).__name__}: {err}", set()
 
 
+# --- probes: each plugin loaded and checked in a child process --------------------------------------------
+_PROTOCOL = "\x1ehwadapter-probe "  # starts every line the child writes for the parent
+#: What the child was doing at each stage it reports, for the message when it never finished.
+_STEPS = {"start": "starting the probe (before the plugin was imported)", "import": "the import of its module",
+          "construct": "its constructor", "device_count": "device_count()", "create_runtime": "create_runtime(0)",
+          "register_kernels": "register_kernels", "codegen_backend": "codegen_backend() / available()",
+          "subgraph_backend": "subgraph_backend()", "report": "reporting its result"}
+_BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); from hwadapter.cli import probe_main; "
+         "sys.exit(probe_main(sys.argv[2], float(sys.argv[3])))")
+#: Seconds before its deadline a probe prints its stack, so a hang says where it hangs.
+_DUMP_MARGIN = 1.0
+
+
+def _check(level: str, message: str, fix: str = "") -> list:
+    return [level, message, fix]
+
+
+def _deep_checks(record, stage) -> tuple[list, dict]:
+    """What device 0 of an ok plugin does at first use: its runtime, kernels (op names and dtypes checked by the
+    registrar), codegen and subgraph backends. Returns (checks as [level, message, fix], facts for the settings)."""
+    checks, facts, levels = [], {"kernels": None, "host_memory": None}, record.levels
+    if not levels:
+        checks.append(_check("FAIL", "the plugin provides no level: it overrides none of register_kernels (op), "
+                                     "codegen_backend or subgraph_backend, so no op could run on it",
+                             "implement at least one level (docs/writing-a-plugin.md); a plugin bug: report it to "
+                             "its vendor"))
+    dev = devices.get(f"{record.name}:0")
+    stage("create_runtime")
+    try:
+        facts["host_memory"] = bool(dev.runtime.host_memory)
+    except Exception as err:
+        checks.append(_failed("create_runtime(0) failed", err, "check the device's driver; if it is fine, report "
+                                                               "this to the plugin's vendor"))
+        return checks, facts
+    if "op" in levels:
+        stage("register_kernels")
+        try:
+            facts["kernels"] = len(dev.kernels.ops())
+        except Exception as err:
+            checks.append(_failed("register_kernels failed", err, "a plugin bug: report it to its vendor"))
+    if "codegen" in levels:
+        stage("codegen_backend")
+        facts["codegen"], check = _codegen_check(record)
+        checks.append(check)
+    if "subgraph" in levels:
+        stage("subgraph_backend")
+        checks += _subgraph_checks(dev)
+    return checks, facts
+
+
+def _failed(what: str, err: Exception, fix: str) -> list:
+    return _check("FAIL", f"{what}: {err}", getattr(err, "fix", "") or fix)
+
+
+def _codegen_check(record) -> tuple[bool, list]:
+    usable, why, ops = codegen_status(record)
+    if usable:
+        return True, _check("ok", f"codegen backend usable: {len(ops)} ops written in kernel primitives compile for it")
+    return False, _check("warn", f"codegen backend unavailable: {why}", f"see the cause; until then ops without a "
+                                 f"kernel on {record.name} fall back instead of being generated")
+
+
+def _subgraph_checks(dev) -> list:
+    try:
+        if dev.subgraph is None:
+            return [_check("warn", "subgraph_backend() returned None: graphs run op by op",
+                           "a plugin without a subgraph level should not override subgraph_backend")]
+    except Exception as err:
+        return [_check("FAIL", f"subgraph_backend() raised {type(err).__name__}: {err}",
+                       "a plugin bug: report it to its vendor")]
+    return []
+
+
+def probe_main(name: str, deadline: float) -> int:
+    """In the child: load plugin `name`, check its device 0, and write the result for the parent (`probe_all`), which
+    kills it at `deadline` (time.monotonic(), the same clock in every process)."""
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever the plugin prints goes to stderr, never into the protocol
+
+    def send(kind: str, payload) -> None:
+        protocol.write(_PROTOCOL + json.dumps([kind, payload], default=str) + "\n")
+        protocol.flush()  # before the next step, which may crash the process
+
+    faulthandler.enable()  # a crash prints the Python stack to stderr, which the parent keeps as the details
+    # and so does a hang, just before the parent kills it
+    faulthandler.dump_traceback_later(max(deadline - time.monotonic() - _DUMP_MARGIN, 0.1))
+    stage = lambda step: send("stage", step)  # noqa: E731
+    registry.on_stage = stage
+    record = registry.get(name)
+    info = plugin_info(record) | {"details": record.details, "checks": []}
+    if record.ok:
+        info["checks"], facts = _deep_checks(record, stage)
+        info.update(facts)
+    stage("report")
+    send("result", info)
+    faulthandler.cancel_dump_traceback_later()
+    return 0
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env.update(HWADAPTER_PLUGINS=",".join(config.plugins), HWADAPTER_DISABLE_PLUGINS=",".join(config.disable_plugins),
+               HWADAPTER_FALLBACK_DEVICE=config.fallback_device, HWADAPTER_FALLBACK=config.fallback)
+    return env
+
+
+class _Probe:
+    """One child process checking one plugin; its output goes to files, so a chatty plugin cannot block it."""
+
+    def __init__(self, name: str, limit: float):
+        self.name, self.limit = name, limit
+        self.out, self.err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self.deadline = time.monotonic() + limit
+        self.proc = subprocess.Popen([sys.executable, "-c", _BOOT, json.dumps(sys.path), name, repr(self.deadline)],
+                                     stdin=subprocess.DEVNULL, stdout=self.out, stderr=self.err, env=_child_env(),
+                                     start_new_session=True)  # its own group: a timeout kills what it started too
+        self.timed_out = False
+
+    def poll(self) -> bool:
+        """True once the child has ended (killing it when past its deadline)."""
+        if self.proc.poll() is not None:
+            return True
+        if time.monotonic() < self.deadline:
+            return False
+        self.timed_out = True
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        self.proc.wait()
+        return True
+
+    def result(self) -> dict:
+        """The child's report, or a failed record saying how and where it died."""
+        messages, stderr = _messages(self.out), _read(self.err)
+        done = [payload for kind, payload in messages if kind == "result"]
+        if done and self.proc.returncode == 0 and not self.timed_out:
+            return done[-1]
+        stages = [payload for kind, payload in messages if kind == "stage"]
+        return self._died(stages[-1] if stages else "start", stderr)
+
+    def _died(self, stage: str, stderr: str) -> dict:
+        record = PluginRecord(self.name, registry.entry_points().get(self.name, "?"), FAILED)
+        step, rc = _STEPS.get(stage, stage), self.proc.returncode
+        disable = (f"until then, keep it out of every process with HWADAPTER_DISABLE_PLUGINS={self.name} (a disabled "
+                   f"plugin is never imported)")
+        if self.timed_out:
+            record.cause = f"the plugin did not finish {step} within {self.limit:g} s: it hangs or is very slow"
+            record.fix = (f"check the device and its driver (a hung driver, a device held by another process); if it "
+                          f"is only slow, raise the limit with HWADAPTER_PROBE_TIMEOUT=<seconds> (or --timeout); "
+                          f"{disable}")
+        else:
+            how = (f"crashed the Python process in {step} (killed by signal {_signal_name(-rc)})" if rc < 0 else
+                   f"ended the Python process in {step} (exit status {rc})")
+            record.cause = f"the plugin {how}"
+            record.fix = (f"a bug in the plugin or its driver: report it to the plugin's vendor with the stack from "
+                          f"`hwadapter doctor --verbose`; {disable}")
+        return plugin_info(record) | {"details": stderr[-6000:], "checks": []}
+
+
+def _read(file) -> str:
+    file.seek(0)
+    text = file.read().decode(errors="replace")
+    file.close()
+    return text
+
+
+def _messages(file) -> list:
+    """The [kind, payload] lines the child wrote (anything else there is ignored)."""
+    out = []
+    for line in _read(file).split("\n"):  # not splitlines(): it would split at the protocol's \x1e too
+        if line.startswith(_PROTOCOL):
+            try:
+                kind, payload = json.loads(line[len(_PROTOCOL):])
+            except ValueError:
+                continue
+            out.append((kind, payload))
+    return out
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return str(number)
+
+
+def _settle(info: dict) -> dict:
+    """A plugin that loads but fails a check at first use is failed, with that check as its cause."""
+    fails = [c for c in info.get("checks", []) if c[0] == "FAIL"]
+    if info["status"] == "ok" and fails:
+        info["status"], info["cause"], info["fix"] = FAILED, fails[0][1], fails[0][2]
+        info["checks"] = [c for c in info["checks"] if c is not fails[0]]
+        info["device_count"], info["devices"] = 0, []
+    return info
+
+
+def probe_all(limit: float) -> list[dict]:
+    """Every plugin's info, sorted by type: refused ones decided here, the rest loaded and checked in child processes
+    (several at a time), each stopped after `limit` seconds."""
+    infos, waiting = [], []
+    for name in registry.entry_points():
+        refused = registry.precheck(name)
+        if refused is not None:
+            infos.append(plugin_info(refused) | {"details": refused.details, "checks": []})
+        else:
+            waiting.append(name)
+    running: list[_Probe] = []
+    slots = max(4, os.cpu_count() or 1)
+    while waiting or running:
+        while waiting and len(running) < slots:
+            running.append(_Probe(waiting.pop(0), limit))
+        for probe in [p for p in running if p.poll()]:
+            running.remove(probe)
+            infos.append(probe.result())
+        if running:
+            time.sleep(0.02)
+    return sorted((_settle(i) for i in infos), key=lambda i: i["type"])
+
+
+def _probe_limit(args, notes: list) -> float:
+    if getattr(args, "timeout", None) is not None:
+        return args.timeout
+    try:
+        return probe_timeout()
+    except HwAdapterError as err:
+        notes.append(_check("FAIL", str(err), err.fix))
+        return PROBE_TIMEOUT
+
+
+def _positive_seconds(text: str) -> float:
+    value = seconds(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
+
+
+def _add_timeout(p) -> None:
+    p.add_argument("--timeout", type=_positive_seconds, metavar="SECONDS",
+                   help="time limit for each plugin's probe (default: HWADAPTER_PROBE_TIMEOUT, else 20)")
+
+
 # --- devices ----------------------------------------------------------------------------------------------
 def _add_devices(sub) -> None:
     p = sub.add_parser("devices", help="list every installed plugin, its status and its devices",
                        description="One row per plugin entry point (group 'hwadapter.plugins'): device type, "
-                                   "distribution, plugin API version, levels, status, devices, and why a plugin "
-                                   "cannot be used.")
+                                   "distribution, plugin API version, levels, status and devices; below the table, "
+                                   "why each plugin that is not ok cannot be used. Each plugin is loaded in a child "
+                                   "process with a time limit.")
     p.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
+    _add_timeout(p)
     p.set_defaults(func=_cmd_devices)
+
+
+_PUBLIC = ("type", "entry_point", "distribution", "version", "api_version", "levels", "status", "device_count",
+           "devices", "cause", "fix")
 
 
 def _cmd_devices(args) -> int:
     version, api = _versions()
-    infos = [plugin_info(r) for r in _records()]
+    infos = probe_all(_probe_limit(args, []))
     if args.json:
+        plugins = [{k: i[k] for k in _PUBLIC} for i in infos]
         print(json.dumps({"hwadapter": version, "plugin_api": api, "fallback_device": config.fallback_device,
-                          "plugins": infos}, indent=2))
+                          "plugins": plugins}, indent=2))
         return 0
-    table = Table(title=f"hwadapter {version} plugins (plugin API {api})", title_justify="left")
-    for col in ("type", "distribution", "api", "levels", "status"):
-        table.add_column(col, no_wrap=True)
-    longest = max((len(d) for i in infos for d in i["devices"]), default=7)
-    table.add_column("devices", min_width=min(longest + 1, 24), overflow="fold")
-    table.add_column("reason", ratio=1, min_width=20, overflow="fold")
-    for info in infos:
-        devices = ", ".join(info["devices"]) if info["devices"] else "0"
-        table.add_row(_text(info["type"], "bold"), _text(f"{info['distribution']} {info['version']}"),
-                      _text(info["api_version"] or "?"), _text(",".join(info["levels"]) or "-"),
-                      _text(info["status"], STATUS_STYLE.get(info["status"], "")), _text(devices),
-                      _text("" if info["status"] == "ok" else info["cause"]))
     console = _console()
     if not infos:
         console.print("no plugins installed (entry point group 'hwadapter.plugins'); pip install hwadapter "
                       "provides 'cpu'", markup=False)
         return 0
-    console.print(table)
-    for info in infos:  # repeated below the table: a narrow terminal may have squeezed the reason column
+    console.print(_devices_table(infos, version, api))
+    for info in infos:  # below the table, where a narrow terminal leaves them their whole width
         if info["status"] != "ok":
-            console.print(_text(f"{info['type']}: {info['status']}: {info['cause']}"))
+            console.print(_text(f"{info['type']}: {info['status']}: {info['cause']}"), soft_wrap=False)
     if any(i["status"] != "ok" for i in infos):
         console.print("Run `hwadapter doctor` to see how to fix the plugins that are not ok.", markup=False)
     return 0
 
 
+def _devices_table(infos: list[dict], version: str, api: str) -> Table:
+    """type, distribution, api, levels, status, devices: narrow columns that fold, so 80 columns suffice."""
+    table = Table(title=f"hwadapter {version} plugins (plugin API {api})", title_justify="left")
+    table.add_column("type", no_wrap=True)
+    table.add_column("distribution", overflow="fold")
+    table.add_column("api", no_wrap=True)
+    table.add_column("levels", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("devices", overflow="fold")
+    for info in infos:
+        listed = device_list(info["type"], info["device_count"]) if info["device_count"] else "0"
+        table.add_row(_text(info["type"], "bold"), _text(_dist_text(info)),
+                      _text(info["api_version"] or "?"), _text(", ".join(info["levels"]) or "-"),
+                      _text(info["status"], STATUS_STYLE.get(info["status"], "")), _text(listed))
+    return table
+
+
 # --- doctor -----------------------------------------------------------------------------------------------
 def _add_doctor(sub) -> None:
     p = sub.add_parser("doctor", help="explain every plugin that is not ok, and how to fix it; check settings",
-                       description="Loads every plugin, prints the cause and the fix for each one that is not ok "
-                                   "(and a line for each that is), and checks HWADAPTER_FALLBACK and the fallback "
-                                   "device. Exit status 1 when a plugin failed to load or is incompatible.")
+                       description="Loads and checks every plugin in a child process with a time limit (import, "
+                                   "device count, device 0's runtime, kernels, codegen and subgraph backends), prints "
+                                   "the cause and the fix for each that is not ok (and a line for each that is), and "
+                                   "checks the HWADAPTER_* settings. Exit status 1 when a plugin is broken (failed, "
+                                   "incompatible, crashed, hung, or claimed twice) or a setting is FAIL.")
     p.add_argument("-v", "--verbose", action="store_true", help="also print the traceback of each failure")
     p.add_argument("--strict", action="store_true",
-                   help="also exit 1 on setting problems and on plugins without a usable device")
+                   help="also exit 1 on warnings and on plugins without a usable device")
+    _add_timeout(p)
     p.set_defaults(func=_cmd_doctor)
 
 
-def _check_settings() -> list[tuple[str, str, str]]:
-    """(level, message, fix) for the fallback settings and plugin lists; level is ok, warn or FAIL."""
+def _check_fallback(infos: dict[str, dict]) -> list:
+    spec = config.fallback_device
+    where = f"fallback device HWADAPTER_FALLBACK_DEVICE={spec!r}"
+    unset = ("unset HWADAPTER_FALLBACK_DEVICE (default cpu) or set it to an available device; without it ops "
+             "missing a device kernel cannot run")
+    try:
+        dtype, index = parse(spec)
+    except HwAdapterError as err:
+        return _check("FAIL", f"{where} cannot be used: {err}", unset)
+    info = infos.get(dtype)
+    if info is None:
+        return _check("FAIL", f"{where} cannot be used: unknown device type {dtype!r}: no installed plugin provides it",
+                      unset)
+    if info["status"] != "ok":
+        return _check("FAIL", f"{where} cannot be used: {dtype}: {info['status']}: {info['cause']}",
+                      info["fix"] or unset)
+    if index >= info["device_count"]:
+        return _check("FAIL", f"{where} cannot be used: {dtype} has {info['device_count']} device(s)", unset)
+    dev = f"{dtype}:{index}"
+    if not info.get("kernels"):
+        return _check("warn", f"{where} is {dev}, which has no op kernels: fallback cannot run any op",
+                      "set HWADAPTER_FALLBACK_DEVICE to a device whose plugin registers op kernels (cpu)")
+    if not info.get("host_memory"):
+        return _check("warn", f"{where} is {dev}, whose memory is not host memory: from_dlpack and host round "
+                              f"trips will copy", "use HWADAPTER_FALLBACK_DEVICE=cpu")
+    return _check("ok", f"{where} is usable: {dev}, {info['kernels']} op kernels")
+
+
+def _check_plugin_lists() -> list:
+    out, known = [], registry.entry_points()
+    unknown = [n for n in config.plugins if n not in known]
+    for name in unknown:
+        out.append(_check("warn", f"HWADAPTER_PLUGINS names {name!r}, which no installed plugin provides",
+                          f"pip install the plugin providing {name!r}, or remove it from HWADAPTER_PLUGINS"))
+    if config.plugins and len(unknown) == len(config.plugins):
+        out.append(_check("FAIL", f"HWADAPTER_PLUGINS={','.join(config.plugins)} allows none of the installed plugins "
+                                  f"({', '.join(known) or 'none'}): every plugin is disabled",
+                          "unset HWADAPTER_PLUGINS, or list the device types to load (`hwadapter devices`)"))
+    for name in config.disable_plugins:
+        if name not in known:
+            out.append(_check("warn", f"HWADAPTER_DISABLE_PLUGINS names {name!r}, which no installed plugin provides",
+                              "check the spelling (names are device types, as in `hwadapter devices`)"))
+    return out
+
+
+def _check_settings(infos: dict[str, dict]) -> list:
+    """[level, message, fix] for the HWADAPTER_* settings; level is ok, warn or FAIL."""
     out = []
     mode = config.fallback
     if mode in FALLBACK_MODES:
         meaning = ("ops without a device kernel run on the fallback device, with a warning" if mode == "warn"
                    else "ops without a device kernel raise KernelNotFoundError (strict mode)")
-        out.append(("ok", f"HWADAPTER_FALLBACK={mode}: {meaning}", ""))
+        out.append(_check("ok", f"HWADAPTER_FALLBACK={mode}: {meaning}"))
     else:
-        out.append(("FAIL", f"HWADAPTER_FALLBACK={mode!r} is not one of {', '.join(FALLBACK_MODES)}",
-                    "unset HWADAPTER_FALLBACK (default warn) or set it to 'warn' or 'error'"))
-    spec = config.fallback_device
-    where = f"fallback device HWADAPTER_FALLBACK_DEVICE={spec!r}"
+        out.append(_check("FAIL", f"HWADAPTER_FALLBACK={mode!r} is not one of {', '.join(FALLBACK_MODES)}",
+                          "unset HWADAPTER_FALLBACK (default warn) or set it to 'warn' or 'error'"))
+    out.append(_check_fallback(infos))
+    out += _check_plugin_lists()
     try:
-        dev = devices.get(spec)
-        dev.runtime  # noqa: B018  creating the runtime is part of being usable
-        n = len(dev.kernels.ops())
-        if n == 0:
-            out.append(("warn", f"{where} is {dev}, which has no op kernels: fallback cannot run any op",
-                        "set HWADAPTER_FALLBACK_DEVICE to a device whose plugin registers op kernels (cpu)"))
-        elif not dev.host_memory:
-            out.append(("warn", f"{where} is {dev}, whose memory is not host memory: from_dlpack and host "
-                                f"round trips will copy", "use HWADAPTER_FALLBACK_DEVICE=cpu"))
-        else:
-            out.append(("ok", f"{where} is usable: {dev}, {n} op kernels", ""))
+        if "HWADAPTER_CPU_KERNELS" in os.environ:
+            out.append(_check("ok", f"HWADAPTER_CPU_KERNELS={cpu_kernels()}"))
     except HwAdapterError as err:
-        out.append(("FAIL", f"{where} cannot be used: {err}",
-                    "unset HWADAPTER_FALLBACK_DEVICE (default cpu) or set it to an available device; without it "
-                    "ops missing a device kernel cannot run"))
-    known = registry.entry_points()
-    for name in config.plugins:
-        if name not in known:
-            out.append(("warn", f"HWADAPTER_PLUGINS names {name!r}, which no installed plugin provides",
-                        f"pip install the plugin providing {name!r}, or remove it from HWADAPTER_PLUGINS"))
-    for name in config.disable_plugins:
-        if name not in known:
-            out.append(("warn", f"HWADAPTER_DISABLE_PLUGINS names {name!r}, which no installed plugin provides",
-                        "check the spelling (names are device types, as in `hwadapter devices`)"))
-    for name, values in sorted(registry.shadowed.items()):
-        out.append(("warn", f"several plugins claim device type {name!r}: using {known.get(name)}, ignoring "
-                            f"{', '.join(values)}",
-                    "uninstall all but one of the distributions that provide it"))
+        out.append(_check("FAIL", str(err).split(". Fix:")[0], err.fix))
     return out
+
+
+def _conflict_checks() -> list:
+    """A FAIL for each claim refused in favour of the hwadapter distribution's own (they have no record)."""
+    kept = {id(c): c for c in registry.conflicts.values() if c.kept is not None}
+    return [_check("FAIL", *c.explain()) for c in kept.values()]
+
+
+def _say_plugin(say, info: dict, verbose: bool) -> None:
+    head = (f"  {_MARK.get(info['status'], '?'):4} {info['type']} ({_dist_text(info)}, "
+            f"entry point {info['entry_point']})")
+    if info["status"] == "ok":
+        say(f"{head}: ok, {info['device_count']} device(s) {device_list(info['type'], info['device_count'])}; "
+            f"levels: {', '.join(info['levels']) or 'none'}", "green")
+    else:
+        say(f"{head}: {info['status']}: {info['cause']}", STATUS_STYLE.get(info["status"], ""))
+        if info["fix"]:
+            say(f"       fix: {info['fix']}")
+    for level, message, fix in info["checks"]:
+        say(f"       {level} {message}", {"warn": "yellow", "FAIL": "bold red"}.get(level, ""))
+        if fix:
+            say(f"       fix: {fix}")
+    if verbose and info.get("details"):
+        say("       " + info["details"].rstrip().replace("\n", "\n       "), "dim")
 
 
 def _cmd_doctor(args) -> int:
@@ -186,55 +501,48 @@ def _cmd_doctor(args) -> int:
     console = _console()
     say = lambda text, style="": console.print(Text(text, style=style))  # noqa: E731
     say(f"hwadapter {version} (plugin API {api}), Python {sys.version.split()[0]} at {sys.executable}", "bold")
-    records = _records()
-    no_codegen: list[str] = []
+    notes: list = []
+    infos = probe_all(_probe_limit(args, notes))
     say("Plugins:", "bold")
-    if not records:
+    if not infos:
         say("  FAIL no plugin is installed (entry point group 'hwadapter.plugins')", "bold red")
         say("       fix: reinstall hwadapter (pip install --force-reinstall hwadapter), which provides 'cpu'")
-    for rec in records:
-        dist, ver = rec.distribution
-        head = f"  {_MARK.get(rec.status, '?'):4} {rec.name} ({dist} {ver}, entry point {rec.entry_point})"
-        if rec.ok:
-            devices = ", ".join(f"{rec.name}:{i}" for i in range(rec.device_count))
-            say(f"{head}: ok, {rec.device_count} device(s) {devices}; levels: {', '.join(rec.levels) or 'none'}",
-                "green")
-            usable, why, ops = codegen_status(rec)
-            if usable:
-                say(f"       codegen backend usable: {len(ops)} ops written in kernel primitives compile for it")
-            elif usable is False:
-                no_codegen.append(rec.name)
-                say(f"       warn codegen backend unavailable: {why}", "yellow")
-                say("       fix: see the cause; until then ops without a kernel on "
-                    f"{rec.name} fall back instead of being generated")
-            continue
-        say(f"{head}: {rec.status}: {rec.cause}", STATUS_STYLE.get(rec.status, ""))
-        if rec.fix:
-            say(f"       fix: {rec.fix}")
-        if args.verbose and rec.details:
-            console.print(Text("       " + rec.details.rstrip().replace("\n", "\n       "), style="dim"))
+    for info in infos:
+        _say_plugin(say, info, args.verbose)
+    conflicts = _conflict_checks()
+    for level, message, fix in conflicts:
+        say(f"  {level} {message}", "bold red")
+        say(f"       fix: {fix}")
     say("Settings:", "bold")
-    settings = _check_settings()
+    settings = notes + _check_settings({i["type"]: i for i in infos})
     for level, message, fix in settings:
         say(f"  {level:4} {message}", {"ok": "green", "warn": "yellow"}.get(level, "bold red"))
         if fix:
             say(f"       fix: {fix}")
-    broken = [r for r in records if r.broken]
-    unavailable = [r for r in records if r.status == "unavailable"]
+    return _summary(say, infos, conflicts, settings, args.strict)
+
+
+def _summary(say, infos: list[dict], conflicts: list, settings: list, strict: bool) -> int:
+    broken = [i["type"] for i in infos if i["status"] in ("failed", "incompatible")]
+    unavailable = [i["type"] for i in infos if i["status"] == "unavailable"]
+    no_codegen = [i["type"] for i in infos if i.get("codegen") is False]
+    warnings = [c for i in infos for c in i["checks"] if c[0] == "warn"] + [s for s in settings if s[0] == "warn"]
     bad_settings = [s for s in settings if s[0] == "FAIL"]
     problems = []
     if broken:
-        problems.append(f"{len(broken)} plugin(s) failed to load or are incompatible: "
-                        + ", ".join(r.name for r in broken))
+        problems.append(f"{len(broken)} plugin(s) failed to load or are incompatible: " + ", ".join(broken))
+    if conflicts:
+        problems.append(f"{len(conflicts)} device type(s) claimed by another distribution too")
     if unavailable:
-        problems.append(f"{len(unavailable)} plugin(s) have no usable device: " + ", ".join(r.name for r in unavailable))
+        problems.append(f"{len(unavailable)} plugin(s) have no usable device: " + ", ".join(unavailable))
     if no_codegen:
         problems.append("codegen backend unavailable on " + ", ".join(no_codegen))
     if bad_settings:
         problems.append(f"{len(bad_settings)} setting(s) need fixing")
+    failing = bool(broken or conflicts or bad_settings)
     say("Summary: " + ("; ".join(problems) if problems else "everything is in order"),
-        "bold red" if broken else "bold")
-    if broken or (args.strict and (unavailable or bad_settings or no_codegen or not records)):
+        "bold red" if failing else "bold")
+    if failing or (strict and (unavailable or warnings or not infos)):
         return 1
     return 0
 

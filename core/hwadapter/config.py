@@ -1,6 +1,7 @@
 """Settings: keyword arguments to `hwadapter.configure` first, `HWADAPTER_*` environment variables second."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 
@@ -22,6 +23,10 @@ class Config:
 
 config = Config()
 FALLBACK_MODES = ("warn", "error")
+#: What HWADAPTER_CPU_KERNELS may say: the CPU plugin's numpy kernels (default) or its compiled C for the primitive ops.
+CPU_KERNEL_MODES = ("numpy", "codegen")
+#: Seconds `hwadapter doctor` and `hwadapter devices` give each plugin's probe (a child process) by default.
+PROBE_TIMEOUT = 20.0
 
 
 def check_fallback_mode() -> None:
@@ -29,3 +34,36 @@ def check_fallback_mode() -> None:
     if config.fallback not in FALLBACK_MODES:
         bad, config.fallback = config.fallback, "warn"
         raise InvalidArgumentError(f"HWADAPTER_FALLBACK={bad!r} is not one of {FALLBACK_MODES}; unset it or pick one")
+
+
+def cpu_kernels() -> str:
+    """HWADAPTER_CPU_KERNELS (read when the CPU plugin registers its kernels); InvalidArgumentError for any value but
+    'numpy' and 'codegen', rather than reading a typo as the default."""
+    value = os.environ.get("HWADAPTER_CPU_KERNELS", "numpy")
+    if value not in CPU_KERNEL_MODES:
+        raise InvalidArgumentError(
+            f"HWADAPTER_CPU_KERNELS={value!r} is not one of {', '.join(CPU_KERNEL_MODES)}. Fix: unset it (default "
+            f"numpy: the CPU's numpy kernels) or set it to 'codegen' (the ops written in kernel primitives run as "
+            f"compiled C)", fix="unset HWADAPTER_CPU_KERNELS, or set it to 'numpy' or 'codegen'")
+    return value
+
+
+def probe_timeout() -> float:
+    """HWADAPTER_PROBE_TIMEOUT in seconds (default 20); InvalidArgumentError when it is not a positive number."""
+    text = os.environ.get("HWADAPTER_PROBE_TIMEOUT")
+    if text is None:
+        return PROBE_TIMEOUT
+    value = seconds(text)
+    if value is None:
+        raise InvalidArgumentError(f"HWADAPTER_PROBE_TIMEOUT={text!r} is not a positive number of seconds",
+                                   fix=f"unset it (default {PROBE_TIMEOUT:g} s) or set it to e.g. 60")
+    return value
+
+
+def seconds(text: str) -> float | None:
+    """A positive, finite number of seconds written as text; None when it is not one."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None

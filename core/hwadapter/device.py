@@ -48,7 +48,13 @@ def is_available(device_type: str) -> bool:
 
 @contextlib.contextmanager
 def device_guard(device):
-    """Run a block with another current device: `with hwadapter.device_guard("opencl:0"): ...`."""
+    """Run a block with another current device: `with hwadapter.device_guard("opencl:0"): ...`.
+
+    As in Paddle, the guard decides where *new* tensors go (to_tensor, zeros, arange, ... without device=). It moves
+    no tensor that exists already, and an op runs on the device of its inputs, not the guard's: `x + x` of a cpu:0
+    tensor stays on cpu:0 inside the guard, and inputs on two devices are an InvalidArgumentError naming both, never
+    a silent copy. Move tensors with `.to(device)`.
+    """
     token = _current.set(devices.get(device))
     try:
         yield _current.get()

@@ -16,6 +16,9 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from . import dtypes as _dtypes
+from .errors import PluginLoadError
+
 #: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
 API_VERSION = (2, 0)  # 2.0: codegen_backend and subgraph_backend receive the Device, not its Runtime
 
@@ -260,7 +263,10 @@ class SubgraphBackend(ABC):
 class Plugin(ABC):
     """A device type. Subclass it and point an entry point of group `hwadapter.plugins` at the class."""
 
-    api_version: tuple[int, int] = API_VERSION
+    #: (MAJOR, MINOR) of the plugin API the plugin was built for. Each plugin class declares it itself, e.g.
+    #: `api_version = (2, 0)`: Plugin declares none, so a plugin cannot silently claim whatever version the installed
+    #: core provides (discovery refuses a plugin without one as incompatible).
+    api_version: tuple[int, int]
     #: Set by the core to the entry-point name, which is the device type.
     name: str = ""
 
@@ -352,10 +358,11 @@ class KernelTable:
 
 
 class KernelRegistrar:
-    """Handed to `Plugin.register_kernels`: registers kernels for one device."""
+    """Handed to `Plugin.register_kernels`: registers kernels for one device, refusing what no op could ever use."""
 
-    def __init__(self, table: KernelTable, device):
+    def __init__(self, table: KernelTable, device, is_op: Callable[[str], bool] | None = None):
         self._table, self.device = table, device
+        self._is_op = is_op  # the core's op set (None: any name), given by the Device
 
     @property
     def device_type(self) -> str:
@@ -364,9 +371,76 @@ class KernelRegistrar:
     def register(self, op: str, fn: Callable | None = None, dtypes: Iterable | None = None):
         """Register `fn(*arrays, **attrs)` for `op`; `dtypes` lists dtype names (the kernel's type) or exact tuples, None for any.
 
-        Usable as a decorator: `@kernels.register("add", dtypes=["float32"])`.
+        Usable as a decorator: `@kernels.register("add", dtypes=["float32"])`. An op name outside the op set, a dtype
+        hwadapter does not support (or a misspelt one) or a kernel that is not callable raises PluginLoadError.
         """
         if fn is None:
             return lambda f: self.register(op, f, dtypes) or f
-        self._table.add(op, fn, dtypes)
+        self._check_op(op)
+        if not callable(fn):
+            raise self._refused(f"registered {_short(fn)} for op {op!r}, which is not callable",
+                                "register a function fn(*arrays, **attrs)")
+        self._table.add(op, fn, self._checked_dtypes(op, dtypes))
         return fn
+
+    def _check_op(self, op) -> None:
+        if not isinstance(op, str):
+            raise self._refused(f"registered a kernel under {_short(op)}, which is not an op name",
+                                "pass the op's name as a string, e.g. 'add'")
+        if self._is_op is not None and not self._is_op(op):
+            raise self._refused(f"registered a kernel for {op!r}, which is not an op of hwadapter (no frontend "
+                                f"function or kp.register_op op has that name, so it could never run)",
+                                "check the spelling against `hwadapter ops`; a custom op must be defined with "
+                                "hwadapter.kp.register_op before the device's kernels are first used")
+
+    def _checked_dtypes(self, op: str, dtypes):
+        if dtypes is None:
+            return None
+        if isinstance(dtypes, (str, np.dtype, type)):
+            raise self._refused(f"registered op {op!r} with dtypes={_short(dtypes)}, not a list",
+                                f"pass a list of dtype names, e.g. dtypes=[{_short(dtypes)}]")
+        try:
+            items = list(dtypes)
+        except TypeError:
+            raise self._refused(f"registered op {op!r} with dtypes={_short(dtypes)}, which is not a list",
+                                "pass a list of dtype names (or of exact tuples of them), or None for any dtype"
+                                ) from None
+        for item in items:
+            for d in (item if isinstance(item, (tuple, list)) else (item,)):
+                self._check_dtype(op, d)
+        return items
+
+    def _check_dtype(self, op: str, d) -> None:
+        if not _supported_dtype(d):
+            raise self._refused(f"registered op {op!r} for dtype {_short(d)}, which is not a dtype hwadapter "
+                                f"supports", f"use the names of hwadapter.dtypes: {', '.join(_DTYPE_NAMES)}")
+
+    def _refused(self, what: str, fix: str) -> PluginLoadError:
+        return PluginLoadError(f"plugin {self.device_type!r}: register_kernels {what}. Fix: {fix} (a plugin bug: "
+                               f"report it to the plugin's vendor, or disable it with "
+                               f"HWADAPTER_DISABLE_PLUGINS={self.device_type})", fix=fix)
+
+
+def _supported_dtype(d) -> bool:
+    """True for a dtype of hwadapter.dtypes given as its name, a numpy dtype or a numpy scalar type."""
+    if isinstance(d, str):
+        return d in _DTYPE_NAMES
+    if isinstance(d, np.dtype) or (isinstance(d, type) and issubclass(d, np.generic)):
+        try:
+            return np.dtype(d).name in _DTYPE_NAMES
+        except (TypeError, ValueError):  # abstract scalar types such as np.generic
+            return False
+    return False
+
+
+def _short(obj, limit: int = 60) -> str:
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+#: The canonical names of the dtypes kernels may be registered for (no aliases such as "float": numpy and
+#: hwadapter read those differently).
+_DTYPE_NAMES = tuple(d.name for d in _dtypes.ALL)

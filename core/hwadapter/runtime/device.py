@@ -10,11 +10,12 @@ import threading
 import numpy as np
 
 from ..config import config
-from ..errors import DeviceUnavailableError, InvalidDeviceError, PluginLoadError
+from ..errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError
 from ..interfaces import KernelRegistrar, KernelTable
+from ..ops import reference
 from . import codegen
 from .allocator import CachingAllocator
-from .discovery import TYPE_NAME, registry, short_repr
+from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry, short_repr
 from .memory import DeviceArray
 
 log = logging.getLogger("hwadapter")
@@ -82,7 +83,9 @@ class Device:
                 if self._kernels is None:
                     table = KernelTable()
                     try:
-                        self.plugin.register_kernels(KernelRegistrar(table, self))
+                        self.plugin.register_kernels(KernelRegistrar(table, self, is_op))
+                    except HwAdapterError:  # the registrar's refusal, or a setting refused: it names its own fix
+                        raise
                     except Exception as err:
                         raise PluginLoadError(
                             f"plugin {self.type!r}: register_kernels raised {type(err).__name__}: {err}. Fix: report "
@@ -153,6 +156,11 @@ class Device:
 _UNSET = object()  # a backend not asked for yet (None means the plugin has none)
 
 
+def is_op(name: str) -> bool:
+    """True for an op of the op set: a reference kernel's, or one written in kernel primitives (kp.register_op)."""
+    return name in reference.KERNELS or name in codegen.op_set()  # op_set() imports hwadapter_kp: only if needed
+
+
 _MAX_INDEX_DIGITS = 18  # keeps int() of the index cheap (and clear of Python's int-string length limit)
 
 
@@ -160,16 +168,34 @@ def _safe_repr(obj) -> str:
     return short_repr(obj, 60)
 
 
+_LISTED_TYPES = 12  # device types named in a message; more are counted
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_LISTED_TYPES])
+    return shown + (f" and {len(names) - _LISTED_TYPES} more" if len(names) > _LISTED_TYPES else "")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _available_summary() -> str:
-    avail, broken = [], []
-    for rec in registry.all():
-        if rec.ok:
-            avail += [f"{rec.name}:{i}" for i in range(rec.device_count)]
-        else:
-            broken.append(rec.explain())
-    text = "available: " + (", ".join(avail) or "none")
+    """What a device error adds: the devices of the plugins loaded so far and the names of the others. It loads no
+    plugin: an error message must not run (and wait for, or crash in) the code of plugins it is not about."""
+    loaded = sorted(registry.loaded(), key=lambda r: r.name)
+    avail = [device_list(r.name, r.device_count) for r in loaded if r.ok]
+    text = "available: " + (", ".join(avail) or "none loaded yet")
+    seen = {r.name for r in loaded}
+    others = [n for n in registry.entry_points() if n not in seen]
+    if others:
+        text += f"; installed, not loaded yet: {_names(others)} (`hwadapter devices` lists their devices)"
+    no_device = [r.name for r in loaded if r.status == UNAVAILABLE]
+    if no_device:
+        text += f"; without a device here: {_names(no_device)}"
+    broken = [_cut(r.explain(), 300) for r in loaded if r.status in BROKEN]
     if broken:
-        text += "; not usable: " + "; ".join(broken)
+        text += "; not usable: " + "; ".join(broken[:_LISTED_TYPES])
     return text
 
 
@@ -199,15 +225,38 @@ def _malformed(spec: str) -> InvalidDeviceError:
                               f"e.g. 'cpu' or 'cpu:0'; {_available_summary()}")
 
 
-def _unknown(dtype: str) -> InvalidDeviceError:
+def _unknown(dtype: str, index: str | None) -> InvalidDeviceError:
     known = list(registry.entry_points())
-    close = [n for n in known if n.lower() == dtype.lower()] or difflib.get_close_matches(dtype, known, n=2)
+    same = [n for n in known if n.casefold() == dtype.casefold()]
+    if same:  # installed, spelt with other case: installing anything would not help
+        spec = same[0] + (f":{index}" if index is not None else "")
+        return InvalidDeviceError(f"unknown device type {dtype!r}: device types are case-sensitive. Did you mean "
+                                  f"{same[0]!r}? Fix: write {spec!r}; {_available_summary()}")
+    close = difflib.get_close_matches(dtype, known, n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     # the core names no plugin: the hint is the naming convention of plugin distributions
     fix = (f"pip install hwadapter-{dtype.lower()} (plugins are named hwadapter-<type> by convention; any "
            f"distribution declaring an entry point in the group 'hwadapter.plugins' works)")
     return InvalidDeviceError(f"unknown device type {dtype!r}: no installed plugin provides it.{hint} Fix: {fix}, "
                               f"then check with `hwadapter devices`; {_available_summary()}")
+
+
+def _parse(spec) -> tuple[str, int, str | None]:
+    """(type, index, the index as written or None) of a device string; InvalidDeviceError when it is not one."""
+    if not isinstance(spec, str):
+        raise InvalidDeviceError(f"a device is a string like 'cpu' or 'cpu:0', not {type(spec).__name__} "
+                                 f"{_safe_repr(spec)}; {_available_summary()}")
+    spec = str.__str__(spec)
+    m = _PATTERN.fullmatch(spec)
+    if m is None or (m.group(2) is not None and len(m.group(2)) > _MAX_INDEX_DIGITS):
+        raise _malformed(spec)
+    return m.group(1), int(m.group(2) or 0), m.group(2)
+
+
+def parse(spec) -> tuple[str, int]:
+    """(type, index) of "type" or "type:index", without loading any plugin; InvalidDeviceError when malformed."""
+    dtype, index, _ = _parse(spec)
+    return dtype, index
 
 
 class Devices:
@@ -227,18 +276,11 @@ class Devices:
             dev = self._parsed.get(spec)
             if dev is not None:
                 return dev
-        elif isinstance(spec, str):
-            spec = str.__str__(spec)  # a str subclass may override hashing or comparison; use its plain text
-        else:
-            raise InvalidDeviceError(f"a device is a string like 'cpu' or 'cpu:0', not {type(spec).__name__} "
-                                     f"{_safe_repr(spec)}; {_available_summary()}")
-        m = _PATTERN.fullmatch(spec)
-        if m is None or (m.group(2) is not None and len(m.group(2)) > _MAX_INDEX_DIGITS):
-            raise _malformed(spec)
-        dtype, index = m.group(1), int(m.group(2) or 0)
+        dtype, index, written = _parse(spec)
+        spec = str.__str__(spec)  # a str subclass may override hashing or comparison; use its plain text
         record = registry.get(dtype)
         if record is None:
-            raise _unknown(dtype)
+            raise _unknown(dtype, written)
         if not record.ok:
             raise InvalidDeviceError(f"device type {dtype!r} cannot be used: {record.explain()} "
                                      f"(`hwadapter doctor` shows the details)")

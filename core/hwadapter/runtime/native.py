@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import DeviceUnavailableError, OutOfMemoryError
-from ..interfaces import DeviceProperties, Plugin, SynchronousRuntime
+from ..interfaces import API_VERSION, DeviceProperties, Plugin, SynchronousRuntime
 
 #: (MAJOR, MINOR) of the C device ABI (HWA_API_MAJOR/MINOR in device_api.h), versioned apart from the Python plugin API.
 NATIVE_API_VERSION = (1, 0)
@@ -67,6 +67,7 @@ class NativePlugin(Plugin):
     """Base of a plugin shim for a C device library: set `library` to its path (or override `library_path`)."""
 
     library: str = ""
+    api_version = API_VERSION  # the core's own adapter; the C library's ABI is checked on loading (NATIVE_API_VERSION)
 
     def __init__(self):
         self._lib = None

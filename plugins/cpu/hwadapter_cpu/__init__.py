@@ -7,9 +7,7 @@ of the primitive-expressible ops so those run compiled too.
 """
 from __future__ import annotations
 
-import os
-
-from hwadapter.plugin import Plugin, primitive_ops, reference
+from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
 from .runtime import CpuRuntime
 
@@ -19,6 +17,8 @@ __all__ = ["CpuPlugin", "CpuRuntime"]
 class CpuPlugin(Plugin):
     """The host CPU as one device, cpu:0; also the designated fallback device."""
 
+    api_version = (2, 0)
+
     def device_count(self) -> int:
         return 1
 
@@ -26,7 +26,7 @@ class CpuPlugin(Plugin):
         return CpuRuntime(index)
 
     def register_kernels(self, kernels) -> None:
-        compiled = os.environ.get("HWADAPTER_CPU_KERNELS", "numpy") == "codegen" and kernels.device.codegen is not None
+        compiled = cpu_kernels() == "codegen" and kernels.device.codegen is not None
         # The reference kernels accept every dtype the frontend lets through, so none are listed.
         skip = primitive_ops() if compiled else frozenset()
         for op, fn in reference.KERNELS.items():

@@ -61,6 +61,8 @@ def _device_error(status, err: Exception | None = None) -> DeviceUnavailableErro
 class CudaPlugin(Plugin):
     """Every NVIDIA GPU cupy sees, as <type>:0, <type>:1, ..."""
 
+    api_version = (2, 0)
+
     def device_count(self) -> int:
         cupy = load_cupy()
         try:

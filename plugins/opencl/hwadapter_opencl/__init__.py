@@ -18,7 +18,9 @@ __version__ = "0.1.0"
 
 
 class OpenCLPlugin(Plugin):
-    """Every device of every OpenCL platform, as opencl:0..N-1."""
+    """Every device of every OpenCL platform, as <type>:0..N-1."""
+
+    api_version = (2, 0)
 
     def device_count(self) -> int:
         return len(devices())
