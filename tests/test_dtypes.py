@@ -7,6 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import hwadapter as hw
 from hwadapter import InvalidArgumentError, UnsupportedDTypeError
@@ -157,3 +160,55 @@ def test_as_dtype_rejects():
                 np.dtype(">f4"), "datetime64"]:
         with pytest.raises(UnsupportedDTypeError, match="not supported"):
             dtypes.as_dtype(bad)
+
+
+def test_as_dtype_rejects_values_that_numpy_reads_as_dtypes():
+    """np.dtype(np.int8(5)) is int8 and np.dtype(np.array(...)) fails with numpy's text: a value is not a dtype."""
+    for bad in [np.int8(5), np.float32(1.5), np.array([1, 0]), 3, True]:
+        with pytest.raises(UnsupportedDTypeError, match="not supported.*Fix"):
+            dtypes.as_dtype(bad)
+
+
+# --- values that do not fit the dtype ---------------------------------------------------------------------------
+NARROW = ["int8", "uint8", "int16", "int32", "int64", "float16", "float32"]
+
+
+def _holds(values: np.ndarray, dtype: str) -> bool:
+    """Oracle: Python's exact integers for integer targets, numpy's own rounding for float targets."""
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        return all(np.isfinite(v) and info.min <= int(v) <= info.max for v in values.tolist())
+    with np.errstate(over="ignore"):
+        return bool(np.all(np.isfinite(values.astype(dt)) | ~np.isfinite(values)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.one_of(hnp.arrays(np.int64, st.integers(0, 4)),
+                        hnp.arrays(np.float64, st.integers(0, 4), elements=st.floats(width=64))),
+       dtype=st.sampled_from(NARROW))
+def test_to_tensor_refuses_what_the_dtype_cannot_hold(values, dtype):
+    """Never numpy's silent wrap (int8 300 -> 44) or overflow to inf: the value fits, or it is our error."""
+    if not _holds(values, dtype):
+        with pytest.raises(InvalidArgumentError, match=f"to_tensor.*does not fit in {dtype}.*Fix"):
+            hw.to_tensor(values, dtype=dtype)
+        return
+    with np.errstate(invalid="ignore"):
+        expected = values.astype(dtype)
+    np.testing.assert_array_equal(hw.to_tensor(values, dtype=dtype).numpy(), expected)
+
+
+def test_python_floats_that_float32_cannot_hold_are_refused():
+    """Python floats become float32 by default; 1e40 would be inf there."""
+    with pytest.raises(InvalidArgumentError, match="1e\\+40.*float32.*Fix.*float64"):
+        hw.to_tensor([1.0, 1e40])
+    assert hw.to_tensor([1.0, 1e40], dtype="float64").numpy().tolist() == [1.0, 1e40]
+    assert hw.to_tensor([np.inf, -np.inf]).numpy().tolist() == [np.inf, -np.inf]
+
+
+def test_check_fits_messages():
+    with pytest.raises(InvalidArgumentError, match="op: value nan does not fit in int32.*Fix: use a float dtype"):
+        dtypes.check_fits("op", "value", float("nan"), np.dtype("int32"))
+    with pytest.raises(InvalidArgumentError, match="-1 does not fit in uint8 \\(range 0..255\\).*int64"):
+        dtypes.check_fits("op", "value", -1, np.dtype("uint8"))
+    dtypes.check_fits("op", "value", 1 << 70, np.dtype("bool"))  # any number is a bool

@@ -514,3 +514,18 @@ def test_clip_errors(device):
         hw.clip(mk([1.0], device), 2.0, 1.0)
     with pytest.raises(InvalidArgumentError, match="clip"):
         hw.clip([1.0], 0.0, 1.0)
+
+
+@pytest.mark.parametrize("lo, hi", [(-1e5, 1e5), (1e5, None), (None, -1e5), (65510, None), (-1e39, 1e39),
+                                    (1 << 1100, None), (-(1 << 1100), 3)])
+def test_clip_bounds_beyond_float16_agree_on_every_device(lo, hi, device):
+    """Bounds are rounded to the dtype in the frontend, so compiled kernels never get a constant they cannot
+    hold. Oracle: clip in float64, then round to float16."""
+    arr = np.array([-np.inf, -65504, -1, 1, 60000, np.inf, np.nan], np.float16)
+    big = 1e308  # Python ints beyond float64 clip like infinities
+    lo64 = None if lo is None else max(min(lo, big), -big)
+    hi64 = None if hi is None else max(min(hi, big), -big)
+    expected = np.clip(arr.astype(np.float64), -np.inf if lo64 is None else lo64, np.inf if hi64 is None else hi64)
+    with np.errstate(over="ignore"):
+        expected = expected.astype(np.float16)
+    assert_close(hw.clip(mk(arr, device), lo, hi).numpy(), expected, "float16")

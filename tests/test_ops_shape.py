@@ -2,6 +2,8 @@
 __getitem__) on every device and dtype, against numpy indexing, with empty and 0-d shapes and error paths."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -10,6 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import hwadapter as hw
 from hwadapter import InvalidArgumentError, UnsupportedDTypeError
+from hwadapter.ops import shapes
 
 from oracles import assert_close
 
@@ -423,3 +426,49 @@ def test_getitem_errors(device):
         x[[7]]
     with pytest.raises(InvalidArgumentError, match="too many indices"):
         mk(np.float32(1), device)[0]
+
+
+# --- slicing: the frontend's normalised bounds against numpy --------------------------------------------------
+_BOUND = st.one_of(st.none(), st.integers(-12, 12), st.sampled_from([-(1 << 70), 1 << 70]))
+_STEP = st.one_of(st.none(), st.integers(-4, 4).filter(bool), st.sampled_from([-(1 << 62), 1 << 62]))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_getitem_matches_numpy_for_any_basic_key(data, device):
+    """Negative steps, starts before the axis and stops past it, ints, None and ... all give numpy's result."""
+    shape = data.draw(st.lists(st.integers(0, 6), min_size=1, max_size=3).map(tuple))
+    key = []
+    for size in shape:  # one slice or int per axis, a None (new axis) before some
+        key += [None] * data.draw(st.integers(0, 1))
+        ints = st.integers(-size, size - 1) if size else st.nothing()
+        key.append(data.draw(st.one_of(st.builds(slice, _BOUND, _BOUND, _STEP), ints)))
+    if data.draw(st.booleans()):  # the trailing axes as ...
+        key = key[:data.draw(st.integers(0, len(key)))] + [Ellipsis]
+    key = tuple(key)
+    arr = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
+    out = hw.to_tensor(arr, device=device)[key]
+    np.testing.assert_array_equal(out.numpy(), arr[key])
+    assert out.shape == arr[key].shape
+
+
+@pytest.mark.parametrize("size, start, stop, step", [(10, -4, None, -1), (3, -4, None, -1), (3, -10, -20, -1),
+                                                      (20, 1, -5, -1), (5, 7, None, -2), (0, 0, None, -1)])
+def test_slice_of_an_empty_range_is_empty(size, start, stop, step, device):
+    """hw.slice(x, [0], [start], [stop], [step]) is numpy's x[start:stop:step]; the issue's [10, 20] case too."""
+    arr = np.arange(size * 2).reshape(size, 2)
+    out = hw.slice(hw.to_tensor(arr, device=device), [0], [start], [stop], [step])
+    np.testing.assert_array_equal(out.numpy(), arr[start:stop:step])
+    np.testing.assert_array_equal(hw.to_tensor(arr, device=device)[start:stop:step].numpy(), arr[start:stop:step])
+
+
+@given(size=st.integers(0, 8), start=_BOUND, stop=_BOUND, step=_STEP)
+def test_slice_bounds_are_in_the_kernels_form(size, start, stop, step):
+    """What kernels receive: the same elements as Python's slice, start in range, stop in range or None."""
+    lo, hi, st_ = shapes.slice_bounds(size, start, stop, step)
+    expected = list(range(size))[start:stop:step]
+    assert list(range(size))[lo:hi:st_] == expected
+    if expected:
+        assert 0 <= lo < size and (hi is None and st_ < 0 or 0 <= hi <= size)
+    else:
+        assert (lo, hi, st_) == (0, 0, 1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import UnsupportedDTypeError
+from .errors import InvalidArgumentError, UnsupportedDTypeError
 
 bool_ = np.dtype("bool")
 int8, int16, int32, int64 = (np.dtype(n) for n in ("int8", "int16", "int32", "int64"))
@@ -31,14 +31,18 @@ def as_dtype(dt) -> np.dtype:
         return bool_
     if isinstance(dt, str) and dt in _BY_NAME:
         return _BY_NAME[dt]
-    try:
-        d = np.dtype(dt) if dt is not None else None  # np.dtype(None) would be float64
+    try:  # names, dtypes and scalar types only: np.dtype(None) would be float64, np.dtype(np.int8(5)) int8
+        d = np.dtype(dt) if isinstance(dt, (str, np.dtype, type)) else None
     except (TypeError, ValueError, SyntaxError):
         d = None
     if d is None or d not in ALL:
         names = ", ".join(x.name for x in ALL)
-        raise UnsupportedDTypeError(f"dtype {dt!r} is not supported; use one of: {names}")
+        raise UnsupportedDTypeError(f"dtype {_cut(repr(dt))} is not supported. Fix: use one of: {names}")
     return d
+
+
+def _cut(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _category(d: np.dtype) -> str:
@@ -84,7 +88,78 @@ def scalar_dtype(value, other: np.dtype) -> np.dtype:
         return other if other != bool_ else DEFAULT_INT
     if isinstance(value, float):
         return other if other.kind == "f" else DEFAULT_FLOAT
-    raise UnsupportedDTypeError(f"cannot combine a tensor with a {type(value).__name__}; use a tensor or a Python number")
+    raise UnsupportedDTypeError(f"cannot combine a tensor with a {type(value).__name__}. Fix: use a tensor or a "
+                                f"Python number")
+
+
+def value_range(d: np.dtype) -> tuple:
+    """(lowest, highest) finite value of a numeric dtype; (False, True) for bool."""
+    if d == bool_:
+        return (False, True)
+    info = np.iinfo(d) if d.kind in "iu" else np.finfo(d)
+    return (int(info.min), int(info.max)) if d.kind in "iu" else (float(info.min), float(info.max))
+
+
+def _wider(d: np.dtype) -> str:
+    """Advice for a value `d` cannot hold."""
+    wider = "int64" if d.kind in "iu" and d != int64 else "float64" if d != float64 else None
+    return f"use a dtype that holds it (e.g. {wider}), or bring the value into range first" if wider else \
+        "bring the value into range first"
+
+
+def _does_not_fit(op: str, what: str, value, d: np.dtype) -> InvalidArgumentError:
+    lo, hi = value_range(d)
+    text = _cut(repr(value))
+    span = f"{lo}..{hi}" if d.kind in "iu" else f"{lo:g}..{hi:g}"
+    finite = isinstance(value, int) or value - value == 0  # nan and inf are not
+    fix = _wider(d) if finite else "use a float dtype (e.g. float32), or replace the nan or inf first"
+    return InvalidArgumentError(f"{op}: {what} {text} does not fit in {d.name} (range {span}). Fix: {fix}")
+
+
+def check_fits(op: str, what: str, value, d: np.dtype) -> None:
+    """Refuse a Python number that `d` cannot hold: nan, inf or out of range for an integer dtype, a finite value
+    that would round to inf for a float dtype. Floats are truncated toward zero for integers, as cast does."""
+    if d == bool_ or isinstance(value, (bool, np.bool_)):
+        return
+    lo, hi = value_range(d)
+    if d.kind in "iu":
+        if value != value or value in (float("inf"), float("-inf")) or not lo <= int(value) <= hi:
+            raise _does_not_fit(op, what, value, d)
+    elif value == value and abs(value) != float("inf") and not _rounds_finite(value, d):
+        raise _does_not_fit(op, what, value, d)
+
+
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
+
+
+def _rounds_finite(value, d: np.dtype) -> bool:
+    if abs(value) > _FLOAT64_MAX:  # an int beyond every float
+        return False
+    with np.errstate(over="ignore"):
+        return bool(np.isfinite(np.asarray(float(value), dtype=d)))
+
+
+def fitted(op: str, arr: np.ndarray, d: np.dtype) -> np.ndarray:
+    """A C-contiguous copy of host array `arr` as dtype `d`, refusing values `d` cannot hold (see check_fits)."""
+    if d.kind in "iu" and arr.size and not np.can_cast(arr.dtype, d, "safe"):
+        _check_integer_range(op, arr, d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = np.array(arr, dtype=d, order="C")
+    if d.kind == "f" and arr.size and arr.dtype.kind in "iuf" and not np.can_cast(arr.dtype, d, "safe"):
+        grown = np.isinf(out) & np.isfinite(arr)
+        if grown.any():
+            raise _does_not_fit(op, "value", arr[grown].flat[0].item(), d)
+    return out
+
+
+def _check_integer_range(op: str, arr: np.ndarray, d: np.dtype) -> None:
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        raise _does_not_fit(op, "value", arr[~np.isfinite(arr)].flat[0].item(), d)
+    if arr.dtype.kind in "iuf":
+        lo, hi = value_range(d)
+        for v in (arr.min().item(), arr.max().item()):
+            if not lo <= int(v) <= hi:
+                raise _does_not_fit(op, "value", v, d)
 
 
 def promotion_table() -> str:

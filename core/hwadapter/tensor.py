@@ -28,6 +28,8 @@ class _op:
     def __get__(self, obj, objtype=None):
         from .ops import api  # lazy: the op modules import this module, so a module-level import would be a cycle
         fn = getattr(api, self.name)
+        if self.attr.startswith("__"):  # an operator takes no keywords: the op itself, without the keyword check
+            fn = getattr(fn, "__wrapped__", fn)
         value = fn if self.wrap is None else self.wrap(fn)
         setattr(self.owner, self.attr, value)  # replaces this descriptor, so later calls reach the op directly
         return value.__get__(obj, objtype)
@@ -105,7 +107,8 @@ class Tensor:
     def item(self):
         """The value of a one-element tensor as a Python number."""
         if self.size != 1:
-            raise InvalidArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+            raise InvalidArgumentError(f"item() needs a tensor with one element, this one has shape {self.shape}. "
+                                       f"Fix: index one element first, e.g. x[0].item(), or use .tolist()")
         return self.numpy().reshape(()).item()
 
     def to(self, device=None, dtype=None) -> "Tensor":
@@ -131,7 +134,8 @@ class Tensor:
 
     def __dlpack_device__(self):
         if not isinstance(self._data, np.ndarray):
-            raise InvalidArgumentError(f"__dlpack_device__: tensor is on {self._device}, not host memory; call .cpu()")
+            raise InvalidArgumentError(f"__dlpack_device__: tensor is on {self._device}, not host memory. Fix: call "
+                                       f".cpu() first")
         return self._data.__dlpack_device__()
 
     # --- Python protocol ------------------------------------------------------------------------
@@ -146,8 +150,8 @@ class Tensor:
 
     def __bool__(self):
         if self.size != 1:
-            raise InvalidArgumentError(f"the truth value of a tensor with {self.size} elements is ambiguous; "
-                                       f"use .any() / .all() style reductions")
+            raise InvalidArgumentError(f"the truth value of a tensor with {self.size} elements is ambiguous. Fix: "
+                                       f"reduce it first, e.g. hwadapter.max(x) or bool((x != 0).sum())")
         return bool(self.item())
 
     def __float__(self):
@@ -158,7 +162,8 @@ class Tensor:
 
     def __index__(self):
         if self._dtype.kind not in "iu":
-            raise TypeError(f"only integer tensors can be used as an index, not {self._dtype.name}")
+            raise UnsupportedDTypeError(f"only integer tensors can be used as an index, not {self._dtype.name}. Fix: "
+                                        f"cast it, e.g. x.astype('int64')")  # a TypeError too, as Python expects
         return int(self.item())
 
     __hash__ = object.__hash__  # identity: __eq__ is elementwise, not a key comparison
@@ -269,18 +274,20 @@ def _host_array(data, dtype) -> np.ndarray:
         try:
             arr = np.asarray(data)
         except (ValueError, TypeError, OverflowError) as err:
-            raise InvalidArgumentError(f"to_tensor: cannot make an array of {type(data).__name__}: {err}") from None
+            raise InvalidArgumentError(f"to_tensor: cannot make an array of {type(data).__name__}: {err}. Fix: pass "
+                                       f"numbers, (regular) nested lists of numbers or an array") from None
     if dtype is not None:
         try:
             target = _dt.as_dtype(dtype)
         except UnsupportedDTypeError as err:
             raise UnsupportedDTypeError(f"to_tensor: {err}") from None
         if arr.dtype.kind not in "biuf" and arr.size:
-            raise UnsupportedDTypeError(f"to_tensor: cannot convert data of dtype {arr.dtype} to {target.name}")
-        return np.array(arr, dtype=target, order="C")
+            raise UnsupportedDTypeError(f"to_tensor: cannot convert data of dtype {arr.dtype} to {target.name}. "
+                                        f"Fix: pass numbers")
+        return _dt.fitted("to_tensor", arr, target)
     if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and arr.dtype == np.float64 \
             and not isinstance(data, (np.generic, Tensor)):
-        arr = arr.astype(_dt.DEFAULT_FLOAT)  # Python floats default to float32, as in paddle
+        arr = _dt.fitted("to_tensor", arr, _dt.DEFAULT_FLOAT)  # Python floats default to float32, as in paddle
     elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:  # uint16/32/64 (and other byte orders)
         if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
             raise UnsupportedDTypeError(f"to_tensor: {arr.dtype} values above {np.iinfo(np.int64).max} do not fit "
@@ -296,20 +303,31 @@ def _host_array(data, dtype) -> np.ndarray:
     return np.array(arr, order="C", copy=True)
 
 
+def target_device(device):
+    """The Device a new tensor goes to: `device`, else the current device."""
+    return _device.get(device) if device is not None else _device.current()
+
+
 def to_tensor(data, dtype=None, device=None) -> Tensor:
     """A tensor holding a copy of `data` (nested lists, numbers, numpy arrays, tensors) on `device`."""
-    dev = _device.get(device) if device is not None else _device.current()
+    dev = target_device(device)
     arr = _host_array(data, dtype)
     return _make(_device_data(dev, arr), dev)
 
 
 def from_dlpack(obj) -> Tensor:
     """A host-memory tensor sharing memory with a DLPack-capable CPU object (numpy, torch, ...)."""
-    arr = np.from_dlpack(obj)
+    try:
+        arr = np.from_dlpack(obj)
+    except (TypeError, ValueError, RuntimeError, BufferError) as err:
+        raise InvalidArgumentError(f"from_dlpack: cannot take {type(obj).__name__}: {err}. Fix: pass an object with "
+                                   f"__dlpack__ in CPU memory (numpy, torch, ...)") from None
     if arr.dtype not in _dt.ALL:
         names = ", ".join(d.name for d in _dt.ALL)
-        raise UnsupportedDTypeError(f"from_dlpack: dtype {arr.dtype} is not supported; supported dtypes: {names}")
+        raise UnsupportedDTypeError(f"from_dlpack: dtype {arr.dtype} is not supported; supported dtypes: {names}. "
+                                    f"Fix: convert it first")
     dev = _device.get(config.fallback_device)
     if not dev.host_memory:
-        raise InvalidArgumentError(f"from_dlpack needs a host-memory fallback device, {dev} is not one")
+        raise InvalidArgumentError(f"from_dlpack needs a host-memory fallback device, {dev} is not one. Fix: set "
+                                   f"HWADAPTER_FALLBACK_DEVICE=cpu")
     return _make(np.ascontiguousarray(arr), dev)

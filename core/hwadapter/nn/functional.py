@@ -1,10 +1,13 @@
 """hwadapter.nn.functional: activations, normalisation, convolution and pooling, with paddle's signatures."""
 from __future__ import annotations
 
+import math
+
+from .. import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
 from ..errors import InvalidArgumentError
 from ..ops import shapes
-from ..ops._common import _as_float, _promote, _tensor
+from ..ops._common import _as_float, _promote, _tensor, check_size, make_public, number_arg
 from ..ops.creation import full
 from ..ops.elementwise import add, gelu, relu, sigmoid, tanh  # noqa: F401  gelu, relu, sigmoid, tanh: re-exported
 from ..ops.linalg import matmul
@@ -37,19 +40,31 @@ def _param(op, name, p, x, shape, fill):
         return full(shape, fill, x.dtype, x.device)
     p = _tensor(op, p)
     if tuple(p.shape) != tuple(shape):
-        raise InvalidArgumentError(f"{op}: {name} has shape {p.shape}, expected {tuple(shape)}")
+        raise InvalidArgumentError(f"{op}: {name} has shape {p.shape}, expected {tuple(shape)}. Fix: pass a {name} "
+                                   f"of shape {tuple(shape)}, or None")
     return p if p.dtype == x.dtype else p.astype(x.dtype)
+
+
+def _epsilon(op, epsilon, dtype) -> float:
+    """epsilon as a float that x's dtype holds (kernels compute in it)."""
+    eps = number_arg(op, "epsilon", epsilon)
+    if isinstance(eps, bool) or not 0 <= eps < math.inf:
+        raise InvalidArgumentError(f"{op}: epsilon must be a finite number >= 0, not {epsilon!r}. Fix: pass e.g. 1e-5")
+    _dt.check_fits(op, "epsilon", eps, dtype)
+    return float(eps)
 
 
 def layer_norm(x, normalized_shape, weight=None, bias=None, epsilon=1e-5):
     """Normalise over the trailing `normalized_shape` axes, then scale and shift."""
     x = _as_float(_tensor("layer_norm", x))
-    norm = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    if not norm or tuple(x.shape[-len(norm):]) != norm or len(norm) > x.ndim:
-        raise InvalidArgumentError(f"layer_norm: normalized_shape {norm} is not the trailing shape of {x.shape}")
+    norm = shapes.int_list("layer_norm", "normalized_shape", normalized_shape, low=0, scalar_ok=True)
+    if not norm or len(norm) > x.ndim or tuple(x.shape[-len(norm):]) != norm:
+        raise InvalidArgumentError(f"layer_norm: normalized_shape {norm} is not the trailing shape of {x.shape}. "
+                                   f"Fix: pass x.shape[-k:] for the k axes to normalise")
+    eps = _epsilon("layer_norm", epsilon, x.dtype)
     w = _param("layer_norm", "weight", weight, x, norm, 1)
     b = _param("layer_norm", "bias", bias, x, norm, 0)
-    return dispatch("layer_norm", (x, w, b), {"begin_axis": x.ndim - len(norm), "epsilon": float(epsilon)})
+    return dispatch("layer_norm", (x, w, b), {"begin_axis": x.ndim - len(norm), "epsilon": eps})
 
 
 _BN_FORMATS = ("NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC")
@@ -58,32 +73,37 @@ _BN_FORMATS = ("NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC")
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.9, epsilon=1e-5,
                data_format="NCHW"):
     """Inference batch normalisation with running statistics (training=True is not supported)."""
-    if training:
+    if shapes.flag("batch_norm", "training", training):
         raise InvalidArgumentError("batch_norm: only inference (training=False) is supported; hwadapter has no "
-                                   "training mode")
+                                   "training mode. Fix: pass training=False")
+    number_arg("batch_norm", "momentum", momentum)  # unused in inference, but a typo should not pass
     x = _as_float(_tensor("batch_norm", x))
+    eps = _epsilon("batch_norm", epsilon, x.dtype)
     if x.ndim < 2:
-        raise InvalidArgumentError(f"batch_norm: input must be at least 2-D (N, C, ...), got {x.shape}")
-    fmt = data_format.upper() if isinstance(data_format, str) else data_format
+        raise InvalidArgumentError(f"batch_norm: input must be at least 2-D (N, C, ...), got {x.shape}. Fix: add "
+                                   f"a batch axis, e.g. x.unsqueeze(0)")
+    fmt = data_format.upper() if isinstance(data_format, str) else None
     if fmt not in _BN_FORMATS:
         raise InvalidArgumentError(f"batch_norm: data_format must be one of {', '.join(_BN_FORMATS)} (channels "
-                                   f"second or last), not {data_format!r}")
+                                   f"second or last), not {shapes.show(data_format)}. Fix: pass one of those")
     axis = 1 if fmt.startswith("NC") else x.ndim - 1
     c = x.shape[axis]
     params = [_param("batch_norm", n, p, x, (c,), f) for n, p, f in
               (("running_mean", running_mean, 0), ("running_var", running_var, 1), ("weight", weight, 1),
                ("bias", bias, 0))]
-    return dispatch("batch_norm", (x, *params), {"epsilon": float(epsilon), "channel_axis": axis})
+    return dispatch("batch_norm", (x, *params), {"epsilon": eps, "channel_axis": axis})
 
 
 def _nchw(op, x, data_format):
     x = _tensor(op, x)
     if x.ndim != 4:
-        raise InvalidArgumentError(f"{op}: input must be 4-D ({data_format}), got shape {x.shape}")
-    if data_format == "NHWC":
+        raise InvalidArgumentError(f"{op}: input must be 4-D ({shapes.show(data_format)}), got shape {x.shape}. "
+                                   f"Fix: reshape it to (N, C, H, W), or (N, H, W, C) with data_format='NHWC'")
+    if isinstance(data_format, str) and data_format == "NHWC":
         return transpose(x, (0, 3, 1, 2)), True
-    if data_format != "NCHW":
-        raise InvalidArgumentError(f"{op}: data_format must be 'NCHW' or 'NHWC', not {data_format!r}")
+    if not isinstance(data_format, str) or data_format != "NCHW":
+        raise InvalidArgumentError(f"{op}: data_format must be 'NCHW' or 'NHWC', not {shapes.show(data_format)}. "
+                                   f"Fix: pass one of those")
     return x, False
 
 
@@ -99,35 +119,49 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
     x, w = _promote("conv2d", x, _tensor("conv2d", weight))
     x, w = _as_float(x), _as_float(w)
     if w.ndim != 4:
-        raise InvalidArgumentError(f"conv2d: weight must be 4-D (out, in/groups, kh, kw), got {w.shape}")
+        raise InvalidArgumentError(f"conv2d: weight must be 4-D (out, in/groups, kh, kw), got {w.shape}. Fix: "
+                                   f"reshape it to (out_channels, in_channels // groups, kh, kw)")
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
-    if groups <= 0 or c % groups or o % groups or cg != c // groups:
-        raise InvalidArgumentError(f"conv2d: {c} input channels, weight {w.shape} and groups={groups} do not agree; "
-                                   f"need in_channels == groups * weight.shape[1] and out_channels % groups == 0")
+    groups = shapes.int_arg("conv2d", "groups", groups, low=1)
+    if c % groups or o % groups or cg != c // groups:
+        raise InvalidArgumentError(f"conv2d: {c} input channels, weight {w.shape} and groups={groups} do not agree. "
+                                   f"Fix: need in_channels == groups * weight.shape[1] and out_channels % groups == 0")
     st, dl = shapes.pair("conv2d", "stride", stride), shapes.pair("conv2d", "dilation", dilation)
     pads = shapes.conv_padding("conv2d", padding, (h, wd), (kh, kw), st, dl)
-    shapes.window_out("conv2d", h, kh, st[0], dl[0], pads[0] + pads[1])
-    shapes.window_out("conv2d", wd, kw, st[1], dl[1], pads[2] + pads[3])
+    (oh, sh), (ow, sw) = _windows(h, kh, st[0], dl[0], pads[:2]), _windows(wd, kw, st[1], dl[1], pads[2:])
+    check_size("conv2d", (n, c, h + pads[0] + pads[1], wd + pads[2] + pads[3]), x.dtype, x.device,
+               what="the padded input (kernels pad x first)")
+    check_size("conv2d", (n, o, oh, ow), x.dtype, x.device)
     inputs = (x, w)
     if bias is not None:
-        b = _tensor("conv2d", bias).astype(x.dtype)
+        b = _tensor("conv2d", bias)
         if b.shape != (o,):
-            raise InvalidArgumentError(f"conv2d: bias must have shape ({o},), got {b.shape}")
-        inputs = (x, w, b)
-    y = dispatch("conv2d", inputs, {"stride": st, "padding": pads, "dilation": dl, "groups": int(groups)})
-    return _back(y, nhwc)
+            raise InvalidArgumentError(f"conv2d: bias must have shape ({o},), got {b.shape}. Fix: pass one value "
+                                       f"per output channel, or None")
+        inputs = (x, w, b.astype(x.dtype))
+    attrs = {"stride": (sh, sw), "padding": pads, "dilation": dl, "groups": groups}
+    return _back(dispatch("conv2d", inputs, attrs), nhwc)
+
+
+def _windows(size: int, k: int, stride: int, dilation: int, pads: tuple) -> tuple:
+    """(windows, stride) along one axis of conv2d, the stride no longer than the padded input: a longer one gives
+    the same single window, and kernels need not hold an absurd number."""
+    out = shapes.window_out("conv2d", size, k, stride, dilation, pads[0] + pads[1])
+    return out, min(stride, size + pads[0] + pads[1] - (k - 1) * dilation)
 
 
 def _pool_args(op, x, kernel_size, stride, padding, ceil_mode):
     k = shapes.pair(op, "kernel_size", kernel_size)
     st = k if stride is None else shapes.pair(op, "stride", stride)
+    ceil_mode = shapes.flag(op, "ceil_mode", ceil_mode)
     pads = shapes.conv_padding(op, padding, x.shape[2:], k, st, (1, 1))
     if max(pads[0], pads[1]) > k[0] // 2 or max(pads[2], pads[3]) > k[1] // 2:
-        raise InvalidArgumentError(f"{op}: padding {padding} must be at most half the kernel {k}")
+        raise InvalidArgumentError(f"{op}: padding {shapes.show(padding)} must be at most half the kernel {k}. Fix: "
+                                   f"pad less, or use a larger kernel")
     shapes.window_out(op, x.shape[2], k[0], st[0], 1, pads[0] + pads[1], ceil_mode)
     shapes.window_out(op, x.shape[3], k[1], st[1], 1, pads[2] + pads[3], ceil_mode)
-    return {"kernel_size": k, "stride": st, "padding": pads, "ceil_mode": bool(ceil_mode)}
+    return {"kernel_size": k, "stride": st, "padding": pads, "ceil_mode": ceil_mode}
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, data_format="NCHW"):
@@ -142,7 +176,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, exclusiv
     x, nhwc = _nchw("avg_pool2d", x, data_format)
     x = _as_float(x)
     attrs = _pool_args("avg_pool2d", x, kernel_size, stride, padding, ceil_mode)
-    attrs["exclusive"] = bool(exclusive)
+    attrs["exclusive"] = shapes.flag("avg_pool2d", "exclusive", exclusive)
     return _back(dispatch("avg_pool2d", (x,), attrs), nhwc)
 
 
@@ -150,7 +184,8 @@ def _adaptive(op, x, output_size, data_format):
     x, nhwc = _nchw(op, x, data_format)
     size = shapes.pair(op, "output_size", output_size)
     if x.shape[2] == 0 or x.shape[3] == 0:
-        raise InvalidArgumentError(f"{op}: input spatial size {x.shape[2:]} is empty")
+        raise InvalidArgumentError(f"{op}: input spatial size {x.shape[2:]} is empty. Fix: pool a non-empty input")
+    check_size(op, x.shape[:2] + size, x.dtype, x.device)
     return x, size, nhwc
 
 
@@ -170,3 +205,6 @@ def linear(x, weight, bias=None):
     """x @ weight + bias, with weight of shape (in_features, out_features) as in paddle."""
     y = matmul(x, weight)
     return y if bias is None else add(y, bias)
+
+
+make_public(globals(), __all__)  # a misspelt keyword (dim= for axis=) is our error, with the fix

@@ -2,12 +2,18 @@
 from __future__ import annotations
 
 import builtins
+import difflib
+import functools
+import inspect
+import math
+import os
+import weakref
 
 import numpy as np
 
 from .. import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..errors import InvalidArgumentError, UnsupportedDTypeError
+from ..errors import HwAdapterError, InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
 from ..tensor import Tensor, _device_data, _make
 from . import shapes
 
@@ -24,15 +30,18 @@ def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
     bounds = _INT_RANGE.get(dt)
     if bounds is not None and not isinstance(value, float) and not bounds[0] <= value <= bounds[1]:
         raise InvalidArgumentError(
-            f"{op or 'op'}: the Python int {value} does not fit in {dt.name}, the dtype it takes next to a "
-            f"{like._dtype.name} tensor (valid: {bounds[0]}..{bounds[1]}). Fix: cast the tensor to a wider dtype "
+            f"{op or 'op'}: the Python int {shapes.show(value)} does not fit in {dt.name}, the dtype it takes next to "
+            f"a {like._dtype.name} tensor (valid: {bounds[0]}..{bounds[1]}). Fix: cast the tensor to a wider dtype "
             f"first, e.g. x.astype('int64') or x.astype('float32')")
-    if dt is _dt.float16 and builtins.abs(value) > 65504:
-        with np.errstate(over="ignore"):  # beyond float16's range is inf, as the arithmetic would make it
-            arr = np.array(value, dtype=dt)
-    else:
+    if dt.kind == "f" and isinstance(value, int) and builtins.abs(value) > _FLOAT64_MAX:
+        raise InvalidArgumentError(f"{op or 'op'}: the Python int {shapes.show(value)} is beyond every float dtype. "
+                                   f"Fix: use a number within float64's range")
+    with np.errstate(over="ignore"):  # beyond a float dtype's range is inf, as the arithmetic would make it
         arr = np.array(value, dtype=dt)
     return _make(_device_data(like._device, arr), like._device)
+
+
+_FLOAT64_MAX = float(np.finfo(np.float64).max)
 
 
 def _tensor(op: str, x) -> Tensor:
@@ -71,7 +80,8 @@ def _promote(op: str, *xs):
     """Tensors (and Python numbers) brought to one device and one dtype."""
     tensors = [x for x in xs if isinstance(x, Tensor)]
     if not tensors:
-        raise InvalidArgumentError(f"{op}: at least one input must be a Tensor")
+        raise InvalidArgumentError(f"{op}: at least one input must be a Tensor. Fix: wrap one with "
+                                   f"hwadapter.to_tensor")
     dt = _dt.result_type(*(t._dtype for t in tensors))
     out = []
     for x in xs:
@@ -82,7 +92,8 @@ def _promote(op: str, *xs):
             sdt = _dt.scalar_dtype(v, dt)
             out.append(_scalar(v, tensors[0], sdt, op))
         else:
-            raise InvalidArgumentError(f"{op}: cannot use {type(x).__name__} as an operand; use a Tensor or a number")
+            raise InvalidArgumentError(f"{op}: cannot use {type(x).__name__} as an operand. Fix: use a Tensor or a "
+                                       f"number")
     dt = _dt.result_type(*(t._dtype for t in out))
     return [t if t._dtype == dt else cast(t, dt) for t in out]
 
@@ -93,3 +104,142 @@ def _check_shapes(op: str, *xs: Tensor) -> None:
         if x._data.shape != first:
             shapes.broadcast(op, *(t._data.shape for t in xs))
             return
+
+
+# --- numbers that are attributes ---------------------------------------------------------------------------------
+def number_arg(op: str, name: str, value):
+    """`value` as a Python bool, int or float: Python and numpy numbers, one-element tensors; nothing else."""
+    if isinstance(value, Tensor) and value.size == 1:
+        value = value.item()
+    if isinstance(value, np.generic) and isinstance(value, _NUMBER):
+        value = value.item()
+    if not isinstance(value, (bool, int, float)):
+        raise InvalidArgumentError(f"{op}: {name} must be a number, not {shapes.show(value)} "
+                                   f"({type(value).__name__}). Fix: pass a Python int or float")
+    return value
+
+
+def fill_value(op: str, name: str, value, dtype: np.dtype):
+    """A number as `dtype` holds it (a Python bool, int or float), refused when `dtype` cannot hold it."""
+    value = number_arg(op, name, value)
+    _dt.check_fits(op, name, value, dtype)
+    if dtype == _dt.bool_:
+        return builtins.bool(value)
+    return int(value) if dtype.kind in "iu" else float(value)
+
+
+# --- sizes that cannot exist -------------------------------------------------------------------------------------
+_SMALL = 1 << 26  # results up to 64 MiB are not checked: every device has that much
+_total_memory: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _host_memory() -> int:
+    """The machine's RAM in bytes, 0 when the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def _device_memory(dev) -> int:
+    """Total bytes of `dev`'s memory as its runtime reports them (0: unknown), asked once per Device."""
+    total = _total_memory.get(dev)
+    if total is None:
+        try:
+            total = int(dev.runtime.memory_info()[1])
+        except Exception:  # noqa: BLE001  a runtime that cannot say leaves the check to its allocator
+            total = 0
+        _total_memory[dev] = total
+    return total
+
+
+def _human(nbytes: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if nbytes < 1024 or unit == "EiB":
+            return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return ""
+
+
+def check_size(op: str, shape: tuple, dtype: np.dtype, dev, staged: bool = False, what: str = "the result") -> None:
+    """Refuse, before anything is allocated, a result (or `what` else the op allocates) larger than `dev`'s memory,
+    and than the machine's RAM when it is made on the host first (`staged`)."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes <= _SMALL:
+        return
+    limits = [("the device's memory", _device_memory(dev))]
+    if staged and not dev.host_memory:
+        limits.append(("the host's memory (the values are made there first)", _host_memory()))
+    for where, total in limits:
+        if total and nbytes > total:
+            raise OutOfMemoryError(
+                f"{op} on {dev}: {what}, shape {shapes.show(tuple(shape))} {dtype.name}, needs {_human(nbytes)}, "
+                f"more than {where}, {_human(total)}. Fix: use a smaller shape, or split the work into pieces")
+
+
+# --- keyword arguments -------------------------------------------------------------------------------------------
+#: Other libraries' names for hwadapter's parameters (torch, numpy, paddle), for a misspelt keyword's hint.
+_SPELLINGS = {
+    "dim": ("axis", "perm"), "dims": ("perm", "axis"), "axes": ("axis", "perm"), "keepdims": ("keepdim",),
+    "keepdim": ("keepdims",), "input": ("x",), "other": ("y",), "a": ("x",), "b": ("y",), "mat2": ("y",),
+    "size": ("shape",), "value": ("fill_value",), "fill": ("fill_value",), "place": ("device",),
+    "permutation": ("perm",), "a_min": ("min",), "a_max": ("max",), "eps": ("epsilon",), "indices": ("index",),
+    "split_size_or_sections": ("num_or_sections",), "sections": ("num_or_sections",), "pad_width": ("pad",),
+    "constant_values": ("value",), "start_dim": ("start_axis",), "end_dim": ("stop_axis",),
+}
+
+
+def _hint(unknown: str, params: list) -> str:
+    """The parameter of `params` a misspelt or foreign keyword most likely means, as advice."""
+    for name in _SPELLINGS.get(unknown, ()):
+        if name in params:
+            return f"use {name}= (hwadapter's name, as in paddle)"
+    if unknown in ("out", "inplace"):
+        return "hwadapter tensors are immutable; use the returned tensor"
+    if unknown == "name":
+        return "hwadapter ops take no name; leave it out"
+    close = difflib.get_close_matches(unknown, params, n=1)
+    return f"use {close[0]}=" if close else f"use one of its parameters: {', '.join(params)}"
+
+
+def _call_error(name: str, signature: inspect.Signature, args: tuple, kwargs: dict) -> InvalidArgumentError | None:
+    """What is wrong with calling op `name` this way, as our error; None when the call binds (the TypeError came
+    from inside the op)."""
+    params = list(signature.parameters)
+    unknown = [k for k in kwargs if k not in signature.parameters]
+    if unknown:
+        return InvalidArgumentError(f"{name}: got an unexpected keyword argument {unknown[0]!r}. "
+                                    f"Fix: {_hint(unknown[0], params)}; {name}{signature}")
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as err:
+        return InvalidArgumentError(f"{name}: {err}. Fix: call it as {name}{signature}")
+    return None
+
+
+def public(fn, name: str):
+    """Op `fn` as users call it, under `name`: a call Python would refuse (an unknown or misspelt keyword, such as
+    torch's dim= for axis=, a missing or extra argument) raises InvalidArgumentError naming the op and the right
+    spelling. Tensor operators bind to fn itself (op.__wrapped__): they cannot be called with keywords."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def op(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except HwAdapterError:
+            raise
+        except TypeError:
+            error = _call_error(name, signature, args, kwargs)
+            if error is None:
+                raise
+            raise error from None
+
+    op.__name__ = op.__qualname__ = name
+    return op
+
+
+def make_public(namespace: dict, names) -> None:
+    """Replace each function of `names` in a module's `namespace` with `public(fn, name)`."""
+    for name in names:
+        namespace[name] = public(namespace[name], name)

@@ -1,9 +1,11 @@
 """The public op set (paddle's names where paddle has one), assembled from the op families of this package.
 
-`hwadapter` re-exports `__all__`; Tensor's operators and methods are bound to these functions by name.
+`hwadapter` re-exports `__all__`; Tensor's operators and methods are bound to these functions by name. Each is
+wrapped by `public`, so that a call Python would refuse (torch's dim= for axis=, say) is our error with the fix.
 """
 from __future__ import annotations
 
+from ._common import make_public
 from .creation import arange, full, full_like, ones, ones_like, rand, randn, seed, zeros, zeros_like
 from .elementwise import (abs, add, astype, cast, ceil, clip, cos, divide, equal, erf, exp, floor, gelu,  # noqa: A004
                           greater_equal, greater_than, less_equal, less_than, log, logical_and, logical_not,
@@ -24,3 +26,5 @@ __all__ = [
     "split", "slice", "gather", "expand", "broadcast_to", "pad", "full", "zeros", "ones", "zeros_like",
     "ones_like", "full_like", "arange", "seed", "rand", "randn",
 ]
+
+make_public(globals(), __all__)

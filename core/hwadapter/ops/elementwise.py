@@ -1,6 +1,7 @@
 """Elementwise ops: arithmetic, comparison, logic, math functions, where, cast and clip."""
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
@@ -10,32 +11,35 @@ from ..dispatch.dispatcher import dispatch, dispatch_binary, dispatch_unary
 from ..errors import InvalidArgumentError
 from ..tensor import Tensor
 from . import shapes
-from ._common import (_FLOAT, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote, _scalar, _tensor,
-                      cast)
+from ._common import (_FLOAT, _FLOAT64_MAX, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote, _scalar,
+                      _tensor, cast, number_arg)
 
 astype = cast  # cast itself sits with the helpers, which promote with it
 
 
-def _binary(op: str, kind: str, doc: str):
+def _binary(op: str, kind: str, doc: str, name: str = ""):
+    """The public function `name` (default: op) running kernel `op`; its errors name `name`, as the user called it."""
+    name = name or op
+
     def fn(x, y):
         if type(x) is Tensor and type(y) is Tensor and x._dtype is y._dtype:  # the hot path: no promotion
             xs = x._data.shape
             if xs != y._data.shape:
-                shapes.broadcast(op, xs, y._data.shape)
+                shapes.broadcast(name, xs, y._data.shape)
         else:
-            x, y = _promote(op, x, y)
-            _check_shapes(op, x, y)
+            x, y = _promote(name, x, y)
+            _check_shapes(name, x, y)
         if kind == "arith":
             if x._dtype not in _NUMERIC:
-                _check(op, x, _NUMERIC, "numeric (non-bool)")
+                _check(name, x, _NUMERIC, "numeric (non-bool)")
         elif kind == "float" and x._dtype not in _FLOAT:
-            _check(op, x, _NUMERIC, "numeric (non-bool)")
+            _check(name, x, _NUMERIC, "numeric (non-bool)")
             x, y = _as_float(x), _as_float(y)
         elif kind == "logical" and x._dtype is not _dt.bool_:
             x, y = cast(x, _dt.bool_), cast(y, _dt.bool_)
         return dispatch_binary(op, x, y)
 
-    fn.__name__ = fn.__qualname__ = op
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
     return fn
 
@@ -60,19 +64,19 @@ def _unary(op: str, kind: str, doc: str):
 
 
 add = _binary("add", "arith", "x + y, broadcast.")
-subtract = _binary("sub", "arith", "x - y, broadcast.")
-multiply = _binary("mul", "arith", "x * y, broadcast.")
-divide = _binary("div", "float", "x / y, true division (integers promote to float32).")
+subtract = _binary("sub", "arith", "x - y, broadcast.", "subtract")
+multiply = _binary("mul", "arith", "x * y, broadcast.", "multiply")
+divide = _binary("div", "float", "x / y, true division (integers promote to float32).", "divide")
 pow = _binary("pow", "arith", "x ** y, broadcast.")  # noqa: A001
 maximum = _binary("maximum", "arith", "Elementwise maximum (nan propagates).")
 minimum = _binary("minimum", "arith", "Elementwise minimum (nan propagates).")
-remainder = _binary("mod", "arith", "Floor remainder: the result has the sign of y, as Python's %.")
-mod = remainder
+remainder = _binary("mod", "arith", "Floor remainder: the result has the sign of y, as Python's %.", "remainder")
+mod = _binary("mod", "arith", "Floor remainder (the same as remainder).", "mod")
 equal = _binary("equal", "compare", "x == y as bool.")
 not_equal = _binary("not_equal", "compare", "x != y as bool.")
-less_than = _binary("less", "compare", "x < y as bool.")
+less_than = _binary("less", "compare", "x < y as bool.", "less_than")
 less_equal = _binary("less_equal", "compare", "x <= y as bool.")
-greater_than = _binary("greater", "compare", "x > y as bool.")
+greater_than = _binary("greater", "compare", "x > y as bool.", "greater_than")
 greater_equal = _binary("greater_equal", "compare", "x >= y as bool.")
 logical_and = _binary("logical_and", "logical", "x and y (non-zero is true).")
 logical_or = _binary("logical_or", "logical", "x or y (non-zero is true).")
@@ -100,6 +104,7 @@ logical_not = _unary("logical_not", "logical", "not x (non-zero is true).")
 
 def gelu(x, approximate: bool = False):
     """Gaussian error linear unit; exact (erf) unless approximate=True (tanh form)."""
+    approximate = shapes.flag("gelu", "approximate", approximate)
     x = _as_float(_tensor("gelu", x))
     if not approximate:
         return dispatch_unary("gelu", x)
@@ -113,7 +118,8 @@ def where(condition, x, y):
         cond = cast(cond, _dt.bool_)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two numbers: x takes its own default dtype
         if not isinstance(x, _NUMBER):
-            raise InvalidArgumentError(f"where: cannot use {type(x).__name__} as an operand; use a Tensor or a number")
+            raise InvalidArgumentError(f"where: cannot use {type(x).__name__} as an operand. Fix: use a Tensor or a "
+                                       f"number")
         v = x.item() if isinstance(x, np.generic) else x
         x = _scalar(v, cond, _dt.bool_ if isinstance(v, bool) else _dt.DEFAULT_INT if isinstance(v, int)
                     else _dt.DEFAULT_FLOAT, "where")
@@ -126,20 +132,35 @@ def clip(x, min=None, max=None):  # noqa: A002
     """x limited to [min, max]; either bound may be None."""
     x = _tensor("clip", x)
     _check("clip", x, _NUMERIC, "numeric (non-bool)")
-    min, max = (b.item() if isinstance(b, Tensor) and b.size == 1 else b for b in (min, max))  # noqa: A001
-    for name, bound in (("min", min), ("max", max)):
-        if bound is not None and not isinstance(bound, (int, float, np.integer, np.floating)) or \
-                isinstance(bound, (bool, np.bool_)):
-            raise InvalidArgumentError(f"clip: {name} must be a number or None, not {bound!r}")
-        if bound is not None and bound != bound:
-            raise InvalidArgumentError(f"clip: {name} is nan")
+    min, max = (None if b is None else _bound(name, b) for name, b in (("min", min), ("max", max)))  # noqa: A001
     if min is not None and max is not None and min > max:
-        raise InvalidArgumentError(f"clip: min {min} is greater than max {max}")
+        raise InvalidArgumentError(f"clip: min {min} is greater than max {max}. Fix: pass min <= max")
     if x._dtype in _FLOAT:
-        lo = None if min is None else float(min)
-        hi = None if max is None else float(max)
+        lo, hi = _in_float(min, x._dtype), _in_float(max, x._dtype)
+        lo = None if lo == -math.inf else lo  # no bound at all: the kernel is spared a constant it cannot hold
+        hi = None if hi == math.inf else hi
     else:  # integer bounds, clamped to the dtype's range: rounded inward, so the result stays within [min, max]
         info = np.iinfo(x._dtype)
         lo = None if min is None or min <= info.min else (info.max if min > info.max else math.ceil(min))
         hi = None if max is None or max >= info.max else (info.min if max < info.min else math.floor(max))
     return dispatch("clip", (x,), {"min": lo, "max": hi})
+
+
+def _bound(name: str, bound):
+    """A clip bound as a Python int or float (not bool, not nan)."""
+    bound = number_arg("clip", name, bound)
+    if isinstance(bound, bool):
+        raise InvalidArgumentError(f"clip: {name} must be a number or None, not {bound!r}. Fix: pass an int or float")
+    if bound != bound:
+        raise InvalidArgumentError(f"clip: {name} is nan. Fix: pass a number, or None for no bound")
+    return bound
+
+
+def _in_float(bound, dtype: np.dtype):
+    """A bound rounded to `dtype` as the arithmetic would round it (beyond its range: inf), as a Python float."""
+    if bound is None:
+        return None
+    if builtins.abs(bound) > _FLOAT64_MAX:  # an int beyond every float
+        return math.inf if bound > 0 else -math.inf
+    with np.errstate(over="ignore"):
+        return float(np.asarray(float(bound), dtype=dtype))

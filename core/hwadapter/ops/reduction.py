@@ -13,7 +13,7 @@ from ._common import _FLOAT, _as_float, _op_dtype, _tensor, cast
 
 def _reduce(op: str, x, axis, keepdim, keepdims):
     x = _tensor(op, x)
-    keep = builtins.bool(keepdim or keepdims)
+    keep = shapes.flag(op, "keepdim", keepdim) or shapes.flag(op, "keepdims", keepdims)
     axes = shapes.normalize_axes(op, axis, x.ndim)
     return x, axes, keep
 
@@ -75,7 +75,7 @@ def _arg(op: str, x, axis, keepdim):
         if x.ndim == 0:
             axis = None
     _nonempty(op, x, (axis,) if axis is not None else tuple(range(x.ndim)))
-    return dispatch(op, (x,), {"axis": axis, "keepdim": builtins.bool(keepdim)})
+    return dispatch(op, (x,), {"axis": axis, "keepdim": shapes.flag(op, "keepdim", keepdim)})
 
 
 def argmax(x, axis=None, keepdim=False):
