@@ -7,12 +7,14 @@ op kernels (`register_kernels`), a `SubgraphBackend`, or a `CodegenBackend`. The
 from __future__ import annotations
 
 from . import dtypes
+from .config import cpu_kernels
 from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
                      KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
 from .graph.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
 from .interfaces import (API_VERSION, CodegenBackend, DeviceProperties, Event, Executable, HostBufferRuntime,
                          HostEvent, HostStream, KernelRegistrar, Plugin, Program, Runtime, Stream, SubgraphBackend,
                          SynchronousRuntime)
+from .ops import meta  # the (shape, dtype) of every op's outputs: what the dispatcher checks results against
 from .ops import reference  # numpy kernels: every op's semantics
 from .ops import shapes  # shape rules, to size outputs
 from .runtime import codegen
@@ -30,5 +32,5 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
            "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "DeviceArray", "contiguous_strides",
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
-           "reference", "shapes", "dtypes", "primitive_ops", "CompileError", "DeviceUnavailableError", "HwAdapterError",
+           "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
            "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]

@@ -1,0 +1,169 @@
+"""What every op of the op set returns: (input shapes, input dtypes, attrs) -> the (shape, dtype) of each output.
+
+The dispatcher checks every kernel's result against these rules before anyone sees it; a plugin may use them to
+size its outputs. They describe kernels as the frontend calls them (see ops/reference.py: attributes normalised,
+the inputs of binary ops of one dtype), with the reference kernels' attribute defaults;
+tests/test_kernel_results.py checks them against the reference kernels so that they cannot drift apart.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import shapes as _shapes
+
+BOOL = np.dtype(np.bool_)
+INT64 = np.dtype(np.int64)
+
+#: Ops whose result has the shape and dtype of their first input, x.
+SAME_AS_X = frozenset({"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu",
+                        "gelu", "erf", "sin", "cos", "floor", "ceil", "round", "sign", "clip", "softmax",
+                        "log_softmax", "layer_norm", "batch_norm"})
+#: Binary ops whose result is broadcast and of the inputs' (promoted) dtype.
+ARITHMETIC = frozenset({"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod"})
+#: Ops whose result is broadcast (or of the input's shape) and bool.
+BOOL_RESULT = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+                         "logical_or", "logical_xor", "logical_not"})
+#: Ops that return a list of arrays; every other op returns one array.
+MULTI_OUTPUT = frozenset({"split"})
+
+
+def _same(shapes, dtypes, attrs):
+    return ((shapes[0], dtypes[0]),)
+
+
+def _elementwise(shapes, dtypes, attrs):
+    return ((_shapes.broadcast("op", *shapes), np.result_type(*dtypes)),)
+
+
+def _boolean(shapes, dtypes, attrs):
+    return ((_shapes.broadcast("op", *shapes), BOOL),)
+
+
+def _where(shapes, dtypes, attrs):
+    return ((_shapes.broadcast("where", *shapes), np.result_type(*dtypes[1:])),)
+
+
+def _cast(shapes, dtypes, attrs):
+    return ((shapes[0], np.dtype(attrs["dtype"])),)
+
+
+def _axes(axis, ndim: int) -> tuple:
+    """The reduced axes, non-negative: None is all of them (as the reference kernels, which pass it to numpy)."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(int(a) % ndim for a in axes) if ndim else ()
+
+
+def _reduction(shapes, dtypes, attrs):
+    shape = shapes[0]
+    return ((_shapes.reduce(shape, _axes(attrs["axis"], len(shape)), bool(attrs.get("keepdim", False))),
+             dtypes[0]),)
+
+
+def _arg_reduction(shapes, dtypes, attrs):
+    shape, axis, keep = shapes[0], attrs.get("axis"), bool(attrs.get("keepdim", False))
+    if axis is None:  # over the flattened tensor
+        return (((1,) * len(shape) if keep else (), INT64),)
+    return ((_shapes.reduce(shape, _axes(axis, len(shape)), keep), INT64),)
+
+
+def _matmul(shapes, dtypes, attrs):
+    out = _shapes.matmul(shapes[0], shapes[1], attrs.get("transpose_x", False), attrs.get("transpose_y", False))
+    return ((out, np.result_type(*dtypes)),)
+
+
+def _conv2d(shapes, dtypes, attrs):
+    (n, _, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
+    (sh, sw), (dh, dw) = attrs.get("stride", (1, 1)), attrs.get("dilation", (1, 1))
+    pt, pb, pl, pr = attrs.get("padding", (0, 0, 0, 0))
+    oh = _shapes.window_out("conv2d", h, kh, sh, dh, pt + pb)
+    ow = _shapes.window_out("conv2d", w, kw, sw, dw, pl + pr)
+    return (((n, o, oh, ow), dtypes[0]),)
+
+
+def _pool2d(shapes, dtypes, attrs):
+    n, c, h, w = shapes[0]
+    (kh, kw), (sh, sw) = attrs.get("kernel_size", (2, 2)), attrs.get("stride", (2, 2))
+    pt, pb, pl, pr = attrs.get("padding", (0, 0, 0, 0))
+    ceil = bool(attrs.get("ceil_mode", False))
+    oh, ow = _shapes.pool_out(h, kh, sh, pt, pb, ceil), _shapes.pool_out(w, kw, sw, pl, pr, ceil)
+    return (((n, c, oh, ow), dtypes[0]),)
+
+
+def _adaptive_pool2d(shapes, dtypes, attrs):
+    return ((tuple(shapes[0][:2]) + tuple(attrs.get("output_size", (1, 1))), dtypes[0]),)
+
+
+def _reshape(shapes, dtypes, attrs):
+    target = tuple(int(s) for s in attrs["shape"])
+    if -1 in target:  # numpy's inference: the one unknown size makes the element count equal
+        known = math.prod(s for s in target if s != -1)
+        target = tuple(math.prod(shapes[0]) // known if s == -1 and known else s for s in target)
+    return ((target, dtypes[0]),)
+
+
+def _transpose(shapes, dtypes, attrs):
+    return ((tuple(shapes[0][p] for p in attrs["perm"]), dtypes[0]),)
+
+
+def _concat(shapes, dtypes, attrs):
+    axis = attrs.get("axis", 0) % len(shapes[0])
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return ((tuple(out), np.result_type(*dtypes)),)
+
+
+def _split(shapes, dtypes, attrs):
+    shape, axis = shapes[0], attrs.get("axis", 0) % len(shapes[0])
+    return tuple((shape[:axis] + (int(n),) + shape[axis + 1:], dtypes[0]) for n in attrs["sections"])
+
+
+def _slice(shapes, dtypes, attrs):
+    """Bounds in the kernels' form (shapes.slice_bounds): absolute positions, an end of None is past position 0."""
+    out = list(shapes[0])
+    for axis, start, end, step in zip(attrs["axes"], attrs["starts"], attrs["ends"], attrs["steps"]):
+        out[axis] = len(range(start, -1 if end is None else end, step))
+    return ((tuple(out), dtypes[0]),)
+
+
+def _gather(shapes, dtypes, attrs):
+    shape, axis = shapes[0], attrs.get("axis", 0) % len(shapes[0])
+    return ((shape[:axis] + tuple(shapes[1]) + shape[axis + 1:], dtypes[0]),)
+
+
+def _expand(shapes, dtypes, attrs):
+    return ((tuple(int(s) for s in attrs["shape"]), dtypes[0]),)
+
+
+def _pad(shapes, dtypes, attrs):
+    shape = shapes[0]
+    if not shape:  # a 0-d tensor has nothing to pad
+        return ((shape, dtypes[0]),)
+    return ((tuple(s + int(lo) + int(hi) for s, (lo, hi) in zip(shape, attrs["pads"])), dtypes[0]),)
+
+
+RULES: dict = {}
+RULES.update(dict.fromkeys(SAME_AS_X, _same))
+RULES.update(dict.fromkeys(ARITHMETIC, _elementwise))
+RULES.update(dict.fromkeys(BOOL_RESULT, _boolean))
+RULES.update(dict.fromkeys(("sum", "prod", "max", "min", "mean"), _reduction))
+RULES.update(dict.fromkeys(("argmax", "argmin"), _arg_reduction))
+RULES.update(dict.fromkeys(("max_pool2d", "avg_pool2d"), _pool2d))
+RULES.update(dict.fromkeys(("adaptive_avg_pool2d", "adaptive_max_pool2d"), _adaptive_pool2d))
+RULES.update({
+    "where": _where, "cast": _cast, "matmul": _matmul, "conv2d": _conv2d, "reshape": _reshape,
+    "transpose": _transpose, "concat": _concat, "split": _split, "slice": _slice, "gather": _gather,
+    "expand": _expand, "pad": _pad,
+})
+
+
+def result_meta(op: str, shapes: tuple, dtypes: tuple, attrs: dict | None = None) -> tuple | None:
+    """((shape, dtype), ...) of op's outputs for inputs of `shapes` and `dtypes`, or None for an op without a rule
+    (a custom kernel-primitive op). Raises what the shape rules raise for inputs the op cannot take."""
+    rule = RULES.get(op)
+    if rule is None:
+        return None
+    return rule(tuple(tuple(s) for s in shapes), tuple(np.dtype(d) for d in dtypes), attrs or {})
