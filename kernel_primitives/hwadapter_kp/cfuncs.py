@@ -76,7 +76,7 @@ FLOAT_TO_HALF = """{q}uint16_t kp_float_to_half(float value)
     const uint32_t magnitude = pun.u & 0x7fffffffu;
     if (magnitude >= 0x7f800000u) {{
         if (magnitude == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
-        return (uint16_t)(sign | 0x7e00u | (magnitude >> 13));  /* quiet nan */
+        return (uint16_t)(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));  /* quiet nan, its sign kept */
     }}
     if (magnitude >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);  /* >= 65520 rounds to inf */
     if (magnitude < 0x38800000u) {{
@@ -92,6 +92,35 @@ FLOAT_TO_HALF = """{q}uint16_t kp_float_to_half(float value)
     uint32_t h = (magnitude - 0x38000000u) >> 13;
     const uint32_t rest = magnitude & 0x1fffu;
     if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) h += 1;
+    return (uint16_t)(sign | h);
+}}"""
+
+
+# IEEE binary64 -> binary16 with one round-to-nearest-even (through float it would round twice: 65519.99 -> inf).
+DOUBLE_TO_HALF = """{q}uint16_t kp_double_to_half(double value)
+{{
+    union {{ double f; uint64_t u; }} pun;
+    pun.f = value;
+    const uint16_t sign = (uint16_t)((pun.u >> 48) & 0x8000u);
+    const uint64_t magnitude = pun.u & 0x7fffffffffffffffULL;
+    if (magnitude >= 0x7ff0000000000000ULL) {{
+        if (magnitude == 0x7ff0000000000000ULL) return (uint16_t)(sign | 0x7c00u);
+        return (uint16_t)(sign | 0x7e00u | (uint16_t)((magnitude >> 42) & 0x3ffu));  /* quiet nan */
+    }}
+    if (magnitude >= 0x40effe0000000000ULL) return (uint16_t)(sign | 0x7c00u);  /* >= 65520 rounds to inf */
+    if (magnitude < 0x3f10000000000000ULL) {{  /* below 2^-14: a subnormal half or zero */
+        if (magnitude <= 0x3e60000000000000ULL) return sign;  /* <= 2^-25 rounds to zero */
+        const uint64_t shift = 1051u - (magnitude >> 52);
+        const uint64_t mantissa = (magnitude & 0xfffffffffffffULL) | 0x10000000000000ULL;
+        uint64_t h = mantissa >> shift;
+        const uint64_t rest = mantissa & ((1ULL << shift) - 1u);
+        const uint64_t halfway = 1ULL << (shift - 1u);
+        if (rest > halfway || (rest == halfway && (h & 1u))) h += 1;
+        return (uint16_t)(sign | h);
+    }}
+    uint64_t h = (magnitude - 0x3f00000000000000ULL) >> 42;
+    const uint64_t rest = magnitude & 0x3ffffffffffULL;
+    if (rest > 0x20000000000ULL || (rest == 0x20000000000ULL && (h & 1u))) h += 1;
     return (uint16_t)(sign | h);
 }}"""
 
@@ -128,7 +157,9 @@ def float_floormod(d: str, dialect) -> str:
 
 def helper_name(kind: str, d: str) -> str:
     """C name of a helper."""
-    if kind in ("half_to_float", "float_to_half", "round_half"):
+    if kind == "round_half" and d == "float64":
+        return "kp_round_half_f64"
+    if kind in ("half_to_float", "float_to_half", "double_to_half", "round_half"):
         return f"kp_{kind}"
     return f"kp_{kind}_{d}"
 

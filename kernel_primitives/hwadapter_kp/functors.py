@@ -209,9 +209,10 @@ def _sigmoid(ctx, a, dts, attrs):
 def _gelu(ctx, a, dts, attrs):
     # 0.5 a erfc(-a / sqrt 2) == 0.5 a (1 + erf(a / sqrt 2)) without the cancellation of 1 + erf for a < 0
     d = dts[0]
-    # below -40 the result is 0 to every precision, and at -inf the product would be -inf * 0 = nan
+    # below -40 the product underflows to -0.0 in every precision (as it does just above -40), and at -inf it would
+    # be -inf * 0 = nan: the limit, -0.0, is written out
     erfc = ctx.call("erfc", d, f"-{a[0]} * {ctx.lit(0.7071067811865476, d)}")
-    return f"({a[0]} < {ctx.lit(-40, d)} ? {ctx.lit(0, d)} : {ctx.lit(0.5, d)} * {a[0]} * {erfc})"
+    return f"({a[0]} < {ctx.lit(-40, d)} ? {ctx.lit(-0.0, d)} : {ctx.lit(0.5, d)} * {a[0]} * {erfc})"
 
 
 def _relu(ctx, a, dts, attrs):
@@ -225,8 +226,11 @@ def _sign(ctx, a, dts, attrs):
     d = dts[0]
     if d == "uint8":
         return f"{a[0]} > 0 ? {ctx.lit(1, d)} : {a[0]}"
-    # returning x itself for zero and NaN keeps numpy's sign(0) == 0 and sign(nan) == nan
-    return f"{a[0]} > 0 ? {ctx.lit(1, d)} : ({a[0]} < 0 ? {ctx.lit(-1, d)} : {a[0]})"
+    if not dt.is_float(d):
+        return f"{a[0]} > 0 ? {ctx.lit(1, d)} : ({a[0]} < 0 ? {ctx.lit(-1, d)} : {a[0]})"
+    # numpy: sign(-0.0) == +0.0 (not x itself), sign(nan) == nan
+    return (f"{a[0]} > 0 ? {ctx.lit(1, d)} : ({a[0]} < 0 ? {ctx.lit(-1, d)} : "
+            f"({a[0]} == 0 ? {ctx.lit(0, d)} : {a[0]}))")
 
 
 def _where(ctx, a, dts, attrs):
@@ -238,7 +242,9 @@ def _cast_render(ctx, a, dts, attrs):
     source = dts[0]
     if target == "bool":
         return a[0] if source == "bool" else f"{a[0]} != 0"
-    if target == "float16":
+    if target == "float16" and source == "float64":  # rounded once: through float, 65519.99 would become inf
+        return f"{ctx.helper('round_half', 'float64')}({a[0]})"
+    if target == "float16":  # integers are exact in float up to 2^24, and beyond 65519 all round to inf
         value = a[0] if source == "float32" else f"({ctx.ctype('float32')}){a[0]}"
         return f"{ctx.helper('round_half', 'float32')}({value})"
     if dt.register(target) == source:
@@ -297,7 +303,7 @@ _FUNCTORS = [
     _float_fn("sigmoid", "1 / (1 + exp(-a))", lambda x: 1 / (1 + np.exp(-x)), _sigmoid),
     _f("relu", 1, "maximum(a, 0)", _numeric("relu"), lambda x: np.maximum(x, _zero(x)), _relu),
     _float_fn("gelu", "exact GELU: 0.5 a (1 + erf(a / sqrt 2)), computed as 0.5 a erfc(-a / sqrt 2)",
-              lambda x: np.where(x < -40, 0, 0.5 * x * _erfc64(-x * _sqrt1_2(x))).astype(x.dtype), _gelu),
+              lambda x: np.where(x < -40, -0.0, 0.5 * x * _erfc64(-x * _sqrt1_2(x))).astype(x.dtype), _gelu),
     _float_fn("erf", "error function", _erf),
     _float_fn("sin", "sine", np.sin),
     _float_fn("cos", "cosine", np.cos),

@@ -8,7 +8,10 @@ int64); ``cast`` needs its output variable ``U`` bound, and a bound ``U`` of a
 reduction converts the accumulated result to it.
 """
 
+import numpy as np
+
 from . import dsl as kp
+from . import dtypes as dt
 from .dsl import ParamDecl, current
 from .errors import KernelError
 from .functors import BINARY, UNARY
@@ -64,12 +67,24 @@ def _cast(x, out):
 _register("cast", [("x", "in", "T", False), ("out", "out", "U", False)], _cast, doc="numpy astype")
 
 
+def _bound(value, dtype):
+    """A clip bound as a constant of ``dtype``, as numpy's clip takes it: a float bound rounds to the dtype (beyond its
+    range: to +-inf), an integer bound beyond an integer dtype's range is clamped to it (no element lies beyond)."""
+    if dt.is_float(dtype):
+        with np.errstate(over="ignore"):
+            return kp.init(float(np.asarray(value, dtype=dt.to_numpy(dtype))), dtype)
+    if dtype != "bool" and float(value).is_integer():
+        info = np.iinfo(dtype)
+        value = min(max(int(value), int(info.min)), int(info.max))
+    return kp.init(value, dtype)
+
+
 def _clip(x, out, min=None, max=None):
     v = kp.read(x)
     if min is not None:
-        v = kp.binary("max", v, kp.init(min, x.dtype))
+        v = kp.binary("max", v, _bound(min, x.dtype))
     if max is not None:
-        v = kp.binary("min", v, kp.init(max, x.dtype))
+        v = kp.binary("min", v, _bound(max, x.dtype))
     kp.write(out, v)
 
 

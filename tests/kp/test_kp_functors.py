@@ -154,6 +154,17 @@ def test_clip():
     check(run("clip", {"x": xi}, max=1)["out"], np.minimum(xi, 1))
 
 
+def test_clip_bounds_beyond_the_dtype():
+    """A bound the dtype cannot hold is taken as numpy's clip takes it, not refused: a float bound rounds to the dtype
+    (beyond its range: +-inf); an integer bound beyond the integer range is held to it (no element lies beyond)."""
+    x = np.array([-np.inf, -65504, -1, -0.0, 0.5, 65504, np.inf, np.nan], np.float16)
+    check(run("clip", {"x": x}, min=-1e6, max=70000.0)["out"], x)
+    check(run("clip", {"x": x}, min=1e40)["out"], np.where(np.isnan(x), x, np.float16(np.inf)))
+    xi = np.array([-128, -1, 0, 127], np.int8)
+    check(run("clip", {"x": xi}, min=-1000, max=1000)["out"], xi)
+    check(run("clip", {"x": xi}, min=2 ** 70)["out"], np.full(4, 127, np.int8))
+
+
 def _reduce_oracle(op, x, axis, keepdims):
     acc = np.int64 if x.dtype.kind in "iub" and op in ("sum", "prod") else None
     compute = x.astype(np.float32) if x.dtype == np.float16 else x

@@ -74,3 +74,40 @@ def test_cast_to_half_inside_a_computation_rounds(backend):
     nan = np.isnan(expected)
     np.testing.assert_array_equal(np.isnan(got), nan)
     np.testing.assert_array_equal(got[~nan], expected[~nan])
+
+
+def _float64_samples():
+    """Random doubles, every finite half, the ties between neighbouring halves and the doubles either side of them."""
+    rng = np.random.default_rng(1)
+    bits = rng.integers(0, 2**63, 100_000, dtype=np.uint64) | (rng.integers(0, 2, 100_000, dtype=np.uint64) << 63)
+    scaled = rng.standard_normal(50_000) * 10.0 ** rng.integers(-10, 6, 50_000)
+    halves = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    halves = np.sort(halves[np.isfinite(halves)].astype(np.float64))
+    ties = (halves[:-1] + halves[1:]) / 2
+    return np.concatenate([EDGES.astype(np.float64), bits.view(np.float64), scaled, halves, ties,
+                           np.nextafter(ties, np.inf), np.nextafter(ties, -np.inf), [65519.99999999, 1 + 2.0**-40]])
+
+
+@pytest.mark.parametrize("backend", ["c", "opencl"])
+def test_double_to_half_rounds_once(backend):
+    """float64 -> float16 in one rounding: through float32 a double just below a tie would round up twice."""
+    run = dict(_runners()).get(backend)
+    if run is None:
+        pytest.skip("no OpenCL platform")
+    x = _float64_samples()
+    p = library.get("cast").specialize_for({"x": x}, dtypes={"U": "float16"})
+    with np.errstate(all="ignore"):
+        _same_half(run(p, {"x": x})["out"], x.astype(np.float16))
+
+
+@pytest.mark.parametrize("backend", ["c", "opencl"])
+@pytest.mark.parametrize("source", ["float32", "float64"])
+def test_nan_keeps_its_sign_as_half(backend, source):
+    """A NaN stored as float16 keeps its sign (numpy's conversion does): abs(nan) is not a negative NaN."""
+    run = dict(_runners()).get(backend)
+    if run is None:
+        pytest.skip("no OpenCL platform")
+    x = np.array([np.nan, -np.nan, np.inf, -np.inf], source)
+    got = run(library.get("cast").specialize_for({"x": x}, dtypes={"U": "float16"}), {"x": x})["out"]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(x))

@@ -74,6 +74,7 @@ def _erf_erfc(x):
                 term *= -x2 / n
                 total += term / (2 * n + 1)
             total *= 2.0 / _SQRT_PI
+            total = np.copysign(total, xs)  # erf is odd: erf(-0.0) is -0.0 (C, math.erf), not -0.0 + 0.0
             erf[small] = total
             erfc[small] = 1.0 - total
         big = ~small  # nan lands here and stays nan
@@ -96,17 +97,18 @@ def erf(x):
 
 
 def gelu(x, approximate=False):
-    """x * Phi(x) = x/2 * erfc(-x / sqrt 2) (exact, no cancellation for negative x), or the tanh approximation."""
-    if approximate:
-        xf = x.astype(np.float32) if x.dtype == np.float16 else x
-        with _quiet():
-            out = 0.5 * xf * (1 + np.tanh(math.sqrt(2 / math.pi) * (xf + 0.044715 * xf * xf * xf)))
-            out = np.where(xf == -np.inf, 0.0, out)  # -inf * 0
-        return out.astype(x.dtype)
+    """x * Phi(x), in float64 rounded once: x/2 * erfc(-x / sqrt 2) (exact), or the tanh approximation written as
+    x / (1 + e^(-2u)) (== x/2 * (1 + tanh u), without the cancellation of 1 + tanh u for negative x).
+
+    Both tend to -0.0 as x goes to -inf (x * Phi(x) is negative there), which is their value at -inf, not -inf * 0."""
     x64 = np.asarray(x, np.float64)
     with _quiet():
-        out = np.where(x64 == -np.inf, 0.0, 0.5 * x64 * _erf_erfc(-x64 / math.sqrt(2.0))[1])  # the limit, not -inf*0
-    return out.astype(x.dtype)
+        if approximate:
+            inner = math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64 * x64 * x64)
+            out = x64 / (1.0 + np.exp(-2.0 * inner))
+        else:
+            out = 0.5 * x64 * _erf_erfc(-x64 / math.sqrt(2.0))[1]
+    return np.where(x64 == -np.inf, -0.0, out).astype(x.dtype)
 
 
 def sigmoid(x):
@@ -179,6 +181,8 @@ def _reduction(np_fn, accumulate=False):
     def kernel(x, axis, keepdim=False):
         if accumulate and x.dtype == np.float16:  # float16 partial sums lose integers above 2048
             return np.asarray(np_fn(x, axis=axis, keepdims=keepdim, dtype=np.float32)).astype(np.float16)
+        if accumulate and x.dtype.kind in "biu":  # numpy would widen bool and small integers to int64: keep the dtype
+            return np.asarray(np_fn(x, axis=axis, keepdims=keepdim, dtype=x.dtype))
         return np.asarray(np_fn(x, axis=axis, keepdims=keepdim))
     kernel.__name__ = np_fn.__name__
     return kernel
@@ -345,10 +349,24 @@ def split(x, sections, axis=0):
     return [np.ascontiguousarray(p) for p in np.split(x, bounds, axis=axis)]
 
 
+def slice_positions(start, end, step):
+    """The Python slice selecting range(start, end, step): bounds are positions, as the OpenCL plan reads them too
+    (end None: through the edge).
+
+    Both the frontend's normalised bounds and slice.indices() results are positions, where a negative-step start or
+    end of -1 means "before position 0"; a Python slice would read -1 as the last element, so it is never passed on.
+    """
+    span = range(start, -1 if end is None else end, step)
+    if not span:
+        return np.s_[0:0]
+    stop = span[-1] + step
+    return np.s_[span[0]:(stop if stop >= 0 else None):step]
+
+
 def slice(x, axes, starts, ends, steps):  # noqa: A001  the op's name
     index = [np.s_[:]] * x.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
-        index[a] = np.s_[s:e:st]
+        index[a] = slice_positions(s, e, st)
     return np.ascontiguousarray(x[tuple(index)])
 
 

@@ -31,8 +31,10 @@ def _gelu(x: kp.In["T"], out: kp.Out["T"], *, approximate=False):
     v = kp.cast(kp.read(x), cd)
     if approximate:
         inner = kp.init(0.7978845608028654, cd) * (v + kp.init(0.044715, cd) * v * v * v)
-        # 0.5 v (1 + tanh(u)) == v / (1 + exp(-2u)): no cancellation for large negative v
-        y = v / (kp.init(1.0, cd) + kp.unary("exp", kp.init(-2.0, cd) * inner))
+        # 0.5 v (1 + tanh(u)) == v / (1 + exp(-2u)): no cancellation for large negative v; below -40 that is -0.0
+        # in every precision, and at -inf it would be -inf / inf = nan: the limit, -0.0, is written out
+        y = kp.ternary("where", kp.binary("lt", v, kp.init(-40.0, cd)), kp.init(-0.0, cd),
+                       v / (kp.init(1.0, cd) + kp.unary("exp", kp.init(-2.0, cd) * inner)))
     else:
         y = kp.unary("gelu", v)
     kp.write(out, kp.cast(y, x.dtype))

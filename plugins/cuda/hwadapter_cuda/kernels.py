@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import CompileError, DeviceArray, InvalidArgumentError, shapes
+from hwadapter.plugin import CompileError, DeviceArray, InvalidArgumentError, reference, shapes
 
 SOURCE_DIR = Path(__file__).parent / "kernels"
 CTYPES = {"float16": "__half", "float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
@@ -271,7 +271,7 @@ def slice_op(x, axes, starts, ends, steps, out=None):
     """x[start:end:step] along axes, copied into dense memory."""
     index = [slice(None)] * x.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
-        index[a] = slice(s, e, st)
+        index[a] = reference.slice_positions(s, e, st)  # absolute positions: a start of -1 is before the axis
     shape = tuple(len(range(*i.indices(n))) for i, n in zip(index, x.shape))
     out = _out(x, shape, x.dtype, out)
     if out.size:
