@@ -3,7 +3,8 @@ the same 8 ops unfused (pyopencl.array, and hwadapter's own eager ops), in the s
 
 The fused program reads x once and writes y once; unfused, every op reads and writes a 64 MB temporary. GB/s counts
 the bytes the fused program must move (x in, y out), so it compares with a plain buffer copy on the device.
-Target: fused >= 3x pyopencl.array.  Run: `python benchmarks/opencl_fused.py` (HWADAPTER_BENCH_N to resize).
+Target: fused >= 3x pyopencl.array; it prints PASS or FAIL and exits 0 either way (a wrong result is an error).
+Run: `python benchmarks/opencl_fused.py` (HWADAPTER_BENCH_N to resize).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ DEV = "opencl:0"
 def main() -> int:
     if not hw.device.is_available("opencl"):
         print("opencl:0 is not available: pip install -e plugins/opencl (and pocl-opencl-icd for a CPU device)")
-        return 1
+        return 0
     import pyopencl.array as cla
     from hwadapter.runtime.device import get
 
@@ -78,15 +79,14 @@ def main() -> int:
     table(f"8-op elementwise chain over {N:,} float32 on {DEV} ({props.name}); ms per run, best of 5",
           ["implementation", "ms", "GB/s (x in, y out)", "time vs fused"], rows)
     ratio = t_cla / t_fused
-    ok = ratio >= 3
-    verdict = "PASS" if ok else "FAIL"
-    print(f"fused vs pyopencl.array: {ratio:.1f}x ({verdict}, target >= 3x); fused vs hwadapter eager: "
+    verdict = "PASS" if ratio >= 3 else "FAIL"
+    print(f"{verdict}  fused vs pyopencl.array: {ratio:.1f}x (target >= 3x); fused vs hwadapter eager: "
           f"{seconds[runs[2][0]] / t_fused:.1f}x; fused runs at {seconds[runs[0][0]] / t_fused * 100:.0f}% of a buffer "
           f"copy's speed.")
     print("pyopencl.array's elementwise kernels loop over elements inside each work item (a grid-stride loop over a "
           "few work groups), which PoCL cannot vectorise; hwadapter's eager row is the fair unfused baseline: the "
           "same kernels as the fused one, one memory pass per op.")
-    return int(not ok)
+    return 0  # a missed target prints FAIL; it is a measurement, not an error
 
 
 if __name__ == "__main__":

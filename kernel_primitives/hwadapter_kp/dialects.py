@@ -119,6 +119,8 @@ class Dialect:
     def helper(self, kind: str, d: str):
         """(name, source, dependencies) of a helper function."""
         name = cfuncs.helper_name(kind, d)
+        if kind == "round_half" and dt.register(d) == "float64":
+            return name, self.round_half_f64_source(), self.round_half_f64_deps()
         if kind == "round_half":
             return name, self.round_half_source(), self.round_half_deps()
         if kind == "floormod" and dt.is_float(d):
@@ -129,6 +131,10 @@ class Dialect:
 
     def round_half_deps(self):
         """Helpers the float16 rounding helper needs."""
+        return []
+
+    def round_half_f64_deps(self):
+        """Helpers the float64 -> float16 rounding helper needs."""
         return []
 
     # --- structure ------------------------------------------------------------------------
@@ -175,6 +181,10 @@ class Dialect:
 
     def round_half_source(self) -> str:
         """Source of ``kp_round_half`` (float -> nearest half -> float)."""
+        raise NotImplementedError
+
+    def round_half_f64_source(self) -> str:
+        """Source of ``kp_round_half_f64`` (double -> nearest half -> float, rounded once)."""
         raise NotImplementedError
 
     def describe_schedule(self) -> str:
@@ -225,6 +235,8 @@ class CDialect(Dialect):
             return "kp_half_to_float", cfuncs.HALF_TO_FLOAT.format(q=self.func_qualifier), []
         if kind == "float_to_half":
             return "kp_float_to_half", cfuncs.FLOAT_TO_HALF.format(q=self.func_qualifier), []
+        if kind == "double_to_half":
+            return "kp_double_to_half", cfuncs.DOUBLE_TO_HALF.format(q=self.func_qualifier), []
         return super().helper(kind, d)
 
     def round_half_source(self):
@@ -233,6 +245,13 @@ class CDialect(Dialect):
 
     def round_half_deps(self):
         return [("half_to_float", "float16"), ("float_to_half", "float16")]
+
+    def round_half_f64_source(self):
+        return (f"{self.func_qualifier}float kp_round_half_f64(double x)\n{{\n"
+                f"    return kp_half_to_float(kp_double_to_half(x));\n}}")
+
+    def round_half_f64_deps(self):
+        return [("half_to_float", "float16"), ("double_to_half", "float16")]
 
     def features_prelude(self, uses):
         return ["#include <stdint.h>", "#include <stdbool.h>", "#include <math.h>"]
@@ -244,11 +263,15 @@ class CDialect(Dialect):
 
     def grid_loop(self, vectorizable, work="n_units"):
         s = self.schedule
-        omp = f"#pragma omp parallel for schedule(static) if ({work} > {self.parallel_threshold})"
-        simd = f"#pragma omp simd simdlen({s.vector_width})" if vectorizable and s.vector_width > 1 else None
+        # `simd` on every loop without inner loops: its units are independent (the buffers are restrict), and the
+        # compiler would otherwise have to prove it, which fails once OpenMP outlines the loop (restrict is lost)
+        # and the buffers are too many to check at run time. The `parallel:` modifier keeps small sizes SIMD too.
+        omp = f"#pragma omp parallel for schedule(static) if (parallel: {work} > {self.parallel_threshold})"
+        simdlen = f" simdlen({s.vector_width})" if s.vector_width > 1 else ""
+        simd = f"#pragma omp simd{simdlen}" if vectorizable else None
         if s.elems_per_item == 1:
             if simd:
-                omp = omp.replace("parallel for", "parallel for simd simdlen(%d)" % s.vector_width)
+                omp = omp.replace("parallel for", f"parallel for simd{simdlen}")
             return ([omp, "for (int64_t unit = 0; unit < n_units; ++unit) {"], ["}"], 1)
         ept = s.elems_per_item
         inner = ([f"    {simd}"] if simd else []) + ["    for (int64_t unit = first; unit < last; ++unit) {"]
@@ -293,6 +316,12 @@ class OpenCLDialect(Dialect):
     def round_half_source(self):
         # no cl_khr_fp16 needed: round-trip through a 16-bit private slot
         return ("float kp_round_half(float x)\n{\n    ushort bits;\n"
+                "    vstore_half_rte(x, 0, (__private half*)&bits);\n"
+                "    return vload_half(0, (__private const half*)&bits);\n}")
+
+    def round_half_f64_source(self):
+        # vstore_half_rte has a double overload (cl_khr_fp64): one rounding, straight from double
+        return ("float kp_round_half_f64(double x)\n{\n    ushort bits;\n"
                 "    vstore_half_rte(x, 0, (__private half*)&bits);\n"
                 "    return vload_half(0, (__private const half*)&bits);\n}")
 
@@ -354,6 +383,10 @@ class CUDADialect(Dialect):
     def round_half_source(self):
         return (f"{self.func_qualifier}float kp_round_half(float x)\n{{\n"
                 f"    return __half2float(__float2half_rn(x));\n}}")
+
+    def round_half_f64_source(self):
+        return (f"{self.func_qualifier}float kp_round_half_f64(double x)\n{{\n"
+                f"    return __half2float(__double2half(x));\n}}")
 
     def features_prelude(self, uses):
         return ["#include <cuda_fp16.h>"] if "float16" in uses else []

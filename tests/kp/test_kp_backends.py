@@ -49,6 +49,7 @@ def test_c(index, programs, c_funcs):
     _check(case, program, lambda: H.run_c(program, case.inputs, c_funcs))
 
 
+@pytest.mark.slow
 def test_c_schedule_variant(programs):
     funcs = H.build_c(programs[::4], C_VARIANT)
     for case, program in zip(CASES[::4], programs[::4]):
@@ -75,6 +76,7 @@ def test_opencl(index, programs, cl_prog):
     _check(case, program, lambda: H.run_cl(program, case.inputs, cl_prog))
 
 
+@pytest.mark.slow
 def test_opencl_schedule_variant(programs, cl_prog):
     subset = list(zip(CASES, programs))[1::5]
     clp = H.build_cl([p for _, p in subset], CL_VARIANT)
@@ -92,6 +94,7 @@ def test_opencl_uses_fp64_pragma_only_when_needed(programs):
 
 # --- CUDA ------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.skipif(H.NVCC is None, reason="nvcc not found")
 @pytest.mark.parametrize("dialect", [kp.CUDA, CUDA_VARIANT], ids=["default", "variant"])
 def test_cuda_compiles_with_nvcc(programs, dialect):

@@ -14,6 +14,8 @@ import hwadapter_kp as kp
 import kp_harness as H
 from kp_corpus import values
 
+pytestmark = pytest.mark.slow  # property-based: dozens of random programs, each compiled by gcc / PoCL
+
 FLOAT_UNARY = ["neg", "abs", "relu", "tanh", "sigmoid", "sin", "cos", "gelu", "erf"]
 FLOAT_BINARY = ["add", "sub", "mul", "max", "min"]
 INT_UNARY = ["neg", "abs", "relu", "sign"]

@@ -17,15 +17,30 @@ from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_opt
 
 
 # --- GEMM -------------------------------------------------------------------------------------------------------
+def cpu_vectors(rt, acc_size: int) -> tuple[int, int]:
+    """(lanes, registers) of the SIMD unit the device's compiler targets, for `acc_size`-byte values: lanes from the
+    device's preferred vector width (a power of two from 2 to 16: OpenCL's vector types); 32 registers with 64-byte
+    vectors (AVX-512), else 16 (AVX2, AVX, SSE)."""
+    d = rt.device
+    preferred = d.preferred_vector_width_float if acc_size <= 4 else d.preferred_vector_width_double
+    lanes = 1 << (min(16, max(2, preferred or d.preferred_vector_width_long)).bit_length() - 1)
+    return lanes, 32 if lanes * acc_size >= 64 else 16
+
+
 def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
     """Tile sizes (kernels/gemm.cl macros) for an m x n result on this device, with `acc_size`-byte accumulators."""
     if not rt.is_cpu and rt.device.max_work_group_size >= 256:
         return dict(TM=64, TN=64, TK=16, RM=4, RN=1, VW=4, WG=256)  # one 4x4 micro-tile per work item
-    # CPUs: one work item per tile, an 8 x (2 x 64-byte vectors) register micro-kernel (16 of AVX-512's 32 registers);
-    # smaller tiles when the matrix is thin, so little of the work is padding.
+    # CPUs: one work item per tile, an RM x (RN vectors) register micro-kernel in the device's own vector width. It
+    # must fit the register file (RM * RN accumulators, RN values of B, one broadcast of A), or every FMA spills:
+    # 6 x 2 on AVX2's 16 registers (BLIS's Haswell kernel), 8 x 2 on AVX-512's 32. About 96 rows per tile, so the B
+    # panel each tile packs serves enough rows; smaller tiles when the matrix is thin, so little work is padding.
+    lanes, registers = cpu_vectors(rt, acc_size)
     wide = n > 128
-    return dict(TM=64 if m > 32 else 8, TN=256 if wide else 32, TK=128 if acc_size <= 4 else 64, RM=8,
-                RN=2 if wide else 1, VW=64 // acc_size, WG=1)
+    rn = 2 if wide else 1
+    rm = max(1, min(8, (registers - rn - 1) // rn))
+    return dict(TM=rm * -(-96 // rm) if m > 32 else rm, TN=max(256 if wide else 32, rn * lanes),
+                TK=128 if acc_size <= 4 else 64, RM=rm, RN=rn, VW=lanes, WG=1)
 
 
 def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None) -> Step:
