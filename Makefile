@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The reference plugins are separate distributions, installed editable beside the core.
 PLUGINS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml))
 
-.PHONY: demo test test-slow test-gpu bench clean
+.PHONY: demo devices doctor test test-slow test-gpu bench clean
 
 $(STAMP): pyproject.toml setup.py core/native/native.cpp $(addsuffix /pyproject.toml,$(PLUGINS)) scripts/ensure-opencl.sh
 	./scripts/ensure-opencl.sh
@@ -17,6 +17,13 @@ $(STAMP): pyproject.toml setup.py core/native/native.cpp $(addsuffix /pyproject.
 
 demo: $(STAMP)
 	$(PY) examples/demo.py
+
+# The CLI without activating .venv (the README's `hwadapter devices` / `hwadapter doctor`).
+devices: $(STAMP)
+	$(VENV)/bin/hwadapter devices
+
+doctor: $(STAMP)
+	$(VENV)/bin/hwadapter doctor
 
 test: $(STAMP)
 	$(PY) -m pytest -q
@@ -37,4 +44,4 @@ bench: $(STAMP)
 	$(if $(wildcard benchmarks/matmul.py),$(PY) benchmarks/matmul.py)
 
 clean:
-	rm -rf $(VENV) build *.egg-info core/*.egg-info
+	rm -rf $(VENV) build *.egg-info core/*.egg-info plugins/*/*.egg-info

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 import time
+import warnings
 import weakref
 
 import numpy as np
@@ -16,6 +18,8 @@ from hwadapter.plugin import (BoundedCache, CompileError, DeviceProperties, Devi
 # CL_OUT_OF_HOST_MEMORY, CL_INVALID_BUFFER_SIZE: one buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE).
 _OOM_CODES = {-4, -5, -6, -61}
 _devices: list | None = None
+logger = logging.getLogger(__name__)
+_build_warnings_lock = threading.Lock()
 
 
 def devices() -> list:
@@ -36,6 +40,19 @@ def devices() -> list:
 def _unavailable(cause: str) -> DeviceUnavailableError:
     return DeviceUnavailableError(cause, fix="install an OpenCL driver: `apt-get install pocl-opencl-icd` for the CPU, "
                                              "or your GPU vendor's ICD; `clinfo` lists what the ICD loader finds")
+
+
+def _build_holding_compiler_warning(prg: cl.Program, options: str) -> None:
+    """prg.build(options) without pyopencl's CompilerWarning (the caller logs the build log itself); any other warning
+    raised meanwhile, in this thread or another, is passed on."""
+    # catch_warnings swaps process-wide state: two builds overlapping in two threads could restore it out of order
+    # and leave the recorder installed, so builds (of every device) take their turn here.
+    with _build_warnings_lock, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", cl.CompilerWarning)
+        prg.build(options)
+    for w in caught:
+        if not issubclass(w.category, cl.CompilerWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def build_key(source: str, options: str = "") -> str:
@@ -129,7 +146,7 @@ class OpenCLRuntime(Runtime):
         prg = cl.Program(self.context, source)
         self.builds += 1
         try:
-            prg.build(options)
+            _build_holding_compiler_warning(prg, options)
         except cl.Error as err:
             try:
                 log = prg.get_build_info(self.device, cl.program_build_info.LOG)
@@ -138,8 +155,19 @@ class OpenCLRuntime(Runtime):
             raise CompileError(f"{self.name}: the OpenCL compiler of {self.device.name.strip()} rejected kernel "
                                f"{name!r} (options {options!r}). Fix: this is a bug in the kernel source or the "
                                f"driver; report it with the source and log below", source=source, log=log) from None
+        self._log_build(prg, name, options)
         self._loaded[hashlib.sha256(prg.binaries[0]).hexdigest()] = prg
         return prg
+
+    def _log_build(self, prg: cl.Program, name: str, options: str) -> None:
+        # Our kernels build with an empty log on PoCL (tests/test_docs.py runs the demo and wants no warning), so the
+        # log of a build that succeeded is a driver's chatter (some drivers describe every build) or a warning for the
+        # kernel's author: nothing a user can act on. It goes to DEBUG whole, in place of pyopencl's CompilerWarning,
+        # which says only "non-empty compiler output" once per build.
+        build_log = prg.get_build_info(self.device, cl.program_build_info.LOG).strip()
+        if build_log:
+            logger.debug("%s: the OpenCL compiler's log for kernel %r (options %r):\n%s", self.name, name, options,
+                         build_log)
 
     def load(self, binary: bytes) -> cl.Program:
         """The program of a binary: the one it was built as in this process, else loaded from it once."""
