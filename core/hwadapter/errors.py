@@ -53,3 +53,12 @@ class CompileError(HwAdapterError, RuntimeError):
 
 class KernelExecutionError(HwAdapterError, RuntimeError):
     """A device kernel raised while running an op."""
+
+
+def short_repr(obj, limit: int = 80) -> str:
+    """repr() cut to `limit` characters, and safe from objects whose repr raises: for quoting input in messages."""
+    try:
+        text = repr(obj)
+    except Exception:
+        text = f"<{type(obj).__name__} object>"
+    return text if len(text) <= limit else text[:limit - 3] + "..."

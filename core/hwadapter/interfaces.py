@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import dtypes as _dtypes
-from .errors import PluginLoadError
+from .errors import PluginLoadError, short_repr
 
 #: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
 API_VERSION = (2, 0)  # 2.0: codegen_backend and subgraph_backend receive the Device, not its Runtime
@@ -378,14 +378,14 @@ class KernelRegistrar:
             return lambda f: self.register(op, f, dtypes) or f
         self._check_op(op)
         if not callable(fn):
-            raise self._refused(f"registered {_short(fn)} for op {op!r}, which is not callable",
+            raise self._refused(f"registered {short_repr(fn)} for op {op!r}, which is not callable",
                                 "register a function fn(*arrays, **attrs)")
         self._table.add(op, fn, self._checked_dtypes(op, dtypes))
         return fn
 
     def _check_op(self, op) -> None:
         if not isinstance(op, str):
-            raise self._refused(f"registered a kernel under {_short(op)}, which is not an op name",
+            raise self._refused(f"registered a kernel under {short_repr(op)}, which is not an op name",
                                 "pass the op's name as a string, e.g. 'add'")
         if self._is_op is not None and not self._is_op(op):
             raise self._refused(f"registered a kernel for {op!r}, which is not an op of hwadapter (no frontend "
@@ -397,12 +397,12 @@ class KernelRegistrar:
         if dtypes is None:
             return None
         if isinstance(dtypes, (str, np.dtype, type)):
-            raise self._refused(f"registered op {op!r} with dtypes={_short(dtypes)}, not a list",
-                                f"pass a list of dtype names, e.g. dtypes=[{_short(dtypes)}]")
+            raise self._refused(f"registered op {op!r} with dtypes={short_repr(dtypes)}, not a list",
+                                f"pass a list of dtype names, e.g. dtypes=[{short_repr(dtypes)}]")
         try:
             items = list(dtypes)
         except TypeError:
-            raise self._refused(f"registered op {op!r} with dtypes={_short(dtypes)}, which is not a list",
+            raise self._refused(f"registered op {op!r} with dtypes={short_repr(dtypes)}, which is not a list",
                                 "pass a list of dtype names (or of exact tuples of them), or None for any dtype"
                                 ) from None
         for item in items:
@@ -412,7 +412,7 @@ class KernelRegistrar:
 
     def _check_dtype(self, op: str, d) -> None:
         if not _supported_dtype(d):
-            raise self._refused(f"registered op {op!r} for dtype {_short(d)}, which is not a dtype hwadapter "
+            raise self._refused(f"registered op {op!r} for dtype {short_repr(d)}, which is not a dtype hwadapter "
                                 f"supports", f"use the names of hwadapter.dtypes: {', '.join(_DTYPE_NAMES)}")
 
     def _refused(self, what: str, fix: str) -> PluginLoadError:
@@ -431,14 +431,6 @@ def _supported_dtype(d) -> bool:
         except (TypeError, ValueError):  # abstract scalar types such as np.generic
             return False
     return False
-
-
-def _short(obj, limit: int = 60) -> str:
-    try:
-        text = repr(obj)
-    except Exception:
-        text = f"<{type(obj).__name__} object>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 #: The canonical names of the dtypes kernels may be registered for (no aliases such as "float": numpy and

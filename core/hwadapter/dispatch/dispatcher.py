@@ -12,11 +12,11 @@ import time
 import numpy as np
 
 from ..config import check_fallback_mode, config
-from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError
+from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError, short_repr
 from ..ops import meta
 from ..ops.shapes import broadcast
 from ..runtime.device import devices
-from ..runtime.discovery import registry, short_repr
+from ..runtime.discovery import registry
 from ..runtime.memory import DeviceArray
 from ..runtime.signature import BoundedCache
 from . import fallback

@@ -10,12 +10,12 @@ import threading
 import numpy as np
 
 from ..config import config
-from ..errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError
+from ..errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
 from ..interfaces import KernelRegistrar, KernelTable
 from ..ops import reference
 from . import codegen
 from .allocator import CachingAllocator
-from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry, short_repr
+from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry
 from .memory import DeviceArray
 
 log = logging.getLogger("hwadapter")

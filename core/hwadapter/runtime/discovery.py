@@ -26,7 +26,7 @@ from typing import Any, Callable
 from stevedore import ExtensionManager, NamedExtensionManager
 
 from ..config import config
-from ..errors import DeviceUnavailableError
+from ..errors import DeviceUnavailableError, short_repr
 from ..interfaces import API_VERSION, Plugin
 
 log = logging.getLogger("hwadapter")
@@ -214,15 +214,6 @@ def _check_version(record: PluginRecord, cls) -> bool:
                       f"(pip install -U <the plugin's distribution>)")
         return False
     return True
-
-
-def short_repr(obj, limit: int = 80) -> str:
-    """repr() cut to `limit` characters, and safe from objects whose repr raises."""
-    try:
-        text = repr(obj)
-    except Exception:
-        text = f"<{type(obj).__name__} object>"
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _import_failure(record: PluginRecord, err: BaseException) -> PluginRecord:
