@@ -37,6 +37,8 @@ def reset_plugins():
 
 def _live_bytes() -> dict:
     from hwadapter.runtime.device import devices
+    for d in devices.all():
+        d.constants.clear()  # scalars uploaded once and shared (Device.constant) are not the test's to free
     return {str(d): d._allocator.allocated for d in devices.all() if d._allocator is not None}
 
 

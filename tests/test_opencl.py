@@ -366,3 +366,83 @@ def test_a_kernel_build_log_goes_to_debug_not_to_a_warning(caplog):
     # PoCL may hand back the log of an earlier build of the same temporary file, so look for the kernel, not the marker
     logged = [r for r in caplog.records if "'warns'" in r.getMessage() and "warning" in r.getMessage()]
     assert logged and all(r.levelno == logging.DEBUG for r in logged)
+
+
+# --- batched submission (runtime.Queue): held kernels run before anything waits for them ---------------------------
+def test_kernels_are_held_in_batches_and_run_before_a_read():
+    queue = get(DEV).runtime.default_stream
+    queue.synchronize()
+    data = rand(1000)
+    x = hw.to_tensor(data, device=DEV)
+    expected, y = data.copy(), x * 2.0 + 1.0  # uploads the constants 2 and 1 (a blocking copy submits the batch)
+    expected = expected * np.float32(2) + np.float32(1)
+    queue.synchronize()
+    for _ in range(3):
+        y = y * 2.0 + 1.0
+        expected = expected * np.float32(2) + np.float32(1)
+    assert queue._held == 6  # held behind the gate, not yet submitted
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-6)
+    assert queue._held == 0
+
+
+def test_a_full_batch_is_submitted_without_a_wait():
+    queue = get(DEV).runtime.default_stream
+    queue.synchronize()
+    x = hw.to_tensor(np.ones(16, np.float32), device=DEV)
+    for _ in range(queue.BATCH):
+        x = x + 1.0
+    assert queue._held == 0 and queue._gate is None
+    x = x + 1.0
+    assert queue._held == 1
+    np.testing.assert_array_equal(x.numpy(), np.full(16, queue.BATCH + 2, np.float32))
+
+
+def test_an_event_recorded_after_held_kernels_is_waited_for_on_another_queue():
+    dev = get(DEV)
+    rt = dev.runtime
+    data = rand(1 << 16)
+    y = hw.exp(hw.to_tensor(data, device=DEV))  # held on the default queue
+    assert rt.default_stream._held
+    event, other = rt.create_event(), rt.create_stream()
+    event.record(rt.default_stream)
+    other.wait_event(event)
+    out = np.empty_like(data)
+    rt.copy_d2h(out, y._data.handle, 0, other)
+    other.synchronize()  # would hang if the kernel were still held behind the default queue's gate
+    np.testing.assert_allclose(out, np.exp(data), rtol=1e-6)
+
+
+def test_code_that_enqueues_on_the_raw_queue_sees_held_results():
+    import pyopencl as cl
+    data = rand(64)
+    y = hw.to_tensor(data, device=DEV) * 3.0
+    out = np.empty_like(data)
+    cl.enqueue_copy(get(DEV).runtime.queue, out, y._data.handle, is_blocking=True)  # `queue` submits what is held
+    np.testing.assert_allclose(out, data * np.float32(3), rtol=1e-6)
+
+
+def test_threads_launching_on_one_device_get_their_own_results():
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(seed):
+        data = np.random.default_rng(seed).random(257, dtype=np.float32)
+        x, expected = hw.to_tensor(data, device=DEV), data.copy()
+        for i in range(150):  # more than a batch, so batches are released while other threads launch
+            x = x * 1.5 - float(i)
+            expected = expected * np.float32(1.5) - np.float32(i)
+        return x.numpy(), expected
+
+    with ThreadPoolExecutor(4) as pool:
+        for got, expected in pool.map(work, range(8)):
+            np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_a_process_that_exits_with_held_kernels_does_not_hang():
+    out = _python(f"""
+        import numpy as np, hwadapter as hw
+        from hwadapter.runtime.device import get
+        x = hw.to_tensor(np.ones(1 << 16, np.float32), device={DEV!r})
+        ys = [hw.exp(x) for i in range(5)]
+        print(get({DEV!r}).runtime.default_stream._held)
+    """)
+    assert out.split() == ["5"]

@@ -87,8 +87,9 @@ def reset_peak_memory_stats(device=None) -> None:
 
 
 def empty_cache(device=None) -> None:
-    """Return cached, unused blocks to the device (all devices when none is given)."""
+    """Return cached, unused blocks to the device (all devices when none is given), and the uploaded scalars."""
     for dev in [_get(device)] if device is not None else devices.all():
+        dev.constants.clear()
         if dev._allocator is not None:
             dev._allocator.empty_cache()
 

@@ -208,6 +208,11 @@ class Program(ABC):
     def launch(self, global_size: int, buffers: list, scalars: list[int], stream: Stream | None = None) -> None:
         """Run over `global_size` work items with device buffers then int64 scalars as arguments."""
 
+    def launcher(self, global_size: int, scalars: tuple) -> Callable[[list], None]:
+        """`launch` with the global size and scalars fixed, called with the buffers: what the core calls on every
+        eager op once an input signature is bound. Override it to do the fixed part once (OpenCL: set the scalars)."""
+        return lambda buffers: self.launch(global_size, buffers, list(scalars))
+
 
 class CodegenBackend(ABC):
     """Compiler level: generate code from hwadapter_kp programs, compile it, and launch it."""

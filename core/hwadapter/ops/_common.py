@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
 from ..errors import HwAdapterError, InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
-from ..tensor import Tensor, _device_data, _make
+from ..tensor import Tensor, _make
 from . import shapes
 
 _FLOAT = frozenset(_dt.FLOATING)
@@ -38,7 +38,7 @@ def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
                                    f"Fix: use a number within float64's range")
     with np.errstate(over="ignore"):  # beyond a float dtype's range is inf, as the arithmetic would make it
         arr = np.array(value, dtype=dt)
-    return _make(_device_data(like._device, arr), like._device)
+    return _make(like._device.constant(arr), like._device)
 
 
 _FLOAT64_MAX = float(np.finfo(np.float64).max)

@@ -26,7 +26,18 @@ class Block:
         allocator = self.allocator
         if allocator is not None:
             self.allocator = None
-            allocator.release(self)
+            # CachingAllocator.release, inline: every eager op's output comes back here
+            with allocator._lock:
+                allocator.allocated -= self.size
+                allocator.live_blocks -= 1
+                bucket = allocator._free.get(self.size)
+                if bucket is not None:
+                    bucket.append(self.handle)
+                    return
+            allocator.release(self, counted=True)
+
+
+_new = object.__new__
 
 
 class CachingAllocator:
@@ -53,11 +64,13 @@ class CachingAllocator:
                 handle, size = self._take_cached(size)
             if handle is not None:
                 self.cache_hits += 1
-                self.allocated += size  # _lend, inline: this is the warm path
+                self.allocated = allocated = self.allocated + size  # _lend, inline: this is the warm path
                 self.live_blocks += 1
-                if self.allocated > self.peak_allocated:
-                    self.peak_allocated = self.allocated
-                return Block(self, handle, size, nbytes)
+                if allocated > self.peak_allocated:
+                    self.peak_allocated = allocated
+                block = _new(Block)  # not Block(): one Python call fewer
+                block.allocator, block.handle, block.size, block.requested = self, handle, size, nbytes
+                return block
         handle = self._allocate_device(size, nbytes)
         with self._lock:
             self._lend(size)
@@ -101,11 +114,13 @@ class CachingAllocator:
             self.device_allocs += 1
         return handle
 
-    def release(self, block: Block) -> None:
-        """Take a block back into the cache (called when its last reference goes)."""
+    def release(self, block: Block, counted: bool = False) -> None:
+        """Take a block back into the cache (called when its last reference goes; `counted`: the caller already
+        took it off the live counts)."""
         with self._lock:
-            self.allocated -= block.size
-            self.live_blocks -= 1
+            if not counted:
+                self.allocated -= block.size
+                self.live_blocks -= 1
             bucket = self._free.get(block.size)
             if bucket is None:
                 self._free[block.size] = [block.handle]

@@ -56,15 +56,7 @@ class Binding(NamedTuple):
     outputs: list       # (name, shape, dtype) of every output, in param order
     input_names: list   # the program's present inputs, in param order
     returned: tuple     # the outputs the op returns
-    # what a warm call needs, precomputed: the op's input index of each program input, (shape, dtype, bytes) of
-    # each output, the index of each returned output, whether there is anything to launch, and its arguments
-    takes: tuple
-    sizes: tuple
-    gives: tuple
-    runs: bool
-    global_size: int
-    scalars: tuple
-    host: bool          # outputs are numpy arrays (a host-memory device)
+    call: Callable      # (arrays in the op's input order) -> the op's result: outputs allocated, program launched
 
 
 class PrimitiveKernel:
@@ -119,25 +111,53 @@ class PrimitiveKernel:
         launch = program.bind(inputs, self.backend.dialect)
         outputs = [(p.name, tuple(int(d) for d in shapes[p.name]), np.dtype(p.dtype)) for p in program.outputs]
         names, returned = [p.name for p in program.inputs], self.returned(program)
-        return Binding(program, self.load(program), launch, outputs, names, returned,
-                       tuple(self.inputs.index(n) for n in names),
-                       tuple((shape, dtype, math.prod(shape) * dtype.itemsize) for _, shape, dtype in outputs),
-                       tuple([o[0] for o in outputs].index(n) for n in returned),
-                       bool(launch.global_size) and all(math.prod(o[1]) for o in outputs),
-                       launch.global_size, tuple(launch.scalar_args), self.device.host_memory)
+        loaded = self.load(program)
+        call = self._caller(loaded, launch, outputs, tuple(self.inputs.index(n) for n in names),
+                            [[o[0] for o in outputs].index(n) for n in returned])
+        return Binding(program, loaded, launch, outputs, names, returned, call)
+
+    def _caller(self, loaded, launch, outputs, takes: tuple, gives: list) -> Callable:
+        """The warm call of a binding, with everything that does not depend on the buffers done once."""
+        run = None
+        if launch.global_size and all(math.prod(shape) for _, shape, _ in outputs):
+            run = loaded.launcher(launch.global_size, tuple(launch.scalar_args))
+        dev = self.device
+        if dev.host_memory:
+            def make(shape, dtype, nbytes):
+                return np.empty(shape, dtype)
+        else:
+            def make(shape, dtype, nbytes):
+                return _lend(dev, shape, dtype, nbytes)
+        sizes = [(shape, dtype, math.prod(shape) * dtype.itemsize) for _, shape, dtype in outputs]
+        if len(sizes) == 1 and gives == [0]:  # one output, the result: every elementwise op
+            (shape, dtype, nbytes), = sizes
+            if run is None:
+                return lambda arrays: make(shape, dtype, nbytes)
+
+            if takes == tuple(range(len(takes))):  # the program takes the op's inputs in order
+                n = len(takes)
+
+                def call(arrays):
+                    out = make(shape, dtype, nbytes)
+                    run([*arrays[:n], out])
+                    return out
+                return call
+
+            def call(arrays):
+                out = make(shape, dtype, nbytes)
+                run([*[arrays[i] for i in takes], out])
+                return out
+            return call
+
+        def call(arrays):
+            outs = [make(*size) for size in sizes]
+            if run is not None:
+                run([arrays[i] for i in takes] + outs)
+            return outs[gives[0]] if len(gives) == 1 else [outs[i] for i in gives]
+        return call
 
     def __call__(self, *arrays, **attrs):
-        b = self._bindings.get(signature(arrays, attrs)) or self.bind(arrays, attrs)
-        if b.host:
-            outs = [np.empty(shape, dtype) for shape, dtype, _ in b.sizes]
-        else:
-            dev = self.device
-            outs = [_lend(dev, shape, dtype, nbytes) for shape, dtype, nbytes in b.sizes]
-        if b.runs:
-            b.loaded.launch(b.global_size, [arrays[i] for i in b.takes] + outs, b.scalars)
-        if len(b.gives) == 1:
-            return outs[b.gives[0]]
-        return [outs[i] for i in b.gives]
+        return (self._bindings.get(signature(arrays, attrs)) or self.bind(arrays, attrs)).call(arrays)
 
 
 _lend = DeviceArray.lend

@@ -17,6 +17,7 @@ from . import codegen
 from .allocator import CachingAllocator
 from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry
 from .memory import DeviceArray
+from .signature import BoundedCache
 
 log = logging.getLogger("hwadapter")
 _TYPE = TYPE_NAME
@@ -28,7 +29,7 @@ class Device:
     the caching allocator, the kernel table, the codegen and subgraph backends, primitive kernels and dispatch routes."""
 
     __slots__ = ("type", "index", "record", "routes", "codegen_unavailable", "_runtime", "_allocator", "_kernels",
-                 "_codegen", "_subgraph", "_primitives", "_str", "_lock", "__weakref__")
+                 "_codegen", "_subgraph", "_primitives", "constants", "_str", "_lock", "__weakref__")
 
     def __init__(self, record, index: int):
         self.type, self.index, self.record = record.name, index, record
@@ -39,6 +40,8 @@ class Device:
         self._runtime = self._allocator = self._kernels = None
         self._codegen = self._subgraph = _UNSET
         self._primitives: dict = {}
+        #: (dtype, bytes) -> the 0-d DeviceArray of that value: `constant` uploads each scalar once.
+        self.constants = BoundedCache(256)
         self._str = f"{self.type}:{index}"
         self._lock = threading.RLock()
 
@@ -134,6 +137,13 @@ class Device:
         if (self._runtime or self.runtime).host_memory:
             return np.empty(shape, dtype)
         return DeviceArray.empty(self, shape, dtype)
+
+    def constant(self, value: np.ndarray):
+        """A 0-d host array as this device's data, uploaded once per value and then shared (tensors are immutable):
+        `x * 2.0` in a loop copies 2.0 to the device once, not per call, and never waits for the device."""
+        if (self._runtime or self.runtime).host_memory:
+            return value
+        return self.constants.get_or_make((value.dtype, value.tobytes()), lambda: DeviceArray.from_numpy(self, value))
 
     def forget_routes(self, op: str | None = None) -> None:
         """Resolve routes again (all, or one op's) after settings or the op set changed."""
@@ -298,6 +308,13 @@ class Devices:
     def all(self) -> list[Device]:
         """The Devices used so far."""
         return list(self._devices.values())
+
+    def constant(self, value: np.ndarray):
+        """A 0-d host array as this device's data, uploaded once per value and then shared (tensors are immutable):
+        `x * 2.0` in a loop copies 2.0 to the device once, not per call, and never waits for the device."""
+        if (self._runtime or self.runtime).host_memory:
+            return value
+        return self.constants.get_or_make((value.dtype, value.tobytes()), lambda: DeviceArray.from_numpy(self, value))
 
     def forget_routes(self, op: str | None = None) -> None:
         """Every device resolves its routes again (all, or one op's)."""

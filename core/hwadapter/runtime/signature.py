@@ -15,6 +15,10 @@ def freeze(value):
 
 def signature(arrays, attrs: dict):
     """A hashable key of the arrays' shapes and dtypes and the attributes, or None when an attribute cannot hash."""
+    if len(arrays) == 2 and not attrs:  # every binary op's warm call: the general loop below, unrolled
+        a, b = arrays
+        if type(a) is not np.ndarray and type(b) is not np.ndarray:
+            return (a.shape, a.dtype), (b.shape, b.dtype)
     key = []
     for a in arrays:  # a loop, not a generator: this is on every warm call of a compiled kernel
         # numpy strides too: a host kernel may return a view, and a program is specialised on its layout

@@ -28,19 +28,29 @@ class OpenCLProgram(Program):
 
     def __init__(self, runtime, program: cl.Program, name: str):
         self.runtime, self.program, self.name = runtime, program, name
-        self.kernel = cl.Kernel(program, name)
         self.local = OpenCLCodegenBackend.dialect.schedule.local_size
-        self._local, self._queue = (self.local,), runtime.queue
-        self._buffers = -1  # how many buffer arguments the scalar types were declared for
-        self._lock = threading.Lock()  # a cl.Kernel holds its arguments: one launch at a time
+        self._lock = threading.Lock()
+        self._kernel = cl.Kernel(program, name)  # launch()'s: a cl.Kernel holds its arguments, so one caller at a time
 
     def launch(self, global_size, buffers, scalars, stream=None):
-        queue = self._queue if stream is None else stream.queue
         with self._lock:
-            if self._buffers != len(buffers):  # typed scalars are packed in C; untyped ones cost microseconds each
-                self.kernel.set_scalar_arg_dtypes([None] * len(buffers) + [np.int64] * len(scalars))
-                self._buffers = len(buffers)
-            self.kernel(queue, (global_size,), self._local, *[b.handle for b in buffers], *scalars)
+            k = self._kernel
+            for i, s in enumerate(scalars, len(buffers)):
+                k.set_arg(i, np.int64(s))
+            (stream or self.runtime.default_stream).launch(k, (global_size,), (self.local,), buffers)
+
+    def launcher(self, global_size, scalars):
+        # a kernel of its own with the scalars set once; the default queue's lock guards its buffer arguments
+        k = cl.Kernel(self.program, self.name)
+        for i, s in enumerate(scalars):
+            k.set_arg(i + self.arity - len(scalars), np.int64(s))
+        launch, size, local = self.runtime.default_stream.launch, (global_size,), (self.local,)
+        return lambda buffers: launch(k, size, local, buffers)
+
+    @property
+    def arity(self) -> int:
+        """How many arguments the kernel takes."""
+        return self._kernel.num_args
 
 
 class OpenCLCodegenBackend(CodegenBackend):

@@ -329,7 +329,7 @@ def _eager(op: str):
     def kernel(*arrays, **attrs):
         rt = arrays[0].device.runtime
         p = plan(op, rt, tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
-        outs = p.run(arrays, rt.queue)
+        outs = p.run(arrays, rt.default_stream)
         return outs if op == "split" else outs[0]
     kernel.__name__ = kernel.__qualname__ = op
     return kernel

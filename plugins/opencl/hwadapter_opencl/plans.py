@@ -90,15 +90,15 @@ class Plan:
         self._lock = threading.Lock()
         self._kernels = None
 
-    def run(self, arrays: tuple, queue: cl.CommandQueue) -> list:
-        """Enqueue on `queue` with fresh outputs; returns them."""
+    def run(self, arrays: tuple, queue) -> list:
+        """Enqueue on `queue` (the runtime's Queue) with fresh outputs; returns them."""
         dev = arrays[0].device
         outs = [arrays[self.aliases[i]].reshape(s) if i in self.aliases else DeviceArray.empty(dev, s, d)
                 for i, (s, d) in enumerate(self.outputs)]
         temps = [DeviceArray.empty(dev, s, d) for s, d in self.temps]
         bufs = {"in": arrays, "out": outs, "tmp": temps}
         for j in self.zero:
-            cl.enqueue_fill_buffer(queue, temps[j].handle, np.uint8(0), 0, temps[j].nbytes)
+            cl.enqueue_fill_buffer(queue.queue, temps[j].handle, np.uint8(0), 0, temps[j].nbytes)
         with self._lock:  # a cl.Kernel holds its arguments: one caller at a time
             if self._kernels is None:
                 self._kernels = [s.kernel() for s in self.steps]
@@ -106,7 +106,7 @@ class Plan:
                 for pos, a in enumerate(step.args):
                     if isinstance(a, tuple):
                         k.set_arg(pos, bufs[a[0]][a[1]].handle)
-                cl.enqueue_nd_range_kernel(queue, k, step.global_size, step.local_size)
+                queue.launch(k, step.global_size, step.local_size)
         if self.check is not None:
             self.check(temps)
         return outs

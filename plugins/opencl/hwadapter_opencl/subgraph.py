@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pyopencl as cl
 
 from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, pack_executable,
                               unpack_executable)
@@ -155,9 +154,9 @@ class OpenCLExecutable(Executable):
             fresh = {j: DeviceArray.empty(device, *self.buffers[j]) for j in self.fresh}
             for k, pos, (kind, i) in self.patches:
                 k.set_arg(pos, inputs[i].handle if kind == "in" else fresh[i].handle)
-            queue = device.runtime.queue
+            queue = device.runtime.default_stream
             for k, step in self.launches:
-                cl.enqueue_nd_range_kernel(queue, k, step.global_size, step.local_size)
+                queue.launch(k, step.global_size, step.local_size)
         out = []
         for name in g.outputs:
             kind, i = self.where[name]
