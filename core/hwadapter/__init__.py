@@ -13,18 +13,18 @@ from .device import configure, device_guard, get_device, set_device
 from .dtypes import (bool_, float16, float32, float64, int8, int16, int32, int64, uint8)  # noqa: F401
 from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
                      InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
-                     PluginLoadError, UnsupportedDTypeError)
+                     PluginLoadError, TracingError, UnsupportedDTypeError)
 from .tensor import Tensor, from_dlpack, to_tensor
 from .ops.api import *  # noqa: F401,F403  the op set: hwadapter.add, hwadapter.matmul, ...
 from .ops.api import __all__ as _ops_all
-from . import device, nn, profiler  # noqa: F401
+from . import device, jit, nn, profiler  # noqa: F401
 
 
 __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 __all__ = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard", "configure", "device",
-           "nn", "profiler", "dtypes", "HwAdapterError"] + list(_ops_all)
+           "nn", "jit", "profiler", "dtypes", "HwAdapterError"] + list(_ops_all)
 
 
 def __getattr__(name):

@@ -55,6 +55,10 @@ class KernelExecutionError(HwAdapterError, RuntimeError):
     """A device kernel raised while running an op."""
 
 
+class TracingError(HwAdapterError, RuntimeError):
+    """A traced function (hwadapter.jit.to_static) read a tensor's values, which do not exist while tracing."""
+
+
 def short_repr(obj, limit: int = 80) -> str:
     """repr() cut to `limit` characters, and safe from objects whose repr raises: for quoting input in messages."""
     try:

@@ -118,7 +118,7 @@ class Tensor:
             out = out.astype(dtype)
         if device is not None:
             dev = _device.get(device)
-            if dev is not out._device:
+            if dev is not out._device and dev is not getattr(out._device, "base", None):  # traced: already there
                 out = _make(transfer(out._data, out._device, dev), dev)
         return out
 
@@ -169,6 +169,9 @@ class Tensor:
     __hash__ = object.__hash__  # identity: __eq__ is elementwise, not a key comparison
 
     def __repr__(self):
+        if getattr(self._data, "symbolic", False):  # being traced (hwadapter.jit): it has no values to show
+            return f"Tensor(shape={list(self.shape)}, dtype={self._dtype.name}, device={self._device}, " \
+                   f"traced %{self._data.name})"
         body = np.array2string(self.numpy(), separator=", ", prefix="       ")
         return f"Tensor(shape={list(self.shape)}, dtype={self._dtype.name}, device={self._device},\n       {body})"
 
@@ -255,7 +258,11 @@ def _rebuild(array, device):
 
 def _device_data(dev, arr: np.ndarray):
     """A host array as `dev`'s data: the array itself on host-memory devices, else a device copy."""
-    return arr if dev.host_memory else DeviceArray.from_numpy(dev, arr)
+    if dev.host_memory:
+        return arr
+    if dev.__class__ is not _device.Device:  # a tracing device (hwadapter.graph.trace): the array is a graph constant
+        return dev.constant(arr)
+    return DeviceArray.from_numpy(dev, arr)
 
 
 def _make(data, dev) -> Tensor:

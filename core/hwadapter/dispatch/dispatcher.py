@@ -66,6 +66,14 @@ def _own(op: str, dev, dtypes: tuple):
     return dev.kernels.find(op, dtypes) or dev.primitive(op)
 
 
+def native_route(op: str, dev, dtypes: tuple):
+    """How `dev` runs op for `dtypes` without fallback: "kernel", "codegen" (its kernel-primitive program) or None.
+    The partitioner's question (cold path: nothing is compiled or cached)."""
+    if dev.kernels.find(op, dtypes) is not None:
+        return "kernel"
+    return "codegen" if dev.primitive(op) is not None else None
+
+
 def _fallback(op: str, dev, dtypes: tuple):
     """A kernel that runs op on the fallback device with copies in and out, counted and announced."""
     check_fallback_mode()
@@ -105,6 +113,17 @@ def route(op: str, dev, dtypes: tuple):
         fn = _own(op, dev, dtypes) or _fallback(op, dev, dtypes)
         dev.routes[(op, dtypes)] = fn
     return fn
+
+
+def _mixed(op: str, tensors: tuple, attrs):
+    """The cold path of inputs on different devices: concrete tensors meeting traced ones (hwadapter.graph.trace: a
+    device with `lift`) become graph constants and the op is dispatched again; anything else is an error."""
+    tracing = {t._device for t in tensors if hasattr(t._device, "lift")}
+    if len(tracing) == 1:
+        dev = tracing.pop()
+        if all(t._device is dev or t._device is dev.base for t in tensors):
+            return dispatch(op, tuple(t if t._device is dev else dev.lift(t) for t in tensors), attrs)
+    raise _mismatch(op, tensors)
 
 
 def _mismatch(op: str, tensors) -> InvalidArgumentError:
@@ -261,7 +280,7 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
     dev = tensors[0]._device
     for t in tensors:
         if t._device is not dev:
-            raise _mismatch(op, tensors)
+            return _mixed(op, tensors, attrs)
     dtypes = tuple(t._dtype for t in tensors)
     fn = dev.routes.get((op, dtypes)) or route(op, dev, dtypes)
     datas = [t._data for t in tensors]
@@ -284,7 +303,7 @@ def dispatch_binary(op: str, x, y):
     """`dispatch` for attribute-free binary ops, without building tuples on the warm path."""
     dev = x._device
     if y._device is not dev:
-        raise _mismatch(op, (x, y))
+        return _mixed(op, (x, y), None)
     fn = dev.routes.get((op, (x._dtype, y._dtype)))
     if fn is None or profile_hook:
         return dispatch(op, (x, y))

@@ -1,7 +1,8 @@
-"""Graph IR as plain data: typed values, op nodes with normalised attributes, subgraph extraction, and the one JSON
-form every plugin serialises graphs and compiled subgraphs in."""
+"""Graph IR as plain data: typed values, op nodes with normalised attributes, constants, validation, a text form, a
+structural hash, subgraph extraction, and the one JSON form every plugin serialises graphs and compiled subgraphs in."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..ops.meta import result_meta
 
 
 @dataclass(frozen=True)
@@ -29,13 +31,24 @@ class Node:
     attrs: dict = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)
 class Graph:
-    """Nodes in topological order over named values; `inputs`/`outputs` name the graph's boundary values."""
+    """Nodes in topological order over named values; `inputs`/`outputs` name the graph's boundary values and
+    `constants` maps a value name to its numpy array (weights captured by tracing, folded results): a constant is in
+    `values` but not in `inputs`."""
     nodes: list
     values: dict
     inputs: list
     outputs: list
+    constants: dict = field(default_factory=dict)
+
+    def __eq__(self, other):
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return (self.nodes, self.values, list(self.inputs), list(self.outputs)) == \
+            (other.nodes, other.values, list(other.inputs), list(other.outputs)) and \
+            self.constants.keys() == other.constants.keys() and \
+            all(_same_array(a, other.constants[k]) for k, a in self.constants.items())
 
     def node(self, name: str) -> Node:
         """The node called `name`."""
@@ -56,22 +69,126 @@ class Graph:
                     inputs.append(i)
         used_outside = {i for n in self.nodes if n not in chosen for i in n.inputs} | set(self.outputs)
         outputs = [o for n in chosen for o in n.outputs if o in used_outside]
-        names = set(inputs) | produced
-        return Graph(chosen, {k: v for k, v in self.values.items() if k in names}, inputs, outputs)
+        constants = {i: self.constants[i] for i in inputs if i in self.constants}  # a weight stays a weight
+        inputs = [i for i in inputs if i not in constants]
+        names = set(inputs) | produced | set(constants)
+        return Graph(chosen, {k: v for k, v in self.values.items() if k in names}, inputs, outputs, constants)
 
     def signature(self) -> str:
-        """A canonical text of the graph (ops, attributes, shapes, dtypes) for cache keys."""
-        return json.dumps({"inputs": [(i, self.values[i].shape, self.values[i].dtype.name) for i in self.inputs],
-                           "outputs": self.outputs,
-                           "nodes": [(n.op, n.inputs, n.outputs, sorted((k, repr(v)) for k, v in n.attrs.items()))
-                                     for n in self.nodes]}, default=str)
+        """A canonical text of the graph (ops, attributes, shapes, dtypes, constants' digests) for cache keys."""
+        doc = {"inputs": [(i, self.values[i].shape, self.values[i].dtype.name) for i in self.inputs],
+               "outputs": self.outputs,
+               "nodes": [(n.op, n.inputs, n.outputs, sorted((k, repr(v)) for k, v in n.attrs.items()))
+                         for n in self.nodes]}
+        if self.constants:  # only when there are some: graphs without constants keep their former signature
+            doc["constants"] = sorted((k, _digest(a)) for k, a in self.constants.items())
+        return json.dumps(doc, default=str)
+
+    def hash(self) -> str:
+        """A stable structural hash (hex sha256): ops, attributes, shapes, dtypes, wiring and constants' bytes, with
+        values and nodes renamed canonically by position, so two graphs that differ only in names hash alike."""
+        rename: dict = {}
+        for name in list(self.inputs) + sorted(self.constants, key=lambda k: _first_use(self, k)):
+            rename.setdefault(name, f"%{len(rename)}")
+        for n in self.nodes:
+            for o in n.outputs:
+                rename.setdefault(o, f"%{len(rename)}")
+
+        def meta(name):
+            v = self.values.get(name)
+            return None if v is None else [list(v.shape), v.dtype.name]
+
+        doc = {"inputs": [[rename[i], meta(i)] for i in self.inputs],
+               "constants": sorted([rename[k], meta(k), _digest(a)] for k, a in self.constants.items()),
+               "nodes": [[n.op, [rename.get(i, "?" + i) for i in n.inputs], [[rename[o], meta(o)] for o in n.outputs],
+                          _canonical_attrs(n)] for n in self.nodes],
+               "outputs": [rename.get(o, "?" + o) for o in self.outputs]}
+        return hashlib.sha256(json.dumps(doc, default=repr).encode()).hexdigest()
+
+    def validate(self) -> "Graph":
+        """The graph itself when it is well formed: topological order, every value defined once and described in
+        `values`, constants matching their description, each node's outputs what its op's rule (ops/meta) gives;
+        else InvalidArgumentError naming the node."""
+        def bad(where, what, fix="build the graph again (hwadapter.jit.get_graph) or correct it by hand"):
+            return InvalidArgumentError(f"graph: {where}: {what}. Fix: {fix}", fix=fix)
+        defined: dict = {}
+        for name in self.inputs:
+            if name in defined:
+                raise bad(f"input {name!r}", "is listed twice among the inputs")
+            defined[name] = "an input"
+        for name, arr in self.constants.items():
+            if name in defined:
+                raise bad(f"constant {name!r}", "is also a graph input")
+            v = self.values.get(name)
+            if v is None or tuple(np.shape(arr)) != v.shape or np.asarray(arr).dtype != v.dtype:
+                raise bad(f"constant {name!r}", f"its array ({_show_array(arr)}) does not match its value "
+                                                f"({_show_value(v)})")
+            defined[name] = "a constant"
+        for name in defined:
+            if name not in self.values:
+                raise bad(f"input {name!r}", "has no entry in values (shape and dtype)")
+        for index, n in enumerate(self.nodes):
+            where = f"node {n.name!r} ({n.op}, #{index})"
+            for i in n.inputs:
+                if i not in defined:
+                    later = any(i in m.outputs for m in self.nodes[index + 1:])
+                    raise bad(where, f"reads {i!r}, which is " + (
+                        "produced by a later node: the nodes are not in topological order" if later else
+                        "neither an input, a constant nor produced by an earlier node"))
+            for o in n.outputs:
+                if o in defined:
+                    raise bad(where, f"defines {o!r}, already defined as {defined[o]}")
+                if o not in self.values:
+                    raise bad(where, f"output {o!r} has no entry in values (shape and dtype)")
+                defined[o] = f"an output of node {n.name!r}"
+            self._check_meta(n, where, bad)
+        for o in self.outputs:
+            if o not in defined:
+                raise bad(f"graph output {o!r}", "is never defined")
+        return self
+
+    def _check_meta(self, n, where, bad) -> None:
+        shapes = tuple(self.values[i].shape for i in n.inputs)
+        dtypes = tuple(self.values[i].dtype for i in n.inputs)
+        try:
+            due = ((shapes[0], dtypes[0]),) if n.op == "copy" and shapes else result_meta(n.op, shapes, dtypes, n.attrs)
+        except Exception as err:  # the op's rule refuses these inputs: the node cannot run
+            raise bad(where, f"its op rejects inputs {_show_inputs(shapes, dtypes)}: {type(err).__name__}: {err}")
+        if due is None:  # an op without a rule (a kernel-primitive op, a fused node): nothing to check against
+            return
+        got = [(self.values[o].shape, self.values[o].dtype) for o in n.outputs]
+        due = [(tuple(s), np.dtype(d)) for s, d in due]
+        if got != due:
+            raise bad(where, f"outputs are declared as {_show_metas(got)} but {n.op} of "
+                             f"{_show_inputs(shapes, dtypes)} gives {_show_metas(due)}")
+
+    def __str__(self) -> str:
+        """Readable text: inputs, constants, one line per node (`%3 = add(%1, %2) : float32[4,5]`), outputs."""
+        def typed(name):
+            return f"%{name} : {_show_value(self.values.get(name))}"
+        lines = [f"graph({', '.join(typed(i) for i in self.inputs)}) {{"]
+        for k, arr in self.constants.items():
+            lines.append(f"  const {typed(k)} = {_preview(arr)}")
+        for n in self.nodes:
+            outs = ", ".join(f"%{o}" for o in n.outputs)
+            types = ", ".join(_show_value(self.values.get(o)) for o in n.outputs)
+            attrs = ", ".join(f"{k}={_show_attr(v)}" for k, v in n.attrs.items())
+            args = ", ".join(f"%{i}" for i in n.inputs)
+            lines.append(f"  {outs} = {n.op}({args}){f' {{{attrs}}}' if attrs else ''} : {types}  # {n.name}")
+        lines.append(f"  return {', '.join(f'%{o}' for o in self.outputs)}")
+        lines.append("}")
+        return "\n".join(lines)
 
     def to_json(self) -> dict:
-        """The graph as JSON-ready data; tuples are tagged so they come back as tuples (kernels hash attributes)."""
-        return {"inputs": list(self.inputs), "outputs": list(self.outputs),
-                "values": {k: [list(v.shape), v.dtype.name] for k, v in self.values.items()},
-                "nodes": [[n.name, n.op, list(n.inputs), list(n.outputs), {k: _enc(a) for k, a in n.attrs.items()}]
-                          for n in self.nodes]}
+        """The graph as JSON-ready data; tuples are tagged so they come back as tuples (kernels hash attributes);
+        constants are base64 of their bytes (exact) with shape and dtype."""
+        doc = {"inputs": list(self.inputs), "outputs": list(self.outputs),
+               "values": {k: [list(v.shape), v.dtype.name] for k, v in self.values.items()},
+               "nodes": [[n.name, n.op, list(n.inputs), list(n.outputs), {k: _enc(a) for k, a in n.attrs.items()}]
+                         for n in self.nodes]}
+        if self.constants:
+            doc["constants"] = {k: _enc_array(a) for k, a in self.constants.items()}
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict) -> "Graph":
@@ -79,7 +196,101 @@ class Graph:
         values = {k: Value(k, tuple(int(d) for d in shape), np.dtype(dtype)) for k, (shape, dtype) in doc["values"].items()}
         nodes = [Node(str(name), str(op), tuple(ins), tuple(outs), {k: _dec(a) for k, a in attrs.items()})
                  for name, op, ins, outs, attrs in doc["nodes"]]
-        return cls(nodes, values, list(doc["inputs"]), list(doc["outputs"]))
+        constants = {k: _dec_array(a) for k, a in doc.get("constants", {}).items()}
+        return cls(nodes, values, list(doc["inputs"]), list(doc["outputs"]), constants)
+
+
+def _same_array(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _digest(arr) -> str:
+    arr = np.asarray(arr, order="C")  # not ascontiguousarray: it turns 0-d into 1-d
+    return hashlib.sha256(f"{arr.dtype.str}{arr.shape}".encode() + arr.tobytes()).hexdigest()[:32]
+
+
+def _first_use(graph: Graph, name: str) -> tuple:
+    """Where constant `name` is first read ((node index, input position)): constants are renamed in that order."""
+    for index, n in enumerate(graph.nodes):
+        if name in n.inputs:
+            return index, n.inputs.index(name), ""
+    return len(graph.nodes), 0, name  # unused: by name, as nothing else orders it
+
+
+def _canonical_attrs(n: Node) -> list:
+    """A node's attributes as comparable data; a fused node's own value names (and its name) are renamed by position,
+    so fused graphs that differ only in names hash alike."""
+    attrs = n.attrs
+    if n.op == "fused" and isinstance(attrs.get("nodes"), (tuple, list)):
+        local: dict = {}
+        for name in attrs.get("inputs", ()):
+            local.setdefault(name, f"${len(local)}")
+        for inner in attrs["nodes"]:
+            if isinstance(inner, (tuple, list)) and len(inner) > 2:
+                for out in (inner[2],) if isinstance(inner[2], str) else inner[2]:
+                    local.setdefault(out, f"${len(local)}")
+        attrs = {k: v for k, v in attrs.items() if k != "name"}
+        return sorted((k, _canonical_attr(v, local)) for k, v in attrs.items())
+    return sorted((k, _canonical_attr(v, {})) for k, v in attrs.items())
+
+
+def _canonical_attr(v, local: dict):
+    if isinstance(v, tuple):  # tagged, as in to_json: kernels tell a tuple attribute from a list
+        return {"tuple": [_canonical_attr(x, local) for x in v]}
+    if isinstance(v, list):
+        return [_canonical_attr(x, local) for x in v]
+    if isinstance(v, dict):
+        return sorted((str(k), _canonical_attr(x, local)) for k, x in v.items())
+    if isinstance(v, str):
+        return local.get(v, v)
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, np.generic):
+        return v.item()
+    return v if isinstance(v, (int, float, bool, type(None))) else repr(v)
+
+
+def _enc_array(arr) -> dict:
+    arr = np.asarray(arr, order="C")
+    return {"shape": list(arr.shape), "dtype": arr.dtype.name, "base64": base64.b64encode(arr.tobytes()).decode()}
+
+
+def _dec_array(doc) -> np.ndarray:
+    dtype, shape = np.dtype(doc["dtype"]), tuple(int(d) for d in doc["shape"])
+    return np.frombuffer(base64.b64decode(doc["base64"]), dtype=dtype).reshape(shape).copy()
+
+
+def _show_value(v) -> str:
+    return "?" if v is None else f"{v.dtype.name}[{','.join(str(d) for d in v.shape)}]"
+
+
+def _show_array(arr) -> str:
+    arr = np.asarray(arr)
+    return f"{arr.dtype.name}[{','.join(str(d) for d in arr.shape)}]"
+
+
+def _show_metas(metas) -> str:
+    return ", ".join(f"{np.dtype(d).name}[{','.join(str(x) for x in s)}]" for s, d in metas)
+
+
+def _show_inputs(shapes, dtypes) -> str:
+    return "(" + _show_metas(zip(shapes, dtypes)) + ")"
+
+
+def _show_attr(v) -> str:
+    if isinstance(v, np.dtype):
+        return v.name
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _preview(arr) -> str:
+    arr = np.asarray(arr)
+    if arr.size <= 6:
+        return np.array2string(arr, separator=", ").replace("\n", "")
+    flat = ", ".join(f"{x:g}" if arr.dtype.kind == "f" else str(x) for x in arr.reshape(-1)[:4])
+    return f"[{flat}, ...] ({arr.size} values)"
 
 
 def _enc(v):

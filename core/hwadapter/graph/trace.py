@@ -1,0 +1,335 @@
+"""Tracing: a function run over symbolic tensors records a Graph; the eager path pays nothing for it.
+
+A symbolic tensor is an ordinary Tensor whose device is a TracingDevice (wrapping the real one) and whose data is a
+Symbol (a name, shape and dtype; no memory). The TracingDevice's routes answer every (op, dtypes) with a recorder that
+appends a Node and returns Symbols shaped by hwadapter.ops.meta, so the dispatcher runs unchanged. Concrete tensors
+that meet symbolic ones (closure weights, hw.zeros made inside the function) and Python scalars become constants.
+Reading values (bool, float, int, item, numpy) raises TracingError naming the user's line.
+"""
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+import sys
+
+import numpy as np
+
+from ..errors import InvalidArgumentError, TracingError
+from ..ops import meta
+from ..runtime.device import Device
+from ..runtime.memory import DeviceArray
+from ..tensor import Tensor, _make
+from .ir import Graph, Node, Value
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../hwadapter
+
+
+class Symbol(DeviceArray):
+    """A traced value: the name of a graph value with its shape and dtype, on a TracingDevice; it holds no memory."""
+
+    __slots__ = ("name",)
+    symbolic = True
+    nbytes = 0  # no memory of its own: the dispatcher's ownership check (no block, 0 bytes) passes
+
+    def numpy(self, stream=None):
+        raise read_error(self)
+
+    def __repr__(self):
+        return f"Symbol(%{self.name}: {self.dtype.name}{list(self.shape)})"
+
+
+def _symbol(device, name: str, shape, dtype) -> Symbol:
+    s = object.__new__(Symbol)
+    s.device, s.block, s.handle, s.shape, s.dtype, s.name = device, None, None, tuple(shape), np.dtype(dtype), name
+    return s
+
+
+# --- errors that name the user's line ---------------------------------------------------------------------------
+_WHAT = {"__bool__": "used a traced tensor as a Python bool (an `if`, `while`, `and`/`or` or `assert` on it)",
+         "__float__": "converted a traced tensor to a Python float", "__int__": "converted a traced tensor to a "
+         "Python int", "__index__": "used a traced tensor as a Python index", "item": "read a traced tensor's value "
+         "with .item()", "tolist": "read a traced tensor's values with .tolist()", "__array__": "converted a traced "
+         "tensor to a numpy array", "numpy": "read a traced tensor's values with .numpy()", "transfer": "moved a "
+         "traced tensor to another device", "__repr__": "printed a traced tensor's values",
+         "__reduce__": "pickled a traced tensor", "getitem": "indexed with a traced tensor's value (use gather)"}
+
+
+def user_frame():
+    """(file, line, function) of the innermost frame outside the hwadapter package: the user's code."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+        frame = frame.f_back
+    if frame is None:
+        return "<unknown>", 0, "?"
+    return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+
+
+def _how() -> str:
+    """What the user did, in words: the outermost hwadapter frame below the user's code says (bool(), item(), ...)."""
+    frame, what = sys._getframe(1), "read a traced tensor's values"
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE + os.sep):
+        what = _WHAT.get(frame.f_code.co_name, what)
+        frame = frame.f_back
+    return what
+
+
+def read_error(symbol: Symbol | None = None) -> TracingError:
+    """The TracingError for reading values while tracing, naming the user's file:line and the fix."""
+    path, line, func = user_frame()
+    code = linecache.getline(path, line).strip()
+    value = f" (%{symbol.name}: {symbol.dtype.name}{list(symbol.shape)})" if symbol is not None else ""
+    fix = ("compute with tensor ops instead of Python control flow (hw.where(cond, a, b) chooses per element), or "
+           "move the value-dependent decision out of the traced function (decide before calling it, or split it in "
+           "two); control flow on shapes (x.shape, len(x), x.ndim) is fine")
+    code = f"`{code}` " if code else ""
+    return TracingError(f"{path}:{line} (in {func}): {code}{_how()}{value} while tracing with "
+                        f"hwadapter.jit.to_static. A traced tensor has a shape and a dtype but no values yet. "
+                        f"Fix: {fix}", fix=fix)
+
+
+# --- the tracing device -----------------------------------------------------------------------------------------
+class _Runtime:
+    """What the dispatcher and the frontend ask of a tracing device's runtime: no host memory; the real sizes."""
+
+    host_memory = False
+
+    def __init__(self, base):
+        self.base = base
+
+    def memory_info(self):
+        return self.base.runtime.memory_info()
+
+
+class _Recorders(dict):
+    """The tracing device's routes: (op, dtypes) -> a recorder of op (made on first use, then a dict hit)."""
+
+    def __init__(self, tracer):
+        super().__init__()
+        self.tracer = tracer
+
+    def get(self, key, default=None):
+        fn = dict.get(self, key)
+        if fn is None:
+            op, tracer = key[0], self.tracer
+
+            def fn(*datas, **attrs):
+                return tracer.record(op, datas, attrs)
+            fn.__qualname__ = f"record_{op}"
+            fn.route = "trace"  # what the profiler shows for ops recorded while tracing
+            self[key] = fn
+        return fn
+
+    def __missing__(self, key):
+        return self.get(key)
+
+
+class TracingDevice(Device):
+    """The device of symbolic tensors: it wraps the real device (`base`) and records ops instead of running them."""
+
+    def __init__(self, base: Device, tracer: "Tracer"):
+        super().__init__(base.record, base.index)
+        self.base, self.tracer = base, tracer
+        self.routes = _Recorders(tracer)
+        self._runtime = _Runtime(base)
+        self._str = f"{base} (tracing)"
+
+    def constant(self, value):
+        """A host array (a Python scalar, hw.zeros made inside the function) as a graph constant's symbol."""
+        return self.tracer.constant(np.asarray(value))
+
+    def empty(self, shape, dtype):
+        raise InvalidArgumentError(f"{self}: uninitialised memory cannot be traced. Fix: use hw.zeros or hw.full")
+
+    def lift(self, tensor: Tensor) -> Tensor:
+        """A concrete tensor of the real device that meets symbolic ones (a closure weight) as a graph constant."""
+        return self.tracer.lift(tensor)
+
+    def __repr__(self):
+        return f"TracingDevice('{self.base}')"
+
+    def __reduce__(self):
+        raise read_error()
+
+
+class Tracer:
+    """Records the ops of one traced call into nodes, values and constants."""
+
+    def __init__(self, base: Device):
+        self.device = TracingDevice(base, self)
+        self.nodes, self.values, self.inputs, self.constants = [], {}, [], {}
+        self._scalars, self._lifted, self._count = {}, {}, 0
+
+    def _name(self) -> str:
+        name = str(self._count)
+        self._count += 1
+        return name
+
+    def input(self, name: str, tensor: Tensor) -> Tensor:
+        """A symbolic stand-in for graph input `name`, shaped like `tensor`."""
+        self.values[name] = Value(name, tuple(tensor.shape), tensor.dtype)
+        self.inputs.append(name)
+        return _make(_symbol(self.device, name, tensor.shape, tensor.dtype), self.device)
+
+    def constant(self, arr: np.ndarray) -> Symbol:
+        """The symbol of a constant holding a copy of `arr` (small ones shared by value: `x * 2` twice is one)."""
+        key = (arr.dtype.str, arr.shape, arr.tobytes()) if arr.size <= 16 else None
+        if key is not None and key in self._scalars:
+            return self._scalars[key]
+        name = f"c{len(self.constants)}"
+        while name in self.values:  # an argument called c0
+            name += "_"
+        self.constants[name] = np.array(arr, order="C", copy=True)
+        self.values[name] = Value(name, tuple(arr.shape), arr.dtype)
+        s = _symbol(self.device, name, arr.shape, arr.dtype)
+        if key is not None:
+            self._scalars[key] = s
+        return s
+
+    def lift(self, tensor: Tensor) -> Tensor:
+        """`tensor` (concrete) as a symbolic constant, once per tensor however often it is used."""
+        hit = self._lifted.get(id(tensor))
+        if hit is None:
+            symbol = self.constant(tensor.numpy())
+            hit = self._lifted[id(tensor)] = (tensor, _make(symbol, self.device))  # holds tensor: its id stays its
+        return hit[1]
+
+    def record(self, op: str, datas, attrs: dict):
+        """Append a node of op over `datas` (symbols) and return its output symbols, shaped by ops/meta."""
+        syms = [d if isinstance(d, Symbol) and d.device is self.device else self.constant(_host(d)) for d in datas]
+        shapes, dtypes = tuple(s.shape for s in syms), tuple(s.dtype for s in syms)
+        due = meta.result_meta(op, shapes, dtypes, attrs)
+        if due is None:
+            path, line, _ = user_frame()
+            raise TracingError(f"{path}:{line}: op {op!r} has no shape rule (hwadapter.ops.meta), so it cannot be "
+                               f"traced. Fix: call it outside the traced function, or give it a rule",
+                               fix="call it outside the traced function")
+        index = len(self.nodes)
+        outs = []
+        for shape, dtype in due:
+            name = self._name()
+            self.values[name] = Value(name, tuple(shape), np.dtype(dtype))
+            outs.append(_symbol(self.device, name, shape, dtype))
+        self.nodes.append(Node(f"{op}_{index}", op, tuple(s.name for s in syms), tuple(s.name for s in outs),
+                               dict(attrs)))
+        return outs if op in meta.MULTI_OUTPUT else outs[0]
+
+    def output(self, tensor: Tensor) -> str:
+        """The graph value name of a returned tensor (a concrete one becomes a constant)."""
+        if tensor._device is not self.device:
+            tensor = self.lift(tensor)
+        return tensor._data.name
+
+    def graph(self, outputs: list) -> Graph:
+        """The recorded graph with these outputs, validated."""
+        return Graph(list(self.nodes), dict(self.values), list(self.inputs), list(outputs),
+                     dict(self.constants)).validate()
+
+
+def _host(data) -> np.ndarray:
+    return data if isinstance(data, np.ndarray) else data.numpy()
+
+
+def is_symbolic(x) -> bool:
+    """True for a tensor being traced."""
+    return isinstance(x, Tensor) and isinstance(x._device, TracingDevice)
+
+
+# --- tracing a call -------------------------------------------------------------------------------------------------
+def flatten(obj, path: str, leaves: list) -> object:
+    """The structure of `obj` with each Tensor replaced by its index in `leaves` (appended with its path name)."""
+    if isinstance(obj, Tensor):
+        leaves.append((path, obj))
+        return _Leaf(len(leaves) - 1)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(flatten(v, f"{path}_{i}", leaves) for i, v in enumerate(obj))
+    if isinstance(obj, dict):
+        return {k: flatten(v, f"{path}_{k}", leaves) for k, v in obj.items()}
+    return obj
+
+
+def unflatten(structure, leaves: list):
+    """`flatten`'s structure with its leaves put back."""
+    if isinstance(structure, _Leaf):
+        return leaves[structure.index]
+    if isinstance(structure, (tuple, list)):
+        return type(structure)(unflatten(v, leaves) for v in structure)
+    if isinstance(structure, dict):
+        return {k: unflatten(v, leaves) for k, v in structure.items()}
+    return structure
+
+
+class _Leaf:
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def __repr__(self):
+        return f"<tensor {self.index}>"
+
+
+def argument_names(fn, args: tuple, kwargs: dict) -> list:
+    """(name, value) of each argument as `fn` binds them (positional names `arg0`... when it cannot say)."""
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
+    named = []
+    for name, value in bound.arguments.items():
+        kind = bound.signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            named += [(f"{name}_{i}", v) for i, v in enumerate(value)]
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            named += list(value.items())
+        else:
+            named.append((name, value))
+    return named
+
+
+def trace(fn, args: tuple, kwargs: dict, device: Device):
+    """Run `fn(*args, **kwargs)` over symbolic stand-ins of its tensors on `device`: (graph, output structure).
+    The graph's inputs are the argument tensors in the order `flatten` finds them in args, then kwargs."""
+    tracer = Tracer(device)
+    leaves: list = []
+    structure = flatten((args, kwargs), "", leaves)
+    names = {}  # id(tensor) -> its names as fn's parameters bind it (x, xs_0, ...)
+    for pname, value in argument_names(fn, args, kwargs):
+        sub: list = []
+        flatten(value, pname, sub)
+        for path, t in sub:
+            names.setdefault(id(t), []).append(path)
+    symbolic, used = [], set()
+    for position, (_, t) in enumerate(leaves):
+        candidates = names.get(id(t)) or [f"in{position}"]
+        name = next((c for c in candidates if c not in used), f"in{position}")
+        name = name if name not in used else f"in{position}"
+        used.add(name)
+        symbolic.append(tracer.input(name, t))
+    sargs, skwargs = unflatten(structure, symbolic)
+    try:
+        return _finish(fn, tracer, fn(*sargs, **skwargs))
+    finally:
+        tracer._lifted.clear()  # the captured tensors: their values are copied into the graph
+
+
+def _finish(fn, tracer: Tracer, result):
+    """(graph, output structure) of a traced call that returned `result`."""
+    out_leaves: list = []
+    out_structure = flatten(result, "out", out_leaves)
+    if not out_leaves:
+        raise TracingError(f"{_where(fn)}: a traced function must return a tensor, or a tuple, list or dict of "
+                           f"tensors; it returned {type(result).__name__}. Fix: return tensors (compute numbers "
+                           f"outside the traced function)", fix="return tensors")
+    outputs = []
+    for _, t in out_leaves:
+        if isinstance(t._device, TracingDevice) and t._device is not tracer.device:
+            raise TracingError(f"{_where(fn)}: returned a tensor of another trace. Fix: return tensors computed "
+                               f"from this function's arguments", fix="return tensors of this trace")
+        outputs.append(tracer.output(t))
+    return tracer.graph(outputs), out_structure
+
+
+def _where(fn) -> str:
+    code = getattr(fn, "__code__", None)
+    return f"{code.co_filename}:{code.co_firstlineno} ({fn.__qualname__})" if code else repr(fn)

@@ -1,0 +1,202 @@
+"""hwadapter.jit: `to_static` traces a function once per input signature into a Graph and runs it as a graph."""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+import weakref
+
+from .config import config
+from .errors import InvalidArgumentError
+from .graph import trace as _trace
+from .tensor import Tensor
+
+__all__ = ["to_static", "get_graph", "StaticFunction"]
+
+
+log = logging.getLogger("hwadapter")
+_MANY = 16  # traces of one function after which retracing is worth a warning
+_FAST = ("tensors",)  # the key prefix of calls with tensor arguments only (see StaticFunction.__call__)
+
+
+def executor(graph, device):
+    """How a traced graph runs, as a callable (list of input Tensors -> list of output Tensors): partitioned over
+    [the inputs' device, the fallback device] when hwadapter.graph.partition exists, else the reference executor."""
+    from . import graph as _graph
+    devices = list(dict.fromkeys([str(device), config.fallback_device]))
+    partition = getattr(_graph, "partition", None)
+    if partition is not None:
+        return partition(graph, devices=devices).run
+    from .graph.executor import run
+    from .tensor import to_tensor
+    constants = {k: to_tensor(a, device=device) for k, a in graph.constants.items()}
+
+    def run_reference(tensors):
+        out = run(graph, {**constants, **dict(zip(graph.inputs, tensors))}, device)
+        return [out[o] for o in graph.outputs]
+    return run_reference
+
+
+class _Entry:
+    """One traced signature: its graph, how its outputs are shaped, and the runner (made on first run)."""
+
+    __slots__ = ("graph", "structure", "device", "runner", "lock")
+
+    def __init__(self, graph, structure, device):
+        self.graph, self.structure, self.device, self.runner = graph, structure, device, None
+        self.lock = threading.Lock()
+
+    def run(self, tensors: list):
+        if self.runner is None:
+            with self.lock:
+                if self.runner is None:
+                    self.runner = executor(self.graph, self.device)
+        out = self.runner(tensors)
+        if isinstance(out, dict):
+            out = [out[o] for o in self.graph.outputs]
+        return _trace.unflatten(self.structure, list(out))
+
+
+def _key(fn_name: str, path: str, value):
+    """The cache key of one argument: a tensor's shape, dtype and device; anything else by value (hashable)."""
+    if isinstance(value, Tensor):
+        return ("T", tuple(value.shape), value.dtype.str, value._device)  # the Device: a reset makes new ones
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_key(fn_name, f"{path}[{i}]", v) for i, v in enumerate(value)))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _key(fn_name, f"{path}[{k!r}]", v)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        fix = "pass it as a tensor (hwadapter.to_tensor), as a tuple, or bind it outside (functools.partial)"
+        raise InvalidArgumentError(f"to_static {fn_name}: argument {path} is a {type(value).__name__}, which is "
+                                   f"unhashable: non-tensor arguments are part of the trace cache's key, by value. "
+                                   f"Fix: {fix}", fix=fix) from None
+    return (type(value), value)
+
+
+class StaticFunction:
+    """A function traced once per input signature (tensor shapes, dtypes and device; other arguments by value) and
+    then run as a graph. Tensors the function reads from elsewhere (closures, attributes) are captured as constants
+    when it is traced: call `clear_cache()` after changing them."""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._cache: dict = {}
+        self._instances: dict = {}  # id(instance) -> (its bound StaticFunction, weakref or the instance)
+        self._lock = threading.Lock()
+
+    # --- methods: each instance has its own cache (its tensors are its constants) ----------------------------------
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        hit = self._instances.get(id(instance))
+        if hit is not None and hit[1]() is instance:
+            return hit[0]
+        key, instances = id(instance), self._instances
+        try:  # held weakly, so that the cache does not keep the instance alive
+            ref = weakref.ref(instance, lambda _: instances.pop(key, None))
+        except TypeError:  # no weak references (__slots__): kept alive by this cache
+            ref = functools.partial(_identity, instance)
+        bound = StaticFunction(_method(self._fn, ref))
+        self._instances[key] = (bound, ref)
+        return bound
+
+    # --- calls --------------------------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if not kwargs:  # the common call, tensors only: keyed without walking structures
+            try:
+                entry = self._cache.get(_FAST + tuple([(a._data.shape, a._dtype, a._device) for a in args]))
+            except AttributeError:  # not all tensors
+                entry = None
+            if entry is not None:
+                return entry.run(list(args))
+        leaves: list = []
+        _trace.flatten((args, kwargs), "", leaves)
+        tensors = [t for _, t in leaves]
+        if any(_trace.is_symbolic(t) for t in tensors):  # called inside another traced function: inlined
+            return self._fn(*args, **kwargs)
+        return self._entry(args, kwargs, tensors).run(tensors)
+
+    def get_graph(self, *args, **kwargs):
+        """The Graph traced for these arguments (traced now unless this signature was seen before)."""
+        leaves: list = []
+        _trace.flatten((args, kwargs), "", leaves)
+        return self._entry(args, kwargs, [t for _, t in leaves]).graph
+
+    def _entry(self, args: tuple, kwargs: dict, tensors: list) -> _Entry:
+        name = getattr(self._fn, "__qualname__", repr(self._fn))
+        key = (_key(name, "args", args), _key(name, "kwargs", kwargs))
+        entry = self._cache.get(key)
+        if entry is None:
+            devices = list(dict.fromkeys(t._device for t in tensors))
+            if len(devices) > 1:
+                fix = "move them to one device with .to(device) first"
+                raise InvalidArgumentError(f"to_static {name}: the tensor arguments are on different devices "
+                                           f"({', '.join(map(str, devices))}). Fix: {fix}", fix=fix)
+            from .runtime.device import current
+            device = devices[0] if devices else current()
+            with self._lock:
+                entry = self._cache.get(key)
+                if entry is None:
+                    graph, structure = _trace.trace(self._fn, args, kwargs, device)
+                    entry = self._cache[key] = _Entry(graph, structure, device)
+                    traces = self.cache_info()["traces"]
+                    if traces == _MANY:
+                        log.warning("to_static %s has been traced %d times (once per input signature: tensor "
+                                    "shapes, dtypes and device, other arguments by value); pass changing numbers as "
+                                    "tensors, or keep shapes fixed, to trace less", name, traces)
+                    if not kwargs and all(type(a) is Tensor for a in args):
+                        self._cache[_FAST + tuple([(a._data.shape, a._dtype, a._device) for a in args])] = entry
+        return entry
+
+    def cache_info(self) -> dict:
+        """How many signatures were traced (`traces`) and their graphs by key."""
+        graphs = {k: e.graph for k, e in self._cache.items() if k[:1] != _FAST}
+        return {"traces": len(graphs), "graphs": graphs}
+
+    def clear_cache(self) -> None:
+        """Forget every trace (after changing tensors the function captured as constants)."""
+        with self._lock:
+            self._cache.clear()
+            self._instances.clear()
+
+    def __repr__(self):
+        return f"<to_static {getattr(self._fn, '__qualname__', self._fn)!r}: {self.cache_info()['traces']} trace(s)>"
+
+
+def _identity(x):
+    return x
+
+
+def _method(func, ref):
+    """`func` bound to the instance `ref()` gives, with the signature of the bound method (for input names)."""
+    @functools.wraps(func)
+    def method(*args, **kwargs):
+        return func(ref(), *args, **kwargs)
+    try:
+        sig = inspect.signature(func)
+        method.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])
+    except (TypeError, ValueError):
+        pass
+    return method
+
+
+def to_static(fn):
+    """Decorator: trace `fn` (a function or a method) over symbolic tensors once per input signature and run the
+    graph; Python control flow on shapes is traced, on tensor values raises TracingError."""
+    if isinstance(fn, StaticFunction):
+        return fn
+    if not callable(fn):
+        raise InvalidArgumentError(f"to_static: expected a function or method, got {type(fn).__name__}. Fix: "
+                                   f"decorate a function with @hwadapter.jit.to_static")
+    return StaticFunction(fn)
+
+
+def get_graph(fn, *args, **kwargs):
+    """The Graph of `fn` (a to_static function, a method of one, or a plain function) for these arguments."""
+    if not isinstance(fn, StaticFunction):
+        fn = StaticFunction(fn)
+    return fn.get_graph(*args, **kwargs)

@@ -1,0 +1,333 @@
+"""hwadapter.jit: tracing into the IR, one trace per input signature, results equal to eager and numpy."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import hwadapter as hw
+from hwadapter.graph import Graph
+from hwadapter.ops import reference
+
+DEVICES = ["cpu:0"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
+RNG = np.random.default_rng(9)
+
+
+def _arr(*shape):
+    return RNG.standard_normal(shape).astype("float32")
+
+
+def _gelu(x):
+    return reference.KERNELS["gelu"](x)
+
+
+# --- the issue's example: traced == eager == numpy ----------------------------------------------------------------
+@pytest.mark.parametrize("dev", DEVICES)
+def test_issue_example_equals_eager_and_numpy(dev):
+    @hw.jit.to_static
+    def block(x, w, b):
+        return hw.nn.functional.gelu(x @ w + b).sum(axis=-1)
+
+    xa, wa, ba = _arr(4, 8), _arr(8, 5), _arr(5)
+    x, w, b = (hw.to_tensor(a, device=dev) for a in (xa, wa, ba))
+    y = block(x, w, b)
+    assert str(y.device) == dev and y.shape == (4,) and y.dtype == np.float32
+    eager = block.__wrapped__(x, w, b).numpy()
+    np.testing.assert_allclose(y.numpy(), eager, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y.numpy(), _gelu(xa @ wa + ba).sum(axis=-1), rtol=1e-4, atol=1e-4)
+    g = hw.jit.get_graph(block, x, w, b)
+    assert [n.op for n in g.nodes] == ["matmul", "add", "gelu", "sum"]
+    assert g.inputs == ["x", "w", "b"] and g.values[g.outputs[0]].shape == (4,)
+
+
+# --- the trace cache -----------------------------------------------------------------------------------------------
+def test_one_trace_per_signature_shapes_dtypes_and_non_tensor_values():
+    calls = []
+
+    @hw.jit.to_static
+    def f(x, k=1):
+        calls.append(x.shape)
+        return x * k
+
+    a, b = hw.to_tensor(_arr(2, 3)), hw.to_tensor(_arr(2, 3))
+    np.testing.assert_allclose(f(a).numpy(), a.numpy())
+    np.testing.assert_allclose(f(b).numpy(), b.numpy())  # same signature: no new trace
+    assert len(calls) == 1
+    f(hw.to_tensor(_arr(3, 3)))  # new shape
+    f(a.astype("float64"))  # new dtype
+    np.testing.assert_allclose(f(a, k=3).numpy(), a.numpy() * 3, rtol=1e-6)  # new non-tensor value
+    f(a, k=3)
+    assert len(calls) == 4 and f.cache_info()["traces"] == 4
+    f(a, k=3.0)  # 3 and 3.0 are equal but not the same argument: float is traced apart
+    assert len(calls) == 5
+    assert f.__name__ == "f" and f.__wrapped__ is not None  # functools.wraps
+
+
+def test_unhashable_non_tensor_argument_is_a_clear_error():
+    @hw.jit.to_static
+    def f(x, table):
+        return x
+
+    with pytest.raises(hw.InvalidArgumentError, match="unhashable") as err:
+        f(hw.to_tensor(_arr(2)), np.ones(3))
+    assert "to_tensor" in err.value.fix
+    f(hw.to_tensor(_arr(2)), [1, 2])  # a list of numbers is a key by value
+
+
+def test_clear_cache_traces_again_and_sees_new_closure_values():
+    w = hw.to_tensor(np.full((2,), 2.0, "float32"))
+
+    @hw.jit.to_static
+    def f(x):
+        return x * w
+
+    x = hw.to_tensor(np.ones(2, "float32"))
+    assert f(x).numpy().tolist() == [2.0, 2.0]
+    w = hw.to_tensor(np.full((2,), 5.0, "float32"))
+    assert f(x).numpy().tolist() == [2.0, 2.0]  # captured at trace time (documented)
+    f.clear_cache()
+    assert f(x).numpy().tolist() == [5.0, 5.0]
+
+
+# --- methods, closures, scalars, multiple outputs ------------------------------------------------------------------
+class _Linear:
+    def __init__(self, w, b):
+        self.w, self.b = hw.to_tensor(w), hw.to_tensor(b)
+        self.traces = 0
+
+    @hw.jit.to_static
+    def forward(self, x, relu=True):
+        self.traces += 1
+        y = x @ self.w + self.b
+        return hw.nn.functional.relu(y) if relu else y
+
+
+def test_methods_trace_per_instance_with_their_weights_as_constants():
+    wa, ba, xa = _arr(3, 4), _arr(4), _arr(2, 3)
+    m1, m2 = _Linear(wa, ba), _Linear(-wa, ba)
+    x = hw.to_tensor(xa)
+    np.testing.assert_allclose(m1.forward(x).numpy(), np.maximum(xa @ wa + ba, 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m2.forward(x).numpy(), np.maximum(xa @ -wa + ba, 0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(m1.forward(x, relu=False).numpy(), xa @ wa + ba, rtol=1e-5, atol=1e-6)
+    m1.forward(x)
+    assert (m1.traces, m2.traces) == (2, 1)
+    g = hw.jit.get_graph(m1.forward, x)
+    assert g.inputs == ["x"] and len(g.constants) == 2
+    assert any(np.array_equal(c, wa) for c in g.constants.values())
+    assert _Linear.forward.__name__ == "forward"
+
+
+def test_closure_tensors_and_tensors_made_inside_become_constants():
+    wa = _arr(3, 3)
+    w = hw.to_tensor(wa)
+
+    def f(x):
+        return (x @ w) + hw.ones((3,)) + w  # w used twice: one constant
+
+    x = hw.to_tensor(_arr(3, 3))
+    g = hw.jit.get_graph(f, x)
+    assert g.inputs == ["x"]
+    consts = list(g.constants.values())
+    assert sum(np.array_equal(c, wa) for c in consts) == 1 and any(np.array_equal(c, np.ones(3)) for c in consts)
+    np.testing.assert_allclose(hw.jit.to_static(f)(x).numpy(), f(x).numpy(), rtol=1e-6)
+
+
+def test_python_scalars_are_constants_of_the_tensors_dtype():
+    def f(x):
+        return (x * 2 + 0.5) / 4
+
+    x = hw.to_tensor(np.arange(4, dtype="float64"))
+    g = hw.jit.get_graph(f, x)
+    assert sorted(float(c) for c in g.constants.values()) == [0.5, 2.0, 4.0]
+    assert all(c.dtype == np.float64 and c.shape == () for c in g.constants.values())
+    np.testing.assert_array_equal(hw.jit.to_static(f)(x).numpy(), (np.arange(4.0) * 2 + 0.5) / 4)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_multiple_outputs_tuple_list_and_split(dev):
+    @hw.jit.to_static
+    def f(x):
+        a, b = hw.split(x, 2, axis=1)
+        return (a.exp(), [b.sum(), x])
+
+    xa = _arr(3, 4)
+    x = hw.to_tensor(xa, device=dev)
+    out = f(x)
+    assert isinstance(out, tuple) and isinstance(out[1], list)
+    np.testing.assert_allclose(out[0].numpy(), np.exp(xa[:, :2]), rtol=1e-5)
+    np.testing.assert_allclose(out[1][0].numpy(), xa[:, 2:].sum(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(out[1][1].numpy(), xa)
+    assert all(str(t.device) == dev for t in (out[0], out[1][0], out[1][1]))
+
+
+# --- control flow ----------------------------------------------------------------------------------------------------
+def test_shape_dependent_control_flow_is_traced_per_shape():
+    @hw.jit.to_static
+    def f(x):
+        y = x
+        for _ in range(len(x)):  # unrolled: one multiply per row
+            y = y * 2
+        if x.ndim == 2 and x.shape[1] > 2:
+            y = y.sum(axis=1)
+        return y
+
+    a, b = _arr(3, 4), _arr(2, 2)
+    np.testing.assert_allclose(f(hw.to_tensor(a)).numpy(), (a * 8).sum(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(f(hw.to_tensor(b)).numpy(), b * 4, rtol=1e-6)
+    g = hw.jit.get_graph(f, hw.to_tensor(a))
+    assert [n.op for n in g.nodes] == ["mul", "mul", "mul", "sum"]
+
+
+def _value_if(x):
+    if x.sum() > 0:  # VALUE-IF-LINE
+        return x
+    return -x
+
+
+def _line(marker: str) -> int:
+    return next(i for i, text in enumerate(open(__file__), 1) if marker in text and "_line(" not in text)
+
+
+@pytest.mark.parametrize("read", ["bool", "float", "int", "item", "numpy", "index"])
+def test_reading_values_while_tracing_is_a_tracing_error_naming_the_line(read):
+    def f(x):
+        s = x.sum()
+        if read == "bool":
+            return x if s else -x  # READ-LINE
+        if read == "float":
+            return x * float(s)  # READ-LINE
+        if read == "int":
+            return x * int(s)  # READ-LINE
+        if read == "item":
+            return x * s.item()  # READ-LINE
+        if read == "numpy":
+            return x * s.numpy()  # READ-LINE
+        return x[s.astype("int64")]  # READ-LINE
+
+    with pytest.raises(hw.TracingError) as err:
+        hw.jit.to_static(f)(hw.to_tensor(_arr(3)))
+    message = str(err.value)
+    lines = [i for i, text in enumerate(open(__file__), 1) if "# READ-LINE" in text]
+    assert any(f"{__file__}:{n} " in message for n in lines), message
+    assert "hw.where" in err.value.fix and "out of the traced function" in err.value.fix
+
+
+def test_value_dependent_if_names_the_user_line_and_the_fix():
+    with pytest.raises(hw.TracingError, match=rf"test_jit.py:{_line('VALUE-IF-LINE')} .*if x.sum\(\) > 0") as err:
+        hw.jit.to_static(_value_if)(hw.to_tensor(_arr(3)))
+    assert "Python bool" in str(err.value) and isinstance(err.value, hw.HwAdapterError)
+    with pytest.raises(hw.TracingError):  # get_graph traces the same way
+        hw.jit.get_graph(_value_if, hw.to_tensor(_arr(3)))
+    np.testing.assert_allclose(_value_if(hw.to_tensor(np.ones(3, "float32"))).numpy(), 1.0)  # eager: fine
+
+
+def test_where_is_the_traceable_choice():
+    @hw.jit.to_static
+    def f(x):
+        return hw.where(x > 0, x, x * 0.1)
+
+    xa = _arr(5)
+    np.testing.assert_allclose(f(hw.to_tensor(xa)).numpy(), np.where(xa > 0, xa, xa * np.float32(0.1)), rtol=1e-6)
+
+
+def test_symbolic_tensors_print_without_values_and_nested_to_static_inlines():
+    seen = []
+
+    @hw.jit.to_static
+    def inner(x):
+        return x + 1
+
+    @hw.jit.to_static
+    def outer(x):
+        seen.append(repr(x))
+        return inner(x) * 2
+
+    x = hw.to_tensor(_arr(2))
+    np.testing.assert_allclose(outer(x).numpy(), (x.numpy() + 1) * 2, rtol=1e-6)
+    assert "traced %x" in seen[0] and inner.cache_info()["traces"] == 0
+    assert [n.op for n in hw.jit.get_graph(outer, x).nodes] == ["add", "mul"]
+
+
+def test_mixing_devices_is_still_an_error_while_tracing():
+    if "opencl:0" not in DEVICES:
+        pytest.skip("needs a second device")
+    w = hw.to_tensor(_arr(2), device="opencl:0")
+
+    def f(x):
+        return x + w
+
+    with pytest.raises(hw.InvalidArgumentError, match="different devices"):
+        hw.jit.get_graph(f, hw.to_tensor(_arr(2)))
+
+
+def test_returning_no_tensor_is_a_tracing_error():
+    with pytest.raises(hw.TracingError, match="must return a tensor"):
+        hw.jit.get_graph(lambda x: x.shape[0], hw.to_tensor(_arr(2)))
+
+
+# --- the traced graph as IR ------------------------------------------------------------------------------------------
+def test_traced_graph_is_valid_prints_and_round_trips_through_json():
+    w = hw.to_tensor(_arr(4, 4))
+
+    def f(x, b):
+        return hw.nn.functional.relu(x @ w + b) * 3
+
+    g = hw.jit.get_graph(f, hw.to_tensor(_arr(2, 4)), hw.to_tensor(_arr(4)))
+    assert g.validate() is g
+    text = str(g)
+    assert "graph(%x : float32[2,4], %b : float32[4])" in text
+    assert "= matmul(%x, %c0) : float32[2,4]" in text and "const %c0 : float32[4,4]" in text
+    back = Graph.from_json(json.loads(json.dumps(g.to_json())))
+    assert back == g and back.hash() == g.hash()
+    np.testing.assert_array_equal(back.constants["c0"], w.numpy())
+
+
+def test_same_function_traced_twice_hashes_alike_and_other_shapes_do_not():
+    def f(x):
+        return (x * x).mean(axis=0)
+
+    a = hw.jit.get_graph(f, hw.to_tensor(_arr(3, 2)))
+    b = hw.jit.get_graph(f, hw.to_tensor(_arr(3, 2)))
+    c = hw.jit.get_graph(f, hw.to_tensor(_arr(4, 2)))
+    assert a.hash() == b.hash() != c.hash()
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_reference_executor_path_gives_the_same_results(dev, monkeypatch):
+    """hw.jit.executor runs graphs through the reference executor when hwadapter.graph has no partition."""
+    import hwadapter.graph as graph_pkg
+    real = graph_pkg.__getattr__
+
+    def without_partition(name):
+        if name == "partition":
+            raise AttributeError(name)
+        return real(name)
+
+    w = hw.to_tensor(_arr(4, 3), device=dev)
+
+    def f(x):
+        return hw.nn.functional.gelu(x @ w * 0.5).sum(axis=0), x
+
+    x = hw.to_tensor(_arr(2, 4), device=dev)
+    g = hw.jit.get_graph(f, x)
+    expected = [t.numpy() for t in f(x)]
+    monkeypatch.setattr(graph_pkg, "__getattr__", without_partition)
+    assert getattr(graph_pkg, "partition", None) is None
+    out = hw.jit.executor(g, x.device)([x])
+    assert [str(t.device) for t in out] == [dev, dev]
+    for got, want in zip(out, expected):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_many_retraces_are_announced_once(caplog):
+    @hw.jit.to_static
+    def f(x, step):
+        return x + step
+
+    x = hw.to_tensor(np.zeros(2, "float32"))
+    with caplog.at_level("WARNING", logger="hwadapter"):
+        for step in range(20):
+            assert f(x, step).numpy().tolist() == [step, step]
+    warned = [r for r in caplog.records if "traced 16 times" in r.getMessage()]
+    assert len(warned) == 1 and "as tensors" in warned[0].getMessage()
