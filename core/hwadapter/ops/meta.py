@@ -160,10 +160,31 @@ RULES.update({
 })
 
 
+def _fused(shapes, dtypes, attrs):
+    """A "fused" node (made by hwadapter.graph.passes.fusion): attrs {"nodes": ((functor or "reduce_<r>", operand
+    names, result name, ((attr, value), ...)), ...), "inputs": names, "outputs": names, "name": str} is
+    hwadapter_kp.fuse(nodes, inputs, outputs, name); its outputs are what that kernel writes for these inputs."""
+    import hwadapter_kp  # lazy: tens of milliseconds, and only graphs that were fused need it
+    names = tuple(attrs["inputs"])
+    kernel = hwadapter_kp.fuse(attrs["nodes"], {n: np.dtype(d).name for n, d in zip(names, dtypes)},
+                               attrs["outputs"], attrs.get("name", "fused"))
+    program = kernel.specialize(shapes=dict(zip(names, shapes)))
+    out_shapes = program.output_shapes(dict(zip(names, shapes)))
+    by_name = {p.name: np.dtype(p.dtype) for p in program.outputs}
+    return tuple((tuple(int(d) for d in out_shapes[n]), by_name[n]) for n in attrs["outputs"])
+
+
+#: Ops only graph passes produce. They have no kernel of the op set, so they are not in RULES (which the dispatcher
+#: and tests/test_kernel_results.py hold to the reference kernels), but graphs that carry them are typed by these.
+#: conv2d's optional "activation" attribute (None, "relu", "sigmoid", "tanh", "gelu": applied after the bias, an
+#: epilogue a pass folds in) changes nothing in its rule.
+GRAPH_RULES: dict = {"fused": _fused}
+
+
 def result_meta(op: str, shapes: tuple, dtypes: tuple, attrs: dict | None = None) -> tuple | None:
     """((shape, dtype), ...) of op's outputs for inputs of `shapes` and `dtypes`, or None for an op without a rule
     (a custom kernel-primitive op). Raises what the shape rules raise for inputs the op cannot take."""
-    rule = RULES.get(op)
+    rule = RULES.get(op) or GRAPH_RULES.get(op)
     if rule is None:
         return None
     return rule(tuple(tuple(s) for s in shapes), tuple(np.dtype(d) for d in dtypes), attrs or {})

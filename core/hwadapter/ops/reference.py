@@ -260,8 +260,8 @@ def _windows(x, kh, kw, stride, dilation):
     return win[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
-def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
-    """im2col + one matmul per group."""
+def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None):
+    """im2col + one matmul per group; `activation` (a fused epilogue: CONV_ACTIVATIONS) applies after the bias."""
     n, c, _, _ = x.shape
     o, cg, kh, kw = w.shape
     pt, pb, pl, pr = padding
@@ -278,7 +278,14 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
         out[:, g * og:(g + 1) * og] = res.reshape(n, oh, ow, og).transpose(0, 3, 1, 2)
     if bias is not None:
         out += bias.astype(acc).reshape(1, o, 1, 1)
+    if activation is not None:  # on the accumulator, before rounding to x's dtype, as the device kernels do
+        out = _CONV_EPILOGUE[activation](out)
     return out.astype(x.dtype, copy=False)
+
+
+#: The activations conv2d applies as an epilogue (attribute "activation"); a device's conv2d kernel declares the
+#: ones it takes as its `epilogues` attribute (graph fusion asks for it before emitting one).
+CONV_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})
 
 
 def _pool_pad(x, kernel, stride, padding, ceil_mode, value):
@@ -407,7 +414,9 @@ KERNELS.update({k: _kernel(v) for k, v in {
     "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice,
     "gather": gather, "expand": expand, "pad": pad,
 }.items()})
+_CONV_EPILOGUE = {"relu": relu, "sigmoid": sigmoid, "tanh": np.tanh, "gelu": gelu}
 KERNELS.update({k: _quietly(v) for k, v in {
     "softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "batch_norm": batch_norm,
     "avg_pool2d": avg_pool2d,
 }.items()})
+KERNELS["conv2d"].epilogues = CONV_ACTIVATIONS  # the CPU plugin registers this very function

@@ -16,6 +16,10 @@ from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_opt
                     merge_axes, type_options)
 
 
+#: The activations conv2d takes as an epilogue (attribute "activation"), declared on its kernel for graph fusion.
+EPILOGUES = frozenset({"relu", "sigmoid", "tanh", "gelu"})
+
+
 # --- GEMM -------------------------------------------------------------------------------------------------------
 def cpu_vectors(rt, acc_size: int) -> tuple[int, int]:
     """(lanes, registers) of the SIMD unit the device's compiler targets, for `acc_size`-byte values: lanes from the
@@ -43,9 +47,9 @@ def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
                 TK=128 if acc_size <= 4 else 64, RM=rm, RN=rn, VW=lanes, WG=1)
 
 
-def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None) -> Step:
-    """C = A @ B (+ bias per row) over batch axes: a/b/c/bias are buffer refs, sa/sb (row, column) element strides,
-    batch a list of [size, a stride, b stride, bias stride]."""
+def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None, activation=None) -> Step:
+    """C = act(A @ B (+ bias per row)) over batch axes: a/b/c/bias are buffer refs, sa/sb (row, column) element
+    strides, batch a list of [size, a stride, b stride, bias stride]; `activation` one of EPILOGUES or None."""
     dt = np.dtype(dtype)
     acc = {"f": None, "i": "long", "u": "long"}[dt.kind]
     cfg = _gemm_config(rt, m, n, 8 if acc == "long" or dt == np.float64 else 4)
@@ -55,6 +59,8 @@ def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None) -> Step:
     options = type_options(rt, dt, acc) + "".join(f" -D{key}={v}" for key, v in cfg.items())
     if bias is not None:
         options += " -DBIAS"
+    if activation is not None:  # applied to each result as it is stored (kernels/gemm.cl ACT)
+        options += f" -DACT_{activation.upper()}"
     geometry = np.zeros((4, MAXB), np.int64)  # the Batch struct: unused leading axes have size 1, stride 0
     geometry[0] = 1
     for i, dim in enumerate(batch):
@@ -87,8 +93,13 @@ def plan_matmul(rt, shapes, dtypes, transpose_x=False, transpose_y=False) -> Pla
     return plan
 
 
-def plan_conv2d(rt, shapes, dtypes, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1) -> Plan:
-    """im2col (skipped for 1x1, stride-1, unpadded kernels) and one GEMM per (image, group)."""
+def plan_conv2d(rt, shapes, dtypes, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
+                activation=None) -> Plan:
+    """im2col (skipped for 1x1, stride-1, unpadded kernels) and one GEMM per (image, group), with the activation
+    epilogue (if any) in the GEMM's store."""
+    if activation is not None and activation not in EPILOGUES:
+        raise InvalidArgumentError(f"conv2d on {rt.name}: unknown activation {activation!r}. Fix: use one of "
+                                   f"{sorted(EPILOGUES)} or None")
     (n, c, h, w), (o, cg, kh, kw) = shapes[0], shapes[1]
     pt, pb, pl, pr = padding
     oh = rules.window_out("conv2d", h, kh, stride[0], dilation[0], pt + pb)
@@ -108,7 +119,8 @@ def plan_conv2d(rt, shapes, dtypes, stride=(1, 1), padding=(0, 0, 0, 0), dilatio
                                     [("in", 0), ("tmp", 0), geometry, np.int64(total)]))
         cols, col_batch = ("tmp", 0), [g * kc * p, kc * p]
     batch = merge_axes((n, g), [0, og * kc], col_batch, [0, og])
-    plan.steps.append(gemm_step(rt, dtypes[0], og, p, kc, ("in", 1), (kc, 1), cols, (p, 1), ("out", 0), batch, bias))
+    plan.steps.append(gemm_step(rt, dtypes[0], og, p, kc, ("in", 1), (kc, 1), cols, (p, 1), ("out", 0), batch, bias,
+                                activation))
     return plan
 
 
@@ -343,4 +355,7 @@ def reshape(x, shape):
 def register(kernels) -> None:
     """Register every handwritten kernel with its dtypes."""
     for op, (_, dtypes) in PLANNERS.items():
-        kernels.register(op, reshape if op == "reshape" else _eager(op), dtypes=dtypes)
+        fn = reshape if op == "reshape" else _eager(op)
+        if op == "conv2d":
+            fn.epilogues = EPILOGUES
+        kernels.register(op, fn, dtypes=dtypes)

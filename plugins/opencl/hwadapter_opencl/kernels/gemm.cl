@@ -10,6 +10,19 @@
 #define NB ((TM / RM) * MB_N / WG)   // micro-tiles per work item
 #define MAXB 6
 
+// The epilogue of a fused conv2d + activation: applied to each result (bias added) as it is stored.
+#if defined(ACT_RELU)
+#define ACT(v) ((v) < (ACC)0 ? (ACC)0 : (v))  // NaN stays NaN, as numpy.maximum(v, 0)
+#elif defined(ACT_SIGMOID)
+#define ACT(v) ((ACC)1 / ((ACC)1 + exp(-(v))))
+#elif defined(ACT_TANH)
+#define ACT(v) tanh(v)
+#elif defined(ACT_GELU)
+#define ACT(v) ((v) < (ACC)-40 ? (ACC)-0.0 : (ACC)0.5 * (v) * erfc(-(v) * (ACC)0.70710678118654752440))  // -0.0 at -inf
+#else
+#define ACT(v) (v)
+#endif
+
 // Copy a tile of R rows and C columns: work item lid takes rows lid / CW + WG / CW * i and columns lid % CW + CW * j
 // (CW work items across a row), so each inner loop runs along a row: contiguous, and vectorised on CPUs.
 #define CW(C) (WG < (C) ? WG : (C))
@@ -92,7 +105,7 @@ void gemm(__global const T* A, __global const T* B, __global T* C, __global cons
         VSTORE(VLOAD(0, Cs + ((t * RM + i) * RN + j) * VW), 0, v);
         for (int e = 0; e < VW; e++) {
           const long n = n0 + j0 + j * VW + e;
-          if (n < N) STORE(C, m * N + n, v[e] + add);
+          if (n < N) STORE(C, m * N + n, ACT(v[e] + add));
         }
       }
     }

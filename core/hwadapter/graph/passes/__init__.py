@@ -1,0 +1,38 @@
+"""Graph passes: the device-independent pipeline `optimize` (infer, fold, cse, dce, fold_batch_norm) and the
+device-dependent `fuse` (conv2d + activation epilogues, elementwise chains into "fused" kernels)."""
+from __future__ import annotations
+
+from .batchnorm import fold_batch_norm
+from .common import PassReport
+from .cse import cse
+from .dce import dce
+from .fold import fold
+from .fused_op import fused_kernel, run_fused
+from .fusion import ACTIVATIONS, conv_epilogues, fuse
+from .infer import infer
+
+#: The device-independent passes, in the order `optimize` runs them.
+PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold_batch_norm", fold_batch_norm))
+#: Every pass name `disable` accepts: optimize's, and fuse's ("fuse" switches off both of its parts).
+PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_epilogue", "fuse_chains"}
+
+__all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "cse", "dce", "fold",
+           "fold_batch_norm", "fuse", "fused_kernel", "infer", "optimize", "run_fused"]
+
+
+def optimize(graph, disable=frozenset()):
+    """(optimised graph, [PassReport]) after each pass of PIPELINE not named in `disable`; a disabled pass is
+    reported as such. The result computes the same outputs, by the same names, from the same inputs."""
+    from .common import graph_error
+    unknown = set(disable) - PASSES
+    if unknown:
+        raise graph_error(f"optimize: unknown passes {sorted(unknown)} in disable", f"use names of {sorted(PASSES)}")
+    reports = []
+    for name, run in PIPELINE:
+        n = len(graph.nodes)
+        if name in disable:
+            reports.append(PassReport(name, n, n, "disabled"))
+            continue
+        graph, report = run(graph)
+        reports.append(report)
+    return graph, reports

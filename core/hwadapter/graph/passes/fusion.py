@@ -1,0 +1,194 @@
+"""Device-dependent fusion: elementwise/broadcast chains (with a trailing reduction) become one "fused" node, and
+conv2d followed by an activation becomes one conv2d with an `activation` epilogue."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ...errors import HwAdapterError
+from ...ops.meta import result_meta
+from ..ir import Node
+from .common import PassReport, constants_of, consumers, make_graph, toposort
+from .fused_op import REDUCTIONS, functor_nodes, kernel_name
+
+#: Ops a conv2d can take as its epilogue (and the attribute value each becomes).
+ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})
+
+
+def conv_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
+    """The activations `device`'s conv2d kernel for inputs of `dtypes` applies as an epilogue: what the kernel
+    declares in its `epilogues` attribute (the CPU reference kernel and the OpenCL GEMM do). Empty when the device
+    has no conv2d kernel of its own or declares none; the partitioner may ask this too."""
+    from ...runtime.device import devices  # lazy: device lookup loads plugins
+    try:
+        dev = devices.get(device) if isinstance(device, str) else device
+        fn = dev.kernels.find("conv2d", tuple(np.dtype(d) for d in dtypes))
+    except HwAdapterError:
+        return frozenset()
+    return frozenset(getattr(fn, "epilogues", None) or ())
+
+
+def _is_activation(node) -> bool:
+    return node.op in ACTIVATIONS and not (node.op == "gelu" and node.attrs.get("approximate", False))
+
+
+def fuse_conv_activation(graph, assignment: dict, epilogues=conv_epilogues):
+    """conv2d (+bias) whose only reader is an activation on the same device whose conv2d kernel takes that
+    activation -> one conv2d with attribute `activation`, producing the activation's output."""
+    readers = consumers(graph.nodes)
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    outputs, assignment = set(graph.outputs), dict(assignment)
+    replaced, dropped = {}, set()
+    for act in graph.nodes:
+        conv = producer.get(act.inputs[0]) if _is_activation(act) else None
+        if conv is None or conv.op != "conv2d" or conv.attrs.get("activation") is not None:
+            continue
+        y, dev = conv.outputs[0], assignment.get(conv.name)
+        if y in outputs or len(readers.get(y, ())) != 1 or dev is None or assignment.get(act.name) != dev:
+            continue
+        if act.op not in epilogues(dev, tuple(graph.values[i].dtype for i in conv.inputs)):
+            continue
+        replaced[conv.name] = replace(conv, outputs=act.outputs, attrs={**conv.attrs, "activation": act.op})
+        dropped.add(act.name)
+        assignment.pop(act.name, None)
+    nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
+    gone = {graph.node(c).outputs[0] for c in replaced}  # each conv's old output: now nothing produces it
+    values = {k: v for k, v in graph.values.items() if k not in gone}
+    new = make_graph(nodes, values, graph.inputs, graph.outputs, constants_of(graph))
+    return new, assignment, len(dropped)
+
+
+class _Group:
+    """A chain being grown: nodes of one device, closed once a reduction ends it."""
+
+    def __init__(self, gid, device):
+        self.id, self.device, self.members, self.closed = gid, device, [], False
+
+
+def _grow(graph, assignment, can_fuse) -> list:
+    """Groups of fusable nodes: each node joins a group of one of its producers when that keeps the graph acyclic
+    (no input of it reached from the group through a node outside it), else starts one."""
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    group_of, groups, deps, fusable_cache = {}, [], {}, {}
+    for node in graph.nodes:
+        upstream = frozenset().union(*(deps.get(i, frozenset()) for i in node.inputs)) if node.inputs else frozenset()
+        dev = assignment.get(node.name)
+        ok = dev is not None and len(node.outputs) == 1 and len(node.inputs) > 0
+        if ok:
+            if dev not in fusable_cache:
+                fusable_cache[dev] = bool(can_fuse(dev))
+            dtypes = tuple(graph.values[i].dtype for i in node.inputs)
+            ok = fusable_cache[dev] and functor_nodes(node, tuple(node.inputs), "r", dtypes) is not None
+        joined = None
+        if ok:
+            for i in node.inputs:
+                p = producer.get(i)
+                g = groups[group_of[p.name]] if p is not None and p.name in group_of else None
+                if g is None or g.device != dev or g.closed:
+                    continue
+                outside = [j for j in node.inputs if producer.get(j) is None or group_of.get(producer[j].name) != g.id]
+                if all(g.id not in deps.get(j, frozenset()) for j in outside):
+                    joined = g
+                    break
+            if joined is None:
+                joined = _Group(len(groups), dev)
+                groups.append(joined)
+            joined.members.append(node)
+            group_of[node.name] = joined.id
+            joined.closed = node.op in REDUCTIONS
+            upstream = upstream | {joined.id}
+        for o in node.outputs:
+            deps[o] = upstream
+    return [g for g in groups if len(g.members) >= 2]
+
+
+def _fused_node(graph, group, readers, taken_names):
+    """The "fused" node computing `group`, or None when the fused kernel would not reproduce its values exactly
+    (shapes or dtypes differ: e.g. an intermediate narrower than the chain's broadcast shape is used outside)."""
+    members = {n.name for n in group.members}
+    outputs_set = set(graph.outputs)
+    ext_in, local = [], {}
+    for n in group.members:
+        for i in n.inputs:
+            if i not in local and i not in ext_in and not any(i in m.outputs for m in group.members):
+                ext_in.append(i)
+    for k, i in enumerate(ext_in):
+        local[i] = f"x{k}"
+    ext_out = [n.outputs[0] for n in group.members
+               if n.outputs[0] in outputs_set or any(r.name not in members for r in readers.get(n.outputs[0], ()))]
+    for k, o in enumerate(ext_out):
+        local[o] = f"y{k}"
+    fnodes = []
+    for k, n in enumerate(group.members):
+        result = local.setdefault(n.outputs[0], f"t{k}")
+        dtypes = tuple(graph.values[i].dtype for i in n.inputs)
+        fnodes.extend(functor_nodes(n, tuple(local[i] for i in n.inputs), result, dtypes))
+    f_in, f_out, fnodes = tuple(local[i] for i in ext_in), tuple(local[o] for o in ext_out), tuple(fnodes)
+    attrs = {"nodes": fnodes, "inputs": f_in, "outputs": f_out, "name": kernel_name(fnodes, f_in, f_out)}
+    try:
+        meta = result_meta("fused", tuple(graph.values[i].shape for i in ext_in),
+                           tuple(graph.values[i].dtype for i in ext_in), attrs)
+    except Exception:  # the kernel-primitive builder refuses the chain (e.g. reductions over different axes)
+        return None
+    want = [(tuple(graph.values[o].shape), np.dtype(graph.values[o].dtype)) for o in ext_out]
+    if [(tuple(s), np.dtype(d)) for s, d in meta] != want:
+        return None
+    name, k = f"fused_{group.id}", 0
+    while name in taken_names:
+        k += 1
+        name = f"fused_{group.id}_{k}"
+    return Node(name, "fused", tuple(ext_in), tuple(ext_out), attrs)
+
+
+def fuse_chains(graph, assignment: dict, can_fuse):
+    """Chains of elementwise/broadcast ops (and a trailing reduction) of one device for which can_fuse(device) is
+    true -> one "fused" node each; values the rest of the graph reads, or graph outputs, stay its outputs."""
+    assignment = dict(assignment)
+    readers = consumers(graph.nodes)
+    taken = {n.name for n in graph.nodes}
+    replace_by, fused_count, ops_fused = {}, 0, 0
+    for group in _grow(graph, assignment, can_fuse):
+        node = _fused_node(graph, group, readers, taken)
+        if node is None:
+            continue
+        taken.add(node.name)
+        for m in group.members:
+            replace_by[m.name] = node
+            assignment.pop(m.name, None)
+        assignment[node.name] = group.device
+        fused_count += 1
+        ops_fused += len(group.members)
+    nodes, placed = [], set()
+    for n in graph.nodes:
+        f = replace_by.get(n.name)
+        if f is None:
+            nodes.append(n)
+        elif f.name not in placed:
+            nodes.append(f)
+            placed.add(f.name)
+    kept_values = {i for n in nodes for i in (*n.inputs, *n.outputs)} | set(graph.inputs) | set(graph.outputs) | \
+        set(constants_of(graph))
+    values = {k: v for k, v in graph.values.items() if k in kept_values}
+    new = make_graph(toposort(nodes), values, graph.inputs, graph.outputs, constants_of(graph))
+    return new, assignment, fused_count, ops_fused
+
+
+def fuse(graph, assignment: dict, can_fuse, *, epilogues=conv_epilogues, disable=frozenset(), reports=None):
+    """Device-dependent fusion of a graph whose nodes are assigned to devices (node name -> device string):
+    conv2d + activation -> conv2d with an epilogue ("conv_epilogue"), then elementwise chains -> "fused" nodes
+    ("fuse_chains"), never across devices. Returns (graph, assignment); PassReports go to `reports` if given."""
+    n0 = len(graph.nodes)
+    if "fuse" in disable:
+        return graph, dict(assignment)
+    if "conv_epilogue" not in disable:
+        graph, assignment, folded = fuse_conv_activation(graph, assignment, epilogues)
+        if reports is not None:
+            reports.append(PassReport("conv_epilogue", n0, len(graph.nodes),
+                                      f"{folded} activations folded into conv2d"))
+    n1 = len(graph.nodes)
+    if "fuse_chains" not in disable:
+        graph, assignment, count, ops = fuse_chains(graph, assignment, can_fuse)
+        if reports is not None:
+            reports.append(PassReport("fuse_chains", n1, len(graph.nodes), f"{ops} ops fused into {count} kernels"))
+    return graph, dict(assignment)

@@ -1,0 +1,392 @@
+"""Graph passes (hwadapter.graph.passes): each one computes what the unoptimised graph computes, run node by node on
+the reference executor (numpy for the folded batch norm), on cpu and on opencl:0 where it is available."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hwadapter as hw
+from hwadapter.dispatch.dispatcher import dispatch
+from hwadapter.errors import InvalidArgumentError
+from hwadapter.graph import GraphBuilder
+from hwadapter.graph.executor import run as reference_run
+from hwadapter.graph.passes import (PassReport, conv_epilogues, cse, dce, fold, fold_batch_norm, fuse, infer,
+                                    optimize, run_fused)
+from hwadapter.ops import reference
+from hwadapter.tensor import to_tensor
+
+DEVICES = ["cpu"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
+_rng = np.random.default_rng(9)
+
+
+def rand(*shape, dtype="float32"):
+    return _rng.standard_normal(shape).astype(dtype)
+
+
+def with_constants(graph, arrays: dict):
+    """`graph` with these inputs turned into constants (weights, as tracing captures them)."""
+    graph.inputs = [i for i in graph.inputs if i not in arrays]
+    graph.constants = {**graph.constants, **{k: np.asarray(v) for k, v in arrays.items()}}
+    return graph
+
+
+def execute(graph, inputs: dict, device: str) -> dict:
+    """Node by node through dispatch, fused nodes through their own kernel: outputs by name as numpy arrays."""
+    env = {k: to_tensor(v, device=device) for k, v in {**inputs, **graph.constants}.items()}
+    for n in graph.nodes:
+        ins = tuple(env[i] for i in n.inputs)
+        out = run_fused(n, ins) if n.op == "fused" else dispatch(n.op, ins, n.attrs)
+        env.update(zip(n.outputs, out if isinstance(out, tuple) else (out,)))
+    return {o: env[o].numpy() for o in graph.outputs}
+
+
+def oracle(graph, inputs: dict) -> dict:
+    """The unoptimised graph on the reference executor, on cpu."""
+    return {k: v.numpy() for k, v in reference_run(graph, inputs, "cpu").items()}
+
+
+def assert_same(got: dict, want: dict, rtol=1e-4, atol=1e-5):
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k].shape == want[k].shape and got[k].dtype == want[k].dtype, k
+        np.testing.assert_allclose(got[k], want[k], rtol=rtol, atol=atol, err_msg=k)
+
+
+def ops_of(graph) -> list:
+    return [n.op for n in graph.nodes]
+
+
+# --- infer -----------------------------------------------------------------------------------------------------
+def test_infer_completes_missing_values_from_the_op_rules():
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    y = b.op("sum", [b.op("exp", [x])], axis=(1,), keepdim=True)
+    graph = b.build(y)
+    want = graph.values[y]
+    del graph.values[y]
+    new, report = infer(graph)
+    assert new.values[y] == want and "1 values completed" in report.note
+
+
+def test_infer_names_the_node_whose_declared_output_disagrees():
+    b = GraphBuilder()
+    x = b.input("x", (2, 3))
+    y = b.op("relu", [x])
+    graph = b.build(y)
+    graph.values[y] = type(graph.values[y])(y, (3, 2), np.dtype("float32"))
+    with pytest.raises(InvalidArgumentError, match=r"node 'relu_0' \(relu\).*float32\[3, 2\].*float32\[2, 3\].*Fix:"):
+        infer(graph)
+
+
+def test_infer_names_the_node_that_cannot_take_its_inputs():
+    b = GraphBuilder()
+    x, w = b.input("x", (2, 3)), b.input("w", (3, 4))
+    graph = b.build(b.op("matmul", [x, w]))
+    graph.values["w"] = type(graph.values["w"])("w", (5, 4), np.dtype("float32"))
+    with pytest.raises(InvalidArgumentError, match=r"node 'matmul_0' \(matmul\) cannot take its inputs"):
+        infer(graph)
+
+
+# --- fold, cse, dce --------------------------------------------------------------------------------------------
+def constant_chain():
+    b = GraphBuilder()
+    x, a, c = b.input("x", (2, 3)), b.input("a", (3, 2)), b.input("c", (6,))
+    at = b.op("transpose", [a], perm=(1, 0))           # constant: folds
+    s = b.op("add", [at, b.op("reshape", [c], shape=(2, 3))])  # a chain of constants: folds through
+    y = b.op("mul", [x, b.op("exp", [s])])
+    graph = b.build([y, s])                            # a folded value that is an output stays one, by name
+    return with_constants(graph, {"a": rand(3, 2), "c": rand(6)})
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_fold_turns_constant_chains_into_constants(dev):
+    graph = constant_chain()
+    inputs = {"x": rand(2, 3)}
+    folded, report = fold(graph)
+    assert ops_of(folded) == ["mul"] and report == PassReport("fold", 5, 1, "4 nodes folded into constants")
+    assert "a" not in folded.constants and folded.outputs == graph.outputs
+    assert_same(execute(folded, inputs, dev), oracle(graph, inputs))
+
+
+def test_fold_leaves_a_result_much_larger_than_its_inputs_to_run():
+    b = GraphBuilder()
+    x, c = b.input("x", (512, 512)), b.input("c", ())
+    graph = with_constants(b.build(b.op("add", [x, b.op("expand", [c], shape=(512, 512))])), {"c": np.float32(2)})
+    assert ops_of(fold(graph)[0]) == ["expand", "add"]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_cse_merges_repeated_nodes_and_equal_constants(dev):
+    b = GraphBuilder()
+    x, w1, w2 = b.input("x", (2, 3)), b.input("w1", (3,)), b.input("w2", (3,))
+    p, q = b.op("mul", [x, w1]), b.op("mul", [x, w2])  # equal once w1 and w2 are found equal
+    r1, r2 = b.op("tanh", [p]), b.op("tanh", [q])
+    graph = with_constants(b.build([b.op("sub", [r1, r2]), r2]), {"w1": np.ones(3, "f4"), "w2": np.ones(3, "f4")})
+    merged, report = cse(graph)
+    # the second tanh produces a graph output: it stays (outputs are named), the second mul goes
+    assert ops_of(merged) == ["mul", "tanh", "tanh", "sub"] and report.nodes_after == 4
+    assert len(merged.constants) == 1
+    inputs = {"x": rand(2, 3)}
+    assert_same(execute(merged, inputs, dev), oracle(graph, inputs))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_dce_drops_what_no_output_needs(dev):
+    b = GraphBuilder()
+    x, w = b.input("x", (2, 3)), b.input("w", (3,))
+    dead = b.op("exp", [b.op("mul", [x, w])])
+    y = b.op("relu", [x])
+    b.op("neg", [dead])
+    graph = with_constants(b.build(y), {"w": rand(3)})
+    pruned, report = dce(graph)
+    assert ops_of(pruned) == ["relu"] and (report.nodes_before, report.nodes_after) == (4, 1)
+    assert pruned.inputs == ["x"] and not pruned.constants and set(pruned.values) == {"x", y}
+    inputs = {"x": rand(2, 3)}
+    assert_same(execute(pruned, inputs, dev), oracle(graph, inputs))
+
+
+# --- fold_batch_norm -------------------------------------------------------------------------------------------
+def conv_bn(bias: bool, groups=1, dtype="float32"):
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 7, 7), dtype)
+    names = ["w"] + (["b"] if bias else [])
+    ins = [x, b.input("w", (6, 4 // groups, 3, 3), dtype)] + ([b.input("b", (6,), dtype)] if bias else [])
+    y = b.op("conv2d", ins, stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=groups)
+    stats = [b.input(n, (6,), dtype) for n in ("mean", "var", "scale", "shift")]
+    out = b.op("batch_norm", [y] + stats, epsilon=1e-3, channel_axis=1)
+    arrays = {"w": rand(6, 4 // groups, 3, 3, dtype=dtype), "mean": rand(6, dtype=dtype),
+              "var": (np.abs(rand(6)) + 0.5).astype(dtype), "scale": rand(6, dtype=dtype),
+              "shift": rand(6, dtype=dtype)}
+    if bias:
+        arrays["b"] = rand(6, dtype=dtype)
+    return with_constants(b.build(out), {k: arrays[k] for k in names + ["mean", "var", "scale", "shift"]}), arrays
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("bias,groups", [(True, 1), (False, 1), (True, 2)])
+def test_batch_norm_folds_into_the_convolution_as_numpy_computes_it(dev, bias, groups):
+    graph, p = conv_bn(bias, groups)
+    folded, report = fold_batch_norm(graph)
+    assert ops_of(folded) == ["conv2d"] and report.nodes_after == 1 and folded.outputs == graph.outputs
+    assert set(folded.constants) == {"conv2d_0.bn_weight", "conv2d_0.bn_bias"}
+    x = rand(2, 4, 7, 7)
+    conv = reference.conv2d(x, p["w"], p.get("b"), padding=(1, 1, 1, 1), groups=groups).astype(np.float64)
+    c = (slice(None), None, None)
+    want = (conv - p["mean"][c]) / np.sqrt(p["var"][c] + 1e-3) * p["scale"][c] + p["shift"][c]  # numpy's batch norm
+    got = execute(folded, {"x": x}, dev)[graph.outputs[0]]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_norm_stays_when_its_statistics_are_inputs_or_the_conv_output_is_read_elsewhere():
+    graph, _ = conv_bn(True)
+    graph.inputs.append("var")
+    del graph.constants["var"]
+    assert ops_of(fold_batch_norm(graph)[0]) == ["conv2d", "batch_norm"]
+    graph, _ = conv_bn(True)
+    graph.outputs.append("conv2d_0:0")
+    assert ops_of(fold_batch_norm(graph)[0]) == ["conv2d", "batch_norm"]
+
+
+# --- optimize and its switches ---------------------------------------------------------------------------------
+def test_optimize_runs_every_pass_in_order_and_each_can_be_switched_off():
+    graph = constant_chain()
+    _, reports = optimize(graph)
+    assert [r.name for r in reports] == ["infer", "fold", "cse", "dce", "fold_batch_norm"]
+    off, reports = optimize(graph, disable={"fold"})
+    assert reports[1] == PassReport("fold", 5, 5, "disabled") and len(off.nodes) == 5
+    bn, _ = conv_bn(True)
+    assert ops_of(optimize(bn)[0]) == ["conv2d"]
+    assert ops_of(optimize(bn, disable={"fold_batch_norm"})[0]) == ["conv2d", "batch_norm"]
+    with pytest.raises(InvalidArgumentError, match="unknown passes.*'folding'"):
+        optimize(graph, disable={"folding"})
+
+
+# --- fuse: elementwise chains ----------------------------------------------------------------------------------
+def mlp_block():
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (4, 8)), b.input("w", (8, 5)), b.input("b", (5,))
+    h = b.op("add", [b.op("matmul", [x, w]), bias])
+    g = b.op("gelu", [h], approximate=False)
+    s = b.op("sum", [b.op("mul", [g, g])], axis=(1,), keepdim=False)
+    return b.build([s, g]), {"x": rand(4, 8), "w": rand(8, 5), "b": rand(5)}
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_an_elementwise_chain_with_a_trailing_reduction_runs_as_one_fused_node(dev):
+    graph, inputs = mlp_block()
+    fused, where = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
+    assert ops_of(fused) == ["matmul", "fused"]
+    node = fused.nodes[1]
+    assert node.outputs == ("gelu_2:0", "sum_4:0") and where[node.name] == dev  # gelu is read outside: an output
+    assert len(node.attrs["nodes"]) == 4 and node.attrs["name"].startswith("fused_")
+    assert_same(execute(fused, inputs, dev), oracle(graph, inputs))
+    assert infer(fused)[0].values == fused.values  # the "fused" op's rule agrees with what the chain declared
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_a_fused_node_is_one_compiled_kernel_on_a_device_with_a_codegen_backend(dev):
+    from hwadapter.graph.passes.fused_op import FusedKernel, fused_kernel
+    from hwadapter.runtime.device import devices
+    graph, inputs = mlp_block()
+    fused, _ = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
+    node, device = fused.nodes[1], devices.get(dev)
+    kernel = fused_kernel(device, node.attrs)
+    assert isinstance(kernel, FusedKernel) == (device.codegen is not None)
+    assert dev == "cpu" or device.codegen is not None  # opencl:0 compiles it
+    h = rand(4, 5)
+    outs = kernel(*(to_tensor(a, device=dev)._data for a in (h, inputs["b"])))
+    g = reference.gelu(h + inputs["b"])
+    np.testing.assert_allclose(outs[0].numpy() if dev != "cpu" else outs[0], g, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outs[1].numpy() if dev != "cpu" else outs[1], (g * g).sum(axis=1), rtol=1e-5)
+
+
+def test_a_fused_node_is_interpreted_on_a_host_device_without_codegen():
+    import types
+    from hwadapter.graph.passes.fused_op import fused_kernel
+    graph, inputs = mlp_block()
+    fused, _ = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True)
+    host = types.SimpleNamespace(codegen=None, host_memory=True, codegen_unavailable="no compiler")
+    h = rand(4, 5)
+    g, s = fused_kernel(host, fused.nodes[1].attrs)(h, inputs["b"])
+    np.testing.assert_allclose(g, reference.gelu(h + inputs["b"]), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(s, (g * g).sum(axis=1), rtol=1e-5)
+    device = types.SimpleNamespace(codegen=None, host_memory=False, codegen_unavailable="no compiler")
+    with pytest.raises(InvalidArgumentError, match="no codegen backend .no compiler.*Fix:"):
+        fused_kernel(device, fused.nodes[1].attrs)
+
+
+def test_fusion_never_crosses_devices_and_respects_can_fuse():
+    graph, _ = mlp_block()
+    names = [n.name for n in graph.nodes]
+    split = {n: ("cpu" if k < 3 else "opencl:0") for k, n in enumerate(names)}  # add, gelu on cpu; mul, sum not
+    fused, where = fuse(graph, split, lambda d: True)
+    assert ops_of(fused) == ["matmul", "fused", "fused"]
+    assert sorted(where[n.name] for n in fused.nodes if n.op == "fused") == ["cpu", "opencl:0"]
+    assert ops_of(fuse(graph, split, lambda d: d == "opencl:0")[0]) == ["matmul", "add", "gelu", "fused"]
+    assert ops_of(fuse(graph, split, lambda d: True, disable={"fuse"})[0]) == ops_of(graph)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_an_intermediate_narrower_than_the_chain_is_not_fused_into_a_wrong_shape(dev):
+    b = GraphBuilder()
+    x, v = b.input("x", (2, 3)), b.input("v", (3,))
+    e = b.op("exp", [v])                 # (3,), read outside the chain
+    y = b.op("mul", [x, e])              # (2, 3)
+    graph = b.build([b.op("tanh", [y]), e])
+    fused, _ = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
+    inputs = {"x": rand(2, 3), "v": rand(3)}
+    assert_same(execute(fused, inputs, dev), oracle(graph, inputs))
+
+
+# --- fuse: conv2d epilogues ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("act", ["relu", "sigmoid", "tanh", "gelu"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_conv2d_with_an_activation_epilogue_is_conv_then_activation(dev, act, dtype):
+    x, w, b = (to_tensor(a, device=dev) for a in (rand(2, 3, 6, 6, dtype=dtype), rand(4, 3, 3, 3, dtype=dtype),
+                                                   rand(4, dtype=dtype)))
+    attrs = dict(stride=(1, 1), padding=(1, 0, 1, 0), dilation=(1, 1), groups=1)
+    got = dispatch("conv2d", (x, w, b), {**attrs, "activation": act}).numpy()
+    want = dispatch(act, (dispatch("conv2d", (x, w, b), attrs),), {}).numpy()
+    tol = 2e-3 if dtype == "float16" else 1e-5
+    np.testing.assert_allclose(got.astype("f8"), want.astype("f8"), rtol=tol, atol=tol)
+    assert act in conv_epilogues(dev, (dtype, dtype, dtype))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_conv_bn_relu_becomes_one_conv2d_with_an_epilogue(dev):
+    graph, _ = conv_bn(True)
+    b_out = graph.outputs[0]
+    graph.nodes.append(type(graph.nodes[0])("relu_9", "relu", (b_out,), ("relu_9:0",), {}))
+    graph.values["relu_9:0"] = type(graph.values[b_out])("relu_9:0", graph.values[b_out].shape, np.dtype("f4"))
+    graph.outputs = ["relu_9:0"]  # the same graph with a relu after the batch norm
+    opt, _ = optimize(graph)
+    fused, _ = fuse(opt, {n.name: dev for n in opt.nodes}, lambda d: True)
+    assert ops_of(fused) == ["conv2d"] and fused.nodes[0].attrs["activation"] == "relu"
+    inputs = {"x": rand(2, 4, 7, 7)}
+    assert_same(execute(fused, inputs, dev), oracle(graph, inputs), rtol=1e-4, atol=1e-4)
+
+
+def test_no_epilogue_where_the_device_conv_does_not_declare_it():
+    graph, _ = conv_bn(True)
+    opt, _ = optimize(graph)
+    opt.nodes.append(type(opt.nodes[0])("sig", "sigmoid", (opt.outputs[0],), ("sig:0",), {}))
+    opt.values["sig:0"] = type(opt.values[opt.outputs[0]])("sig:0", opt.values[opt.outputs[0]].shape, np.dtype("f4"))
+    opt.outputs = ["sig:0"]
+    where = {n.name: "cpu" for n in opt.nodes}
+    assert ops_of(fuse(opt, where, lambda d: False, epilogues=lambda d, t: frozenset({"relu"}))[0]) == \
+        ["conv2d", "sigmoid"]
+    assert ops_of(fuse(opt, {**where, "sig": "opencl:0"}, lambda d: False)[0]) == ["conv2d", "sigmoid"]
+    assert ops_of(fuse(opt, where, lambda d: False)[0]) == ["conv2d"]
+
+
+# --- random graphs: every pass together equals the unoptimised graph -------------------------------------------
+SHAPES = [(2, 3), (3,), (1, 3), (2, 1)]
+UNARY = ["exp", "tanh", "sigmoid", "neg", "abs", "relu", "sin"]
+BINARY = ["add", "sub", "mul", "maximum", "minimum"]
+
+
+@st.composite
+def random_graphs(draw):
+    """A random graph over 2-3 inputs (some of them constants): elementwise, broadcast, where, reductions, matmul,
+    reshape, transpose and concat, with repeated and dead nodes."""
+    b = GraphBuilder()
+    pool = [b.input(f"in{k}", SHAPES[draw(st.integers(0, 3))]) for k in range(draw(st.integers(2, 3)))]
+    constants = {n: rand(*b._values[n].shape) for n in pool[1:] if draw(st.booleans())}
+    for _ in range(draw(st.integers(2, 9))):
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "where", "reduce", "matmul", "shape", "repeat"]))
+        a = draw(st.sampled_from(pool))
+        shape = b._values[a].shape
+        try:
+            if kind == "unary":
+                pool.append(b.op(draw(st.sampled_from(UNARY)), [a]))
+            elif kind == "binary":
+                pool.append(b.op(draw(st.sampled_from(BINARY)), [a, draw(st.sampled_from(pool))]))
+            elif kind == "where":
+                other = draw(st.sampled_from(pool))
+                pool.append(b.op("where", [b.op("greater", [a, other]), a, other]))
+            elif kind == "reduce" and shape:
+                axis = (draw(st.integers(0, len(shape) - 1)),)
+                pool.append(b.op(draw(st.sampled_from(["sum", "max", "mean"])), [a], axis=axis,
+                                 keepdim=draw(st.booleans())))
+            elif kind == "matmul" and shape and shape[-1] == 3:
+                w = b.input(f"w{len(pool)}", (3, 2))
+                constants[w] = rand(3, 2)
+                pool.append(b.op("matmul", [a, w]))
+            elif kind == "shape" and len(shape) == 2:
+                op = draw(st.sampled_from(["transpose", "concat", "reshape"]))
+                if op == "transpose":
+                    pool.append(b.op("transpose", [a], perm=(1, 0)))
+                elif op == "concat":
+                    pool.append(b.op("concat", [a, draw(st.sampled_from(pool))], axis=0))
+                else:
+                    pool.append(b.op("reshape", [a], shape=(shape[0] * shape[1],)))
+            elif kind == "repeat" and len(b._nodes):
+                node = b._nodes[draw(st.integers(0, len(b._nodes) - 1))]
+                pool.append(b.op(node.op, list(node.inputs), **node.attrs))
+        except Exception:  # operands that do not broadcast: draw again
+            continue
+    outputs = draw(st.lists(st.sampled_from(pool[-4:]), min_size=1, max_size=3, unique=True))
+    graph = with_constants(b.build(outputs), constants)
+    inputs = {n: rand(*b._values[n].shape) for n in graph.inputs}
+    return graph, inputs
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@settings(max_examples=25, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=random_graphs(), split=st.booleans())
+def test_random_graphs_optimised_and_fused_compute_what_they_did(dev, case, split):
+    graph, inputs = case
+    want = oracle(graph, inputs)
+    opt, reports = optimize(graph)
+    assert [r.name for r in reports][0] == "infer" and len(opt.nodes) <= len(graph.nodes)
+    assert_same(execute(opt, inputs, dev), want)
+    where = {n.name: (("cpu" if k % 2 else dev) if split else dev) for k, n in enumerate(opt.nodes)}
+    fused, where = fuse(opt, where, lambda d: True)
+    assert set(where) == {n.name for n in fused.nodes}
+    for n in fused.nodes:  # a fused node keeps its outputs' names and types
+        assert all(o in opt.values and opt.values[o] == fused.values[o] for o in n.outputs)
+    if not split:
+        assert_same(execute(fused, inputs, dev), want)
