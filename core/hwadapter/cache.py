@@ -429,7 +429,7 @@ class DiskCache:
         self.evict(namespace, parts)
         if cached:
             log.warning("hwadapter: %s: the cached binary %s failed to load (%s: %s); removed it, compiling again",
-                        what, path, type(failure).__name__, failure)
+                        what, path, type(failure).__name__, str(failure))  # str: the exception would keep its frames alive
             loaded, failure = _try_load(load, self._build(namespace, parts, build))
             if failure is None:
                 return loaded

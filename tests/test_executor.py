@@ -1,0 +1,369 @@
+"""The compiled executor against the reference executor (eager dispatch on the CPU) on cpu, opencl:0 and mixes; values
+dropped at last use (the allocator's peak); per-step profiler events; the program cache across processes; the SVG."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hwadapter as hw
+from graphgen import graphs, inputs_for
+from hwadapter.graph import Graph, GraphBuilder, Node, Value, run, svg
+from hwadapter.graph import programs
+from hwadapter.runtime.device import get
+from test_partition import OPS, check_invariants, masked
+
+HAVE_OPENCL = hw.device.is_available("opencl")
+needs_opencl = pytest.mark.skipif(not HAVE_OPENCL, reason="no OpenCL device (pocl-opencl-icd, plugins/opencl)")
+ACCELERATORS = [f"{t}:0" for t in ("opencl", "cuda") if hw.device.is_available(t)]
+MIXES = [["cpu"]] + [mix for acc in ACCELERATORS for mix in ([acc], [acc, "cpu"], ["cpu", acc])]
+
+
+def mlp():
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (8, 40)), b.input("w", (40, 70)), b.input("bias", (70,))
+    h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
+    s = b.op("softmax", [h], axis=1)
+    return b.build([s, b.op("argmax", [s], axis=1, keepdim=False), h])
+
+
+def convnet():
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (2, 3, 12, 12)), b.input("w", (8, 3, 3, 3)), b.input("bias", (8,))
+    fc = b.input("fc", (8 * 6 * 6, 5))
+    h = b.op("conv2d", [x, w, bias], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    h = b.op("max_pool2d", [b.op("relu", [h])], kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
+             ceil_mode=False)
+    return b.build([b.op("matmul", [b.op("reshape", [h], shape=(2, 8 * 6 * 6)), fc])])
+
+
+def with_constants():
+    """mlp() with its weight and bias as graph constants (what tracing captures)."""
+    g = mlp()
+    rng = np.random.default_rng(7)
+    consts = {"w": rng.standard_normal((40, 70)).astype("float32"), "bias": rng.standard_normal(70).astype("float32")}
+    return Graph(g.nodes, g.values, ["x"], g.outputs, constants=consts)
+
+
+def conv_bn_relu():
+    """conv2d with constant weights + inference batch_norm (constant statistics) + relu + an elementwise tail and a
+    reduction: what the passes fold (batch_norm into the weights) and fuse (epilogue, chains)."""
+    rng = np.random.default_rng(5)
+    consts = {"w": rng.standard_normal((6, 3, 3, 3)).astype("float32"),
+              "mean": rng.standard_normal(6).astype("float32"), "var": rng.uniform(0.5, 2, 6).astype("float32"),
+              "gamma": rng.standard_normal(6).astype("float32"), "beta": rng.standard_normal(6).astype("float32")}
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 10, 10))
+    w, *params = [b.input(k, a.shape) for k, a in consts.items()]
+    h = b.op("conv2d", [x, w], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    h = b.op("relu", [b.op("batch_norm", [h, *params], epsilon=1e-5, channel_axis=1)])
+    y = b.op("add", [b.op("mul", [h, h]), h])
+    g = b.build([b.op("sum", [y], axis=(2, 3), keepdim=False)])
+    return Graph(g.nodes, g.values, ["x"], g.outputs, constants=consts)
+
+
+def reference(graph, arrays):
+    expected = run(graph, dict(zip(graph.inputs, arrays)), device="cpu")
+    return [expected[o].numpy() for o in graph.outputs]
+
+
+def assert_same(outs, expected, graph):
+    assert len(outs) == len(expected)
+    for out, exp, name in zip(outs, expected, graph.outputs):
+        assert out.shape == graph.values[name].shape and out.dtype == graph.values[name].dtype, name
+        np.testing.assert_allclose(out.numpy(), exp, rtol=1e-5, atol=1e-4, err_msg=name)
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("HWADAPTER_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.mark.parametrize("passes", [False, True], ids=["raw", "passes"])
+@pytest.mark.parametrize("devs", MIXES, ids=lambda d: "+".join(d))
+@pytest.mark.parametrize("build", [mlp, convnet, with_constants, conv_bn_relu])
+def test_plan_run_equals_the_reference_executor(build, devs, passes):
+    graph = build()
+    arrays = inputs_for(graph, 1)
+    plan = hw.graph.partition(graph, devices=devs, passes=passes)
+    if not passes:
+        check_invariants(graph, plan)
+    expected = reference(graph, arrays)
+    assert_same(plan.run([hw.to_tensor(a) for a in arrays]), expected, graph)
+    assert_same(plan.run(dict(zip(graph.inputs, arrays))), expected, graph)  # arrays by name: a second run
+
+
+@needs_opencl
+@settings(max_examples=16, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(graph=graphs(max_nodes=8), lacks=st.sets(st.sampled_from(OPS)), min_subgraph=st.integers(1, 3),
+       passes=st.booleans())
+def test_random_graphs_on_opencl_and_cpu_mixes(monkeypatch, graph, lacks, min_subgraph, passes):
+    """Partitioned (and with passes: folded, fused), planned execution equals eager execution on the CPU."""
+    arrays = inputs_for(graph, 2)
+    with monkeypatch.context() as m:
+        masked(m, {"opencl:0": lacks})
+        plan = hw.graph.partition(graph, devices=["opencl:0", "cpu"], min_subgraph=min_subgraph, passes=passes)
+    if not passes:
+        check_invariants(graph, plan, {"opencl:0": lacks})
+    xs = [hw.to_tensor(a, device="opencl:0") for a in arrays]
+    outs = plan.run(xs)
+    assert all(str(o.device) == "opencl:0" for o in outs)  # on the inputs' device
+    assert_same(outs, reference(graph, arrays), graph)
+
+
+@needs_opencl
+def test_outputs_go_to_the_requested_device():
+    graph = mlp()
+    arrays = inputs_for(graph)
+    plan = hw.graph.partition(graph, devices=["opencl:0"], passes=False)
+    assert {str(o.device) for o in plan.run(arrays, device="cpu")} == {"cpu:0"}
+    assert {str(o.device) for o in plan.run([hw.to_tensor(a) for a in arrays])} == {"cpu:0"}
+    assert {str(o.device) for o in plan.run(arrays, device="opencl:0")} == {"opencl:0"}
+
+
+def test_bad_inputs_are_named():
+    graph = mlp()
+    plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
+    with pytest.raises(hw.errors.InvalidArgumentError, match="'x'"):
+        plan.run([np.zeros((3, 40), "float32")] + inputs_for(graph)[1:])
+    with pytest.raises(hw.errors.InvalidArgumentError, match="missing inputs"):
+        plan.run({"x": np.zeros((8, 40), "float32")})
+
+
+def test_a_wrong_kernel_result_is_named(monkeypatch):
+    graph = mlp()
+    plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
+    arrays = inputs_for(graph)
+    plan.run(arrays)
+    exe = plan._executor
+    k = [st.name for st in exe.steps].index("relu_2")
+    exe.steps[k].call = lambda x: x[:4]  # a buggy kernel: the wrong shape
+    exe._fast[k] = exe.steps[k].fast()
+    with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
+        plan.run(arrays)
+    exe.steps[k].call = lambda x: 1 / 0
+    exe._fast[k] = exe.steps[k].fast()
+    with pytest.raises(hw.errors.KernelExecutionError, match="relu_2.*ZeroDivisionError"):
+        plan.run(arrays)
+
+
+@needs_opencl
+def test_values_are_dropped_at_last_use_so_the_allocator_peak_is_lower():
+    b = GraphBuilder()
+    h = x = b.input("x", (256, 256))
+    for k in range(12):
+        h = b.op("tanh" if k % 2 else "relu", [h])
+    graph = b.build(h)
+    dev = get("opencl:0")
+    xt = hw.to_tensor(inputs_for(graph)[0], device=dev)
+    plan = hw.graph.partition(graph, devices=["opencl:0"], min_subgraph=10 ** 6, passes=False)
+    plan.run([xt])  # warm: kernels compiled
+    run(graph, {x: xt}, device=dev)
+    alloc = dev.allocator
+
+    def peak(fn):
+        base = alloc.allocated
+        alloc.reset_peak()
+        out = fn()
+        hw.device.synchronize() if hasattr(hw.device, "synchronize") else None
+        result = alloc.peak_allocated - base
+        del out
+        return result
+    naive = peak(lambda: run(graph, {x: xt}, device=dev))
+    planned = peak(lambda: plan.run([xt]))
+    one = 256 * 256 * 4
+    assert naive >= 12 * one
+    assert planned <= 3 * one < naive
+    assert plan.memory.naive_peak == 12 * one and plan.memory.planned_peak == 2 * one
+
+
+def test_each_step_is_reported_to_the_profiler():
+    graph = mlp()
+    plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
+    arrays = inputs_for(graph)
+    plan.run(arrays)
+    with hw.profiler.profile() as prof:
+        plan.run(arrays)
+    steps = [e for e in prof.events if e.kind == "step"]
+    assert [e.name for e in steps] == [n.name for n in plan.graph.nodes]
+    assert all(e.device == "cpu:0" and e.seconds >= 0 for e in steps)
+    assert {e.args["op"] for e in steps} == {n.op for n in graph.nodes}
+
+
+@needs_opencl
+def test_a_subgraph_step_is_one_event():
+    graph = mlp()
+    plan = hw.graph.partition(graph, devices=["opencl:0"], passes=False)
+    plan.run(inputs_for(graph))
+    with hw.profiler.profile() as prof:
+        plan.run(inputs_for(graph))
+    steps = [e for e in prof.events if e.kind == "step"]
+    assert [(e.name, e.device, e.route) for e in steps] == [("subgraph_0", "opencl:0", "subgraph")]
+
+
+# --- the program cache -------------------------------------------------------------------------------------------
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import hwadapter as hw
+    from hwadapter.graph import GraphBuilder
+    from hwadapter.runtime.device import get
+    backend = type(get("opencl:0").subgraph)
+    calls = {"deserialize": 0}
+    original = backend.deserialize
+    def counting(self, data):
+        calls["deserialize"] += 1
+        return original(self, data)
+    backend.deserialize = counting
+    b = GraphBuilder()
+    x, w = b.input("x", (8, 40)), b.input("w", (40, 70))
+    g = b.build(b.op("relu", [b.op("matmul", [x, w])]))
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(g.values[n].shape).astype("float32") for n in g.inputs]
+    out = hw.graph.partition(g, devices=["opencl:0"], passes=False).run(xs)[0].numpy()
+    ok = bool(np.allclose(out, np.maximum(xs[0] @ xs[1], 0), atol=1e-4))
+    print(json.dumps({"deserialize": calls["deserialize"], "ok": ok}))
+""")
+
+
+def child(cache_dir) -> dict:
+    import json
+    env = dict(os.environ, HWADAPTER_CACHE_DIR=str(cache_dir))
+    proc = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def program_entries(cache_dir) -> list:
+    return sorted((cache_dir / programs.NAMESPACE).glob("*/*.bin"))
+
+
+@needs_opencl
+def test_a_second_process_loads_the_compiled_subgraph(cache_dir):
+    first = child(cache_dir)
+    assert first == {"deserialize": 0, "ok": True}
+    assert len(program_entries(cache_dir)) == 1
+    second = child(cache_dir)
+    assert second == {"deserialize": 1, "ok": True}
+    assert len(program_entries(cache_dir)) == 1
+
+
+@needs_opencl
+def test_a_corrupted_entry_is_rebuilt(cache_dir):
+    child(cache_dir)
+    (entry,) = program_entries(cache_dir)
+    data = bytearray(entry.read_bytes())
+    data[-10] ^= 0xFF  # a flipped bit in the payload: the checksum refuses it
+    entry.write_bytes(bytes(data))
+    assert child(cache_dir) == {"deserialize": 0, "ok": True}  # compiled again
+    assert child(cache_dir) == {"deserialize": 1, "ok": True}  # and stored again
+
+
+@needs_opencl
+def test_an_entry_that_fails_to_load_is_evicted_and_rebuilt(cache_dir, caplog):
+    graph = mlp()
+    dev = get("opencl:0")
+    from hwadapter.graph.executor import extract
+    sub = extract(graph, [n.name for n in graph.nodes])
+    from hwadapter import cache
+    store = cache.default()
+    store.put(programs.NAMESPACE, programs.key_parts(dev, sub), b"not an executable")
+    exe = programs.compile_subgraph(dev, sub, store)
+    arrays = inputs_for(graph)
+    from hwadapter.plugin import DeviceArray
+    outs = dict(zip(sub.outputs, (o.numpy() for o in exe.run([DeviceArray.from_numpy(dev, a) for a in arrays]))))
+    for name, expected in zip(graph.outputs, reference(graph, arrays)):
+        np.testing.assert_allclose(outs[name], expected, rtol=1e-5, atol=1e-5)
+    assert store.get(programs.NAMESPACE, programs.key_parts(dev, sub)).startswith(b"HWADAPTER-EXECUTABLE")
+    assert "failed to load" in caplog.text
+    del outs, exe
+    caplog.clear()  # the logged load error's traceback reaches get_or_load's frame, which holds the executable
+
+
+@needs_opencl
+def test_the_key_changes_with_shape_device_properties_and_plugin_version(monkeypatch):
+    dev = get("opencl:0")
+    graph = mlp()
+    sub = graph.subgraph([n.name for n in graph.nodes])
+    parts = programs.key_parts(dev, sub)
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (4, 40)), b.input("w", (40, 70)), b.input("bias", (70,))
+    h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
+    s = b.op("softmax", [h], axis=1)
+    other = b.build([s, b.op("argmax", [s], axis=1, keepdim=False), h])
+    assert programs.key_parts(dev, other.subgraph([n.name for n in other.nodes])) != parts
+    record = type(dev.record)
+    monkeypatch.setattr(record, "distribution", property(lambda self: ("hwadapter-opencl", "99.0")))
+    assert programs.key_parts(dev, sub)["plugin"] == ["hwadapter-opencl", "99.0"] != parts["plugin"]
+    assert parts["properties"]["name"]
+
+
+# --- the picture -------------------------------------------------------------------------------------------------
+
+def _plan_for_picture():
+    devs = ["opencl:0", "cpu"] if HAVE_OPENCL else ["cpu"]
+    return hw.graph.partition(mlp(), devices=devs, pin={"softmax": "cpu"}, passes=False)
+
+
+def test_svg_without_graphviz_is_valid_xml_with_one_element_per_node(tmp_path, monkeypatch):
+    monkeypatch.setattr(svg.shutil, "which", lambda name: None)
+    plan = _plan_for_picture()
+    path = plan.save_svg(tmp_path / "plan.svg")
+    root = ET.parse(path).getroot()
+    ns = "{http://www.w3.org/2000/svg}"
+    nodes = [g for g in root.iter(f"{ns}g") if g.get("class") == "node"]
+    assert sorted(g.get("id") for g in nodes) == sorted(f"node-{n.name}" for n in plan.graph.nodes)
+    colours = svg.colours(plan)
+    for g in nodes:
+        name = g.get("id")[len("node-"):]
+        shape = next(iter(g))
+        assert shape.get("fill") == colours[plan.assignment[name]]
+        assert g.get("data-device") == plan.assignment[name]
+    assert len([g for g in root.iter(f"{ns}g") if g.get("class") == "subgraph"]) == len(plan.subgraphs)
+    copies = [g for g in nodes if g.get("data-op") == "copy"]
+    assert len(copies) == len(plan.copies) and all(next(iter(g)).tag == f"{ns}polygon" for g in copies)
+
+
+def test_svg_through_graphviz(tmp_path, monkeypatch):
+    plan = _plan_for_picture()
+    dot = svg.to_dot(plan)
+    statements = re.findall(r'^\s*"([^"]+)" \[label=', dot, re.M)
+    assert sorted(statements) == sorted(n.name for n in plan.graph.nodes)
+    assert dot.count("subgraph \"cluster_") == len(plan.subgraphs)
+    if svg.shutil.which("dot") is None:  # no Graphviz here: a stand-in dot that echoes a marker
+        fake = tmp_path / "dot"
+        fake.write_text("#!/bin/sh\ncat > /dev/null\necho '<svg xmlns=\"http://www.w3.org/2000/svg\">"
+                        "<g class=\"graph\"/></svg>'\n")
+        fake.chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        text = svg.render(plan)
+        assert '<g class="graph"/>' in text
+        return
+    root = ET.parse(plan.save_svg(tmp_path / "plan.svg")).getroot()
+    titles = [t.text for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "node"
+              for t in g.iter("{http://www.w3.org/2000/svg}title")]
+    assert sorted(t for t in titles if t in plan.assignment) == sorted(n.name for n in plan.graph.nodes)
+
+
+@pytest.mark.parametrize("devs", MIXES[:2], ids=lambda d: "+".join(d))
+def test_an_output_that_is_a_constant_or_an_input(devs):
+    f32 = np.dtype("float32")
+    values = {k: Value(k, (3,), f32) for k in ("x", "c", "y")}
+    graph = Graph([Node("n", "relu", ("x",), ("y",), {})], values, ["x"], ["y", "c", "x"],
+                  constants={"c": np.arange(3, dtype=f32)})
+    x = np.array([-1, 2, 3], f32)
+    plan = hw.graph.partition(graph, devices=devs)
+    outs = plan.run([x], device=devs[0])
+    assert {str(o.device) for o in outs} == {str(get(devs[0]))}
+    for out, exp in zip(outs, [np.maximum(x, 0), np.arange(3, dtype=f32), x]):
+        np.testing.assert_array_equal(out.numpy(), exp)
