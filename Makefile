@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/dispatch.py
 	$(PY) benchmarks/fused_elementwise.py
 	$(if $(wildcard benchmarks/matmul.py),$(PY) benchmarks/matmul.py)
+	$(PY) benchmarks/graph.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info plugins/*/*.egg-info

@@ -1,4 +1,5 @@
-"""The `hwadapter` command: `devices`, `doctor`, `ops` (subcommands `run`, `conformance`, `new-plugin` come later).
+"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition` (`run`, `conformance`, `new-plugin` come
+later).
 
 Each subcommand is a pair of functions in `SUBCOMMANDS`: one adds its argparse subparser, one runs it and returns
 the exit status. rich is imported here only (the package does not import this module), so `import hwadapter` stays
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import inspect
 import json
 import os
 import signal
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Callable
 
 from rich.console import Console
@@ -647,8 +650,309 @@ def _cmd_ops(args) -> int:
     return 0
 
 
+# --- cache ------------------------------------------------------------------------------------------------
+def _add_cache(sub) -> None:
+    p = sub.add_parser("cache", help="where compiled kernels and programs are cached, how much; clear them",
+                       description="The on-disk caches: compiled kernels (per device type) and compiled subgraph "
+                                   "programs. `info` lists their location, entries and bytes; `clear` deletes the "
+                                   "entries (they are compiled again when next needed).")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    info = actions.add_parser("info", help="location, entries and bytes of each cache",
+                              description="Location, entries and bytes of the kernel cache (per namespace: one per "
+                                          "device type) and of the program cache.")
+    info.add_argument("--json", action="store_true", help="print machine-readable JSON instead of a table")
+    info.set_defaults(func=_cmd_cache_info)
+    clear = actions.add_parser("clear", help="delete every cached kernel and program",
+                               description="Delete every entry of the kernel and program caches (not the "
+                                           "directories nor their key). Asks first unless --yes is given.")
+    clear.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
+    clear.set_defaults(func=_cmd_cache_clear)
+    p.set_defaults(func=lambda args: _usage(p))
+
+
+def _usage(parser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _program_cache():
+    """(the program cache module, its DiskCache or None), or (None, None) when this build has none; imported only
+    here: the program cache sits in the graph layer, which `hwadapter devices` never needs."""
+    try:
+        from hwadapter.graph import programs
+    except ImportError as err:
+        if getattr(err, "name", None) in ("hwadapter.graph.programs", "hwadapter.graph"):
+            return None, None
+        raise
+    for name in ("default", "default_cache"):  # a store of its own; without one it shares the kernel cache's
+        obj = getattr(programs, name, None)
+        obj = obj() if inspect.isfunction(obj) else obj
+        if hasattr(obj, "entries") and hasattr(obj, "root"):
+            return programs, obj
+    return programs, None
+
+
+def _cache_sets() -> list[tuple[str, object]]:
+    """(what, DiskCache) for the kernel cache and, when it lives elsewhere, the program cache."""
+    from hwadapter import cache
+    kernels = cache.default()
+    out = [("kernels", kernels)]
+    _, programs = _program_cache()
+    if programs is not None and Path(programs.root) != Path(kernels.root):
+        out.append(("programs", programs))
+    return out
+
+
+def _entry_rows(label: str, disk, program_namespaces: set) -> list[dict]:
+    """One row per namespace of a cache: its entries and their bytes (none when its directory does not exist)."""
+    root = Path(disk.root)
+    if not root.exists():  # asking must not create it (and its key): nothing was compiled yet
+        return [{"cache": label, "namespace": "-", "directory": str(root), "entries": 0, "bytes": 0,
+                 "note": "does not exist yet: nothing compiled"}]
+    directory = disk.directory
+    note = "" if directory == root else (f"not used: unsafe (see the warning above); this process uses "
+                                         f"{directory or 'no disk cache'}")
+    per: dict[str, list[int]] = {}
+    for path in disk.entries():
+        try:
+            size = path.lstat().st_size
+        except OSError:  # removed meanwhile
+            continue
+        row = per.setdefault(path.parent.parent.name, [0, 0])
+        row[0] += 1
+        row[1] += size
+    if not per:
+        return [{"cache": label, "namespace": "-", "directory": str(directory or root), "entries": 0, "bytes": 0,
+                 "note": note or "empty"}]
+    return [{"cache": "programs" if ns in program_namespaces else label, "namespace": ns,
+             "directory": str(directory), "entries": n, "bytes": size, "note": note}
+            for ns, (n, size) in sorted(per.items())]
+
+
+def _program_namespaces() -> set:
+    """Namespaces of the kernel cache directory that hold compiled programs (as the program cache names them)."""
+    programs, _ = _program_cache()
+    names = getattr(programs, "NAMESPACES", None) or [getattr(programs, "NAMESPACE", None)]
+    return {n for n in names if isinstance(n, str)}
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _cmd_cache_info(args) -> int:
+    err_console = _console(stderr=True)
+    try:
+        program_ns = _program_namespaces()
+        rows = [r for label, disk in _cache_sets() for r in _entry_rows(label, disk, program_ns)]
+    except (HwAdapterError, OSError) as err:
+        err_console.print(_text(f"hwadapter cache info: {err}", "red"))
+        return 1
+    programs, _ = _program_cache()
+    if args.json:
+        print(json.dumps({"configured": str(_configured_dir()), "program_cache": programs is not None,
+                          "caches": rows, "entries": sum(r["entries"] for r in rows),
+                          "bytes": sum(r["bytes"] for r in rows)}, indent=2))
+        return 0
+    console = _console()
+    table = Table(title=f"hwadapter caches under {_configured_dir()}", title_justify="left")
+    for column, justify in (("cache", "left"), ("namespace", "left"), ("entries", "right"), ("size", "right"),
+                            ("directory", "left")):
+        table.add_column(column, justify=justify, overflow="fold")
+    for r in rows:
+        table.add_row(_text(r["cache"], "bold"), _text(r["namespace"]), _text(r["entries"]), _text(_size(r["bytes"])),
+                      _text(r["directory"]))
+    console.print(table)
+    console.print(_text(f"total: {sum(r['entries'] for r in rows)} entries, {_size(sum(r['bytes'] for r in rows))}"))
+    for r in rows:
+        if r["note"] and r["note"] != "empty":
+            console.print(_text(f"{r['cache']} ({r['directory']}): {r['note']}", "yellow"))
+    if programs is None:
+        console.print(_text("program cache: not in this build (hwadapter.graph.programs is missing)", "dim"))
+    return 0
+
+
+def _configured_dir() -> Path:
+    from hwadapter import cache
+    return cache.default_dir()
+
+
+def _cmd_cache_clear(args) -> int:
+    console, err_console = _console(), _console(stderr=True)
+    try:
+        sets = [(label, disk) for label, disk in _cache_sets() if Path(disk.root).exists()]
+        found = [(disk, p) for _, disk in sets for p in disk.entries()]
+    except (HwAdapterError, OSError) as err:
+        err_console.print(_text(f"hwadapter cache clear: {err}", "red"))
+        return 1
+    where = ", ".join(str(disk.directory) for _, disk in sets) or str(_configured_dir())
+    if not found:
+        console.print(_text(f"nothing to clear: no cached entries in {where}"))
+        return 0
+    total = sum(_lsize(p) for _, p in found)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            err_console.print(_text(f"hwadapter cache clear: would delete {len(found)} entries ({_size(total)}) in "
+                                    f"{where}; not asking without a terminal. Fix: pass --yes", "red"))
+            return 2
+        try:
+            answer = input(f"Delete {len(found)} cached entries ({_size(total)}) in {where}? [y/N] ")
+        except EOFError:  # Ctrl-D: no answer is no
+            answer = ""
+        if answer.strip().lower() not in ("y", "yes"):
+            console.print(_text("nothing deleted"))
+            return 1
+    for _, disk in sets:
+        disk.clear()
+    left = sum(len(disk.entries()) for _, disk in sets)
+    console.print(_text(f"deleted {len(found) - left} entries ({_size(total)}) in {where}"))
+    if left:
+        err_console.print(_text(f"{left} entries could not be deleted (written meanwhile, or not ours)", "yellow"))
+        return 1
+    return 0
+
+
+def _lsize(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+# --- partition --------------------------------------------------------------------------------------------
+def _add_partition(sub) -> None:
+    p = sub.add_parser("partition", help="split a graph over devices and show the plan (nodes, copies, memory)",
+                       description="Read a graph written by Graph.to_json() (a JSON file: json.dump(graph.to_json(), "
+                                   "f)), run the optimisation passes, partition it over the devices in priority "
+                                   "order, and print the plan's summary: nodes per device, subgraphs, fallbacks, "
+                                   "copies, planned vs naive peak memory, passes.")
+    p.add_argument("graph", metavar="GRAPH.json", help="the graph, as written by Graph.to_json()")
+    p.add_argument("--device", action="append", metavar="DEVICE", dest="devices",
+                   help="a device to place nodes on, highest priority first; repeat it (default: cpu)")
+    p.add_argument("--svg", metavar="FILE", help="also draw the plan as SVG: nodes coloured by device, subgraphs boxed")
+    p.add_argument("--min-subgraph", type=_positive_int, default=2, metavar="N",
+                   help="smallest region of one device handed to its subgraph backend (default 2)")
+    p.add_argument("--no-passes", action="store_true", help="partition the graph as written: no optimisation pass")
+    p.add_argument("--disable-pass", action="append", default=[], metavar="PASS",
+                   help="switch one optimisation pass off (repeatable), e.g. fold, cse, dce, fold_batch_norm")
+    p.set_defaults(func=_cmd_partition)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
+class _BadInput(Exception):
+    """What is wrong with the command's input, worded for the user (exit status 2)."""
+
+
+def load_graph(path: str):
+    """The Graph in a JSON file written from Graph.to_json(); _BadInput saying what is wrong with it otherwise."""
+    from hwadapter.graph import Graph
+    fix = "write it with json.dump(graph.to_json(), f) (graph: hwadapter.jit.get_graph(fn, *args))"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise _BadInput(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise _BadInput(f"{path}: is a directory, not a graph file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise _BadInput(f"{path}: cannot be read ({err})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        ended = err.msg.startswith("Unterminated") or err.pos >= len(text.rstrip())
+        cut = " (the file ends too early: is it truncated?)" if ended else ""
+        raise _BadInput(f"{path}: not valid JSON: {err.msg} (line {err.lineno}, column {err.colno}){cut}. "
+                        f"Fix: {fix}") from None
+    except RecursionError:
+        raise _BadInput(f"{path}: not valid JSON (nested too deeply). Fix: {fix}") from None
+    if not isinstance(doc, dict):
+        raise _BadInput(f"{path}: holds a JSON {type(doc).__name__}, not a graph (an object with inputs, outputs, "
+                        f"values and nodes). Fix: {fix}")
+    try:
+        graph = Graph.from_json(doc)
+    except KeyError as err:
+        raise _BadInput(f"{path}: not a graph written by Graph.to_json(): {err} is missing. Fix: {fix}") from None
+    except (TypeError, ValueError, AttributeError, IndexError) as err:
+        raise _BadInput(f"{path}: not a graph written by Graph.to_json(): {type(err).__name__}: {err}. "
+                        f"Fix: {fix}") from None
+    validate = getattr(graph, "validate", None)
+    if validate is not None:
+        try:
+            validate()
+        except HwAdapterError as err:
+            raise _BadInput(f"{path}: {err}") from None
+    return graph
+
+
+def _partitioner():
+    """The function hwadapter.graph.partition, or None when this build has no partitioner."""
+    import importlib
+
+    import hwadapter.graph as graph
+    module = "hwadapter.graph.partition"
+    for find in (lambda: getattr(graph, "partition", None), lambda: importlib.import_module(module)):
+        try:
+            fn = find()
+        except ImportError as err:  # a missing module of the partitioner's is "none"; any other one is a bug, raised
+            if (getattr(err, "name", None) or "").startswith(module):
+                continue
+            raise
+        fn = getattr(fn, "partition", None) if inspect.ismodule(fn) else fn  # the submodule shadows the function
+        if callable(fn):
+            return fn
+    return None
+
+
+def _cmd_partition(args) -> int:
+    console, err_console = _console(), _console(stderr=True)
+
+    def fail(message: str, status: int) -> int:
+        err_console.print(_text(f"hwadapter partition: {message}", "red"))
+        return status
+
+    try:
+        graph = load_graph(args.graph)
+    except _BadInput as err:
+        return fail(str(err), 2)
+    names = args.devices or ["cpu"]
+    try:
+        targets = [str(devices.get(d)) for d in names]
+    except HwAdapterError as err:
+        return fail(f"{err}", 2)
+    partition = _partitioner()
+    if partition is None:
+        return fail("this build has no partitioner (the module hwadapter.graph.partition is missing). Fix: update "
+                    "hwadapter to a version with static graphs (issue 9)", 1)
+    passes = False if args.no_passes else (frozenset(args.disable_pass) if args.disable_pass else True)
+    try:
+        plan = partition(graph, devices=targets, min_subgraph=args.min_subgraph, passes=passes)
+    except HwAdapterError as err:
+        return fail(f"cannot partition {args.graph} over {', '.join(targets)}: {err}", 1)
+    summary = plan.summary()
+    print(summary) if isinstance(summary, str) else console.print(summary)
+    if args.svg:
+        try:
+            plan.save_svg(args.svg)
+        except (OSError, HwAdapterError, ImportError) as err:  # ImportError: a build without the drawing module
+            return fail(f"cannot write {args.svg}: {type(err).__name__}: {err}", 1)
+        console.print(_text(f"wrote {args.svg}"))
+    return 0
+
+
 #: (add_parser(subparsers), ...) for every subcommand; `run`, `conformance` and `new-plugin` are added here later.
-SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops]
+SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops, _add_cache, _add_partition]
 
 
 def build_parser() -> argparse.ArgumentParser:
