@@ -367,3 +367,86 @@ def test_an_output_that_is_a_constant_or_an_input(devs):
     assert {str(o.device) for o in outs} == {str(get(devs[0]))}
     for out, exp in zip(outs, [np.maximum(x, 0), np.arange(3, dtype=f32), x]):
         np.testing.assert_array_equal(out.numpy(), exp)
+
+
+# --- the generated function (a warm run) and host chains for small fused nodes --------------------------------------
+@settings(max_examples=12, deadline=None)
+@given(graph=graphs(max_nodes=10), passes=st.booleans(), dev=st.sampled_from(["cpu"] + ACCELERATORS[:1]))
+def test_the_generated_function_equals_the_step_loop_and_the_reference(graph, passes, dev):
+    """Run 1 is the checked step loop, which then generates one Python function; runs 2 and 3 are that function."""
+    arrays = inputs_for(graph, 3)
+    plan = hw.graph.partition(graph, devices=[dev, "cpu"], passes=passes)
+    expected = reference(graph, arrays)
+    xs = [hw.to_tensor(a, device=dev) for a in arrays]
+    first = plan.run(xs)
+    assert plan._executor._code is not None and plan._executor.source.startswith("def plan(staged):")
+    assert_same(first, expected, graph)
+    assert_same(plan.run(xs), expected, graph)
+    assert_same(plan.run(dict(zip(graph.inputs, arrays)), device="cpu"), expected, graph)
+
+
+def test_a_step_failing_in_the_generated_function_is_named():
+    graph = mlp()
+    plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
+    arrays = inputs_for(graph)
+    plan.run(arrays)
+    exe = plan._executor
+    k = [st.name for st in exe.steps].index("relu_2")
+    calls = []
+
+    def flaky(x):  # right on the loop's run, wrong afterwards: the failure happens inside the generated function
+        calls.append(1)
+        if len(calls) > 1:
+            raise ZeroDivisionError("flaky kernel")
+        return np.maximum(x, 0)
+    exe.steps[k].call = flaky
+    exe._fast[k] = exe.steps[k].fast()  # replacing a step drops the generated function
+    assert exe._code is None
+    plan.run(arrays)
+    assert exe._code is not None and f"k{k}(" in exe.source
+    with pytest.raises(hw.errors.KernelExecutionError, match=r"'relu_2' \(op 'relu'\) failed on cpu.*flaky kernel"):
+        plan.run(arrays)
+    exe.steps[k].call = lambda x: x[:4]  # a wrong shape, found by the generated function's check
+    exe._fast[k] = exe.steps[k].fast()
+    exe._code = exe._generate()
+    with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
+        plan.run(arrays)
+
+
+def _chain(shape):
+    b = GraphBuilder()
+    x, bias = b.input("x", shape), b.input("bias", shape[-1:])
+    h = b.op("relu", [b.op("add", [x, bias])])
+    y = b.op("sum", [b.op("mul", [h, b.op("sigmoid", [h])])], axis=(1,), keepdim=True)
+    return b.build([y, h])
+
+
+@pytest.mark.parametrize("limit, route", [(None, "fused (numpy)"), (8, "fused")])
+def test_a_small_fused_chain_on_cpu_runs_as_numpy_calls(monkeypatch, limit, route):
+    from hwadapter.graph import hostchain
+    if limit is not None:  # outputs above the limit: the compiled program
+        monkeypatch.setattr(hostchain, "MAX_ELEMENTS", limit)
+    graph = _chain((3, 50))
+    arrays = inputs_for(graph, 4)
+    plan = hw.graph.partition(graph, devices=["cpu"])
+    expected = reference(graph, arrays)
+    assert_same(plan.run(arrays), expected, graph)
+    assert_same(plan.run(arrays), expected, graph)  # the generated function: with route "fused (numpy)", inlined
+    steps = [st for st in plan._executor.steps if st.op == "fused"]
+    assert steps and {st.route for st in steps} == {route}
+    inlined = re.search(r"^    t\d+_\d+ = k\d+_\d+\(", plan._executor.source, re.M) is not None
+    assert inlined == (route == "fused (numpy)")  # the chain's numpy calls are written out in the function
+
+
+@needs_opencl
+def test_a_step_whose_outputs_nobody_reads_is_generated_as_a_bare_call():
+    b = GraphBuilder()
+    x = b.input("x", (4, 6))
+    b.op("add", [x, x])  # dead (passes off, so no DCE): its subgraph has no outputs
+    graph = b.build([b.op("relu", [x])])
+    plan = hw.graph.partition(graph, devices=["opencl:0"], passes=False, min_subgraph=1, pin={"relu": "cpu"})
+    assert [s.nodes for s in plan.subgraphs] == [("add_0",)]
+    arrays = inputs_for(graph)
+    for _ in range(3):  # the loop, then the generated function twice
+        assert_same(plan.run(arrays), [np.maximum(arrays[0], 0)], graph)
+    assert re.search(r"^    k\d+\(v\d+\)$", plan._executor.source, re.M)

@@ -331,3 +331,27 @@ def test_many_retraces_are_announced_once(caplog):
             assert f(x, step).numpy().tolist() == [step, step]
     warned = [r for r in caplog.records if "traced 16 times" in r.getMessage()]
     assert len(warned) == 1 and "as tensors" in warned[0].getMessage()
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_warm_calls_run_the_generated_plan_and_equal_eager(dev):
+    """Every call after the first runs the plan's generated function; each equals eager on new input values."""
+    ws = [hw.to_tensor(_arr(16, 16) / 4, device=dev) for _ in range(3)]
+
+    @hw.jit.to_static
+    def mlp(x):
+        for w in ws:
+            x = hw.nn.functional.relu(x @ w + 0.1)
+        return x, x.sum(axis=-1)
+
+    for k in range(3):
+        xa = _arr(2, 16)
+        x = hw.to_tensor(xa, device=dev)
+        ys = mlp(x)
+        for y, e in zip(ys, mlp.__wrapped__(x)):
+            assert str(y.device) == dev
+            np.testing.assert_allclose(y.numpy(), e.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(ys[1].numpy(), ys[0].numpy().sum(-1), rtol=1e-5, atol=1e-5)
+    (entry,) = {id(e): e for e in mlp._cache.values()}.values()
+    executor = entry.runner.__self__._executor  # the Plan's bound run
+    assert executor._code is not None and executor.source.startswith("def plan(staged):")

@@ -1,5 +1,6 @@
 """Executors: the reference one (node by node through eager dispatch: the oracle) and the compiled one, which runs a
-Plan as steps resolved once: bound kernel routes, compiled subgraph programs and copies, values dropped at last use."""
+Plan as steps resolved once: bound kernel routes, compiled subgraph programs and copies, values dropped at last use;
+after its first run, as one generated Python function of those steps."""
 from __future__ import annotations
 
 import sys
@@ -108,7 +109,7 @@ class CompiledExecutor:
             if v in consts:
                 s = slot((v, str(dev)))
                 if s not in self.preset:
-                    arr = np.ascontiguousarray(consts[v])
+                    arr = np.asarray(consts[v], order="C")  # ascontiguousarray makes a 0-d constant 1-d
                     self.preset[s] = arr if dev.host_memory else to_tensor(arr, device=dev)._data
                 return s
             return slot(v)
@@ -138,9 +139,12 @@ class CompiledExecutor:
                                    [graph.values[o] for o in n.outputs]))
                 continue
             if n.op == "fused":  # a fuse pass's node: its own program on dev, not an op of the op set
+                from .hostchain import host_chain
                 from .passes.fused_op import fused_kernel  # lazy: only fused plans need the passes
-                steps.append(_Step(_fused_call(fused_kernel(dev, n.attrs)), ins, outs, n.name, n.op, dev,
-                                   "fused", [graph.values[o] for o in n.outputs]))
+                chain = host_chain(dev, n, graph.values)  # small on a host: numpy calls beat a program's call
+                call = chain if chain is not None else _fused_call(fused_kernel(dev, n.attrs))
+                steps.append(_Step(call, ins, outs, n.name, n.op, dev, "fused (numpy)" if chain else "fused",
+                                   [graph.values[o] for o in n.outputs]))
                 continue
             dtypes = tuple(graph.values[i].dtype for i in n.inputs)
             fn = route(n.op, dev, dtypes)
@@ -155,7 +159,7 @@ class CompiledExecutor:
         for o in graph.outputs:  # an output the passes folded into a constant: handed out from the host copy
             if o not in slots and o in consts:
                 s = slot(o)
-                self.preset[s] = np.ascontiguousarray(consts[o])
+                self.preset[s] = np.asarray(consts[o], order="C")
                 homes[o] = devices.get(config.fallback_device)  # a host-memory device: its data is numpy
         keep = {slots[o] for o in graph.outputs}
         last = {}
@@ -169,9 +173,11 @@ class CompiledExecutor:
         for st, d in zip(steps, drops):
             st.drops = tuple(d)
         self.steps, self.n_slots = steps, len(slots)
-        self._fast = [st.fast() for st in steps]
+        self._fast = _StepTable(self, [st.fast() for st in steps])
         self.outputs = [(slots[o], homes.get(o)) for o in graph.outputs]
         self.default_device = devices.get(plan.devices[0]) if plan.devices else None
+        self._code = None  # (generated function, its file name, line -> step), made after the first checked run
+        self.source = None  # the generated function's text, for reading
 
     def _stage(self, inputs) -> list:
         """The inputs in graph order as the data of their home devices; InvalidArgumentError naming a bad one."""
@@ -208,25 +214,88 @@ class CompiledExecutor:
             target = first._device if first is not None else self.default_device
         else:
             target = devices.get(device)
-        env = [None] * self.n_slots
-        for s, data in self.preset.items():
-            env[s] = data
-        for (s, _, _), data in zip(self.inputs, self._stage(inputs)):
-            env[s] = data
-        if dispatcher.profile_hook is None:
-            self._loop(env)
+        staged = self._stage(inputs)
+        if dispatcher.profile_hook is None and self._code is not None:
+            results = self._generated(staged)
         else:
-            self._profiled(env)
+            env = [None] * self.n_slots
+            for s, data in self.preset.items():
+                env[s] = data
+            for (s, _, _), data in zip(self.inputs, staged):
+                env[s] = data
+            if dispatcher.profile_hook is None:
+                self._loop(env)
+                self._code = self._generate()  # after one run of the loop: the plan is known to work
+            else:
+                self._profiled(env)
+            results = [env[s] for s, _ in self.outputs]
         outs = []
-        for s, home in self.outputs:
-            data = env[s]
+        for data, (_, home) in zip(results, self.outputs):
             src = home or target
             outs.append(_make(transfer(data, src, target) if src is not target else data, target))
         return outs
 
+    def _generate(self):
+        """The plan as one straight-line Python function of the staged inputs (what torch.fx does): kernels and
+        constants are its globals, each value a local deleted after its last reader; each result gets the run loop's
+        inline check (a miss goes to `_judge`). Returns (function, its file name, line -> step index)."""
+        names = {"_judge": self._judge}
+        for s, data in self.preset.items():
+            names[f"v{s}"] = data
+        lines = ["def plan(staged):"]  # the list is emptied, so that a staged input dies at its last reader too
+        if self.inputs:
+            lines.append(f"    {''.join(f'v{s}, ' for s, _, _ in self.inputs)}= staged")
+        lines.append("    staged.clear()")
+        where = {}
+        for k, (st, (call, attrs, ins, outs, single, _, _, drops)) in enumerate(zip(self.steps, self._fast)):
+            names[f"k{k}"], names[f"s{k}"] = call, st
+            args = ", ".join(f"v{i}" for i in ins)
+            if single and attrs:
+                names[f"a{k}"] = attrs
+                args += (", " if args else "") + f"**a{k}"
+            target = f"v{outs[0]}" if single else "".join(f"v{o}, " for o in outs)
+            inline = getattr(call, "inline", None)
+            if inline is not None:  # a host chain: its numpy calls written out
+                start = len(lines)
+                lines += _inline(k, inline, ins, outs, names)
+                where.update(dict.fromkeys(range(start + 1, len(lines) + 1), k))
+            else:
+                where[len(lines) + 1] = k
+                lines.append(f"    {target} = k{k}({args})" if target else f"    k{k}({args})")  # no outputs: a call
+            for j, o in enumerate(outs):  # the run loop's inline check: class, shape and dtype as planned
+                v = st.shapes[j]
+                names[f"S{k}_{j}"], names[f"D{k}_{j}"] = v.shape, v.dtype
+                where[len(lines) + 1] = where[len(lines) + 2] = k
+                lines.append(f"    if v{o}.__class__ is not C{k} or v{o}.shape != S{k}_{j} or v{o}.dtype != D{k}_{j}:")
+                lines.append(f"        v{o} = _judge(s{k}, {j}, v{o})")
+            names[f"C{k}"] = np.ndarray if st.device.host_memory else DeviceArray
+            if drops:
+                lines.append(f"    del {', '.join(f'v{d}' for d in drops)}")
+        lines.append(f"    return ({''.join(f'v{s}, ' for s, _ in self.outputs)})")
+        filename = f"<hwadapter plan {id(self):x}>"
+        scope: dict = {}
+        exec(compile("\n".join(lines) + "\n", filename, "exec"), names, scope)  # our own text, no user input
+        self.source = "\n".join(lines)
+        return scope["plan"], filename, where
+
+    def _generated(self, staged) -> list:
+        """The generated function on the staged inputs; a failing step is a KernelExecutionError naming it."""
+        fn, filename, where = self._code
+        try:
+            return fn(staged)
+        except HwAdapterError:
+            raise
+        except Exception as err:
+            tb, k = err.__traceback__, 0
+            while tb is not None:  # the generated function's frame says which line, hence which step, failed
+                if tb.tb_frame.f_code.co_filename == filename:
+                    k = where.get(tb.tb_lineno, 0)
+                tb = tb.tb_next
+            raise _failed(self.steps[k], err) from err
+
     def _loop(self, env, record=None) -> None:
-        """Every step, back to back: the warm path (one call, one inline check per step); `record(step, start,
-        seconds)` is told about each when given (profiling)."""
+        """Every step, back to back (one call, one inline check per step): the first run, before the plan is generated
+        as one function, and profiled runs; `record(step, start, seconds)` is told about each when given."""
         k = 0
         try:
             for k, (call, attrs, ins, outs, single, expect, cls, drops) in enumerate(self._fast):
@@ -250,11 +319,7 @@ class CompiledExecutor:
         except HwAdapterError:
             raise
         except Exception as err:
-            st = self.steps[k]
-            raise KernelExecutionError(f"plan step {st.name!r} (op {st.op!r}) failed on {st.device}: "
-                                       f"{type(err).__name__}: {err}. Fix: check the graph's shapes and attributes; "
-                                       f"if they are valid, report it to the vendor of the {st.device.type} plugin",
-                                       fix="report it to the plugin's vendor") from err
+            raise _failed(self.steps[k], err) from err
 
     @staticmethod
     def _judge(st, j: int, data):
@@ -285,6 +350,59 @@ class CompiledExecutor:
             def report(st, start, seconds):
                 hook(st.op, st.device, (), _Route(st.route), seconds)
         self._loop(env, report)
+
+
+class _StepTable(list):
+    """The run loop's step tuples; replacing one (a test injecting a faulty kernel) drops the generated function,
+    which had the old kernel bound, so that the next run is the checked loop again."""
+
+    def __init__(self, owner, items):
+        super().__init__(items)
+        self.owner = owner
+
+    def __setitem__(self, k, item):
+        super().__setitem__(k, item)
+        self.owner._code = None
+
+
+def _inline(k: int, chain, ins, outs, names: dict) -> list:
+    """Lines computing a host chain (see hostchain.py) for step `k`: kernels and literals become globals in `names`,
+    intermediates are locals deleted after their last reader."""
+    inputs, ops, outputs = chain
+    local = {n: f"v{s}" for n, s in zip(inputs, ins)}
+    last = {}
+    for j, (_, operands, _, _, _) in enumerate(ops):
+        for n in operands:
+            if n is not None:
+                last[n] = j
+    lines = []
+    for j, (kernel, operands, lits, result, kw) in enumerate(ops):
+        names[f"k{k}_{j}"] = kernel
+        args = []
+        for m, n in enumerate(operands):
+            if n is None:
+                names[f"l{k}_{j}_{m}"] = lits[m]
+                args.append(f"l{k}_{j}_{m}")
+            else:
+                args.append(local[n])
+        if kw:
+            names[f"a{k}_{j}"] = kw
+            args.append(f"**a{k}_{j}")
+        local[result] = f"t{k}_{j}"
+        lines.append(f"    t{k}_{j} = k{k}_{j}({', '.join(args)})")
+        dead = [f"t{k}_{i}" for i, (_, _, _, r, _) in enumerate(ops) if last.get(r) == j and r not in outputs]
+        if dead:
+            lines.append(f"    del {', '.join(dead)}")
+    lines.append(f"    {''.join(f'v{o}, ' for o in outs)}= {''.join(local[n] + ', ' for n in outputs)}")
+    return lines
+
+
+def _failed(st, err) -> KernelExecutionError:
+    """The error for a step whose kernel raised `err`: names the node, op and device."""
+    return KernelExecutionError(f"plan step {st.name!r} (op {st.op!r}) failed on {st.device}: "
+                                f"{type(err).__name__}: {err}. Fix: check the graph's shapes and attributes; if they "
+                                f"are valid, report it to the vendor of the {st.device.type} plugin",
+                                fix="report it to the plugin's vendor")
 
 
 class _Route:
