@@ -655,6 +655,78 @@ def test_emulated_subgraph_prepares_programs_and_ships_their_binaries(emulated, 
     assert [launch[0].split("_")[0] for launch in emulated.launches] == ["layer", "max", "add"]
 
 
+def _interpreting(step):
+    """The host emulation has no GPU to run a compiled program: this stands in for a fused step's loaded program,
+    computing what the program means (the kernel-primitive interpreter) into the buffers the subgraph passes."""
+    from hwadapter.graph.passes.fused_op import interpret
+    from hwadapter_cuda.kernels import view
+    attrs, program = step.node.attrs, step.program
+
+    class Program:
+        def launch(self, global_size, buffers, scalars, stream=None):
+            ins = dict(zip([p.name for p in program.inputs], buffers))
+            outs = dict(zip([p.name for p in program.outputs], buffers[len(program.inputs):]))
+            for name, value in zip(attrs["outputs"], interpret(attrs, [view(ins[n]) for n in attrs["inputs"]])):
+                view(outs[name])[...] = value
+    return Program()
+
+
+def _fused_mlp():
+    """(unfused graph: the oracle, the same after the fusion pass for cuda:0)."""
+    from hwadapter.graph import GraphBuilder
+    from hwadapter.graph.passes import fuse
+    g = GraphBuilder()
+    x, w, b = g.input("x", (4, 6)), g.input("w", (6, 8)), g.input("b", (8,))
+    h = g.op("relu", [g.op("add", [g.op("matmul", [x, w]), b])])
+    s = g.op("sum", [g.op("mul", [h, h])], axis=(1,), keepdim=False)
+    graph = g.build([g.op("matmul", [h, g.input("w2", (8, 3))]), s])
+    return graph, fuse(graph, {n.name: "cuda:0" for n in graph.nodes}, can_fuse=lambda device: True)[0]
+
+
+def test_emulated_subgraph_claims_compiles_and_round_trips_fused_nodes(emulated):
+    from hwadapter.graph import run
+    from hwadapter.plugin import DeviceArray, unpack_executable
+    from hwadapter.runtime.device import get
+    dev = get("cuda:0")
+    backend = dev.subgraph
+    oracle, graph = _fused_mlp()
+    assert [n.op for n in graph.nodes] == ["matmul", "fused", "matmul"]
+    assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
+    exe = backend.compile(graph)
+    assert [s.kind for s in exe.steps] == ["kernel", "program", "kernel"]
+    fused = exe.steps[1]
+    assert fused.params == [*fused.node.inputs, *fused.node.outputs]  # the node's values, in the program's order
+    arrays = [_rand(oracle.values[n].shape, "float32", i) for i, n in enumerate(oracle.inputs)]
+    want = run(oracle, dict(zip(oracle.inputs, arrays)), device="cpu")
+    data = exe.serialize()
+    _, back, binaries = unpack_executable(data, "hwadapter-cuda-subgraph/2", "cuda:0")
+    assert back == graph and list(binaries) == [fused.program.name]
+    reloaded = backend.deserialize(data)
+    assert reloaded.steps[1].binary == fused.binary
+    for prepared in (exe, reloaded):
+        prepared.steps[1].fn = _interpreting(prepared.steps[1])
+        outs = prepared.run([DeviceArray.from_numpy(dev, a) for a in arrays])
+        for name, out in zip(graph.outputs, outs):
+            np.testing.assert_allclose(out.numpy(), want[name].numpy(), rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_emulated_subgraph_leaves_conv2d_with_an_activation_unclaimed(emulated):
+    from dataclasses import replace
+    from hwadapter.graph import GraphBuilder
+    from hwadapter.runtime.device import get
+    g = GraphBuilder()
+    y = g.op("conv2d", [g.input("x", (1, 2, 5, 5)), g.input("w", (3, 2, 3, 3))], stride=(1, 1),
+             padding=(0, 0, 0, 0), dilation=(1, 1), groups=1)
+    graph = g.build(g.op("relu", [y]))
+    backend = get("cuda:0").subgraph
+    assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
+    conv = graph.nodes[0]
+    graph.nodes[0] = replace(conv, attrs={**conv.attrs, "activation": "relu"})  # cuBLAS conv2d has no epilogue
+    assert backend.supported_nodes(graph) == {graph.nodes[1].name}
+    with pytest.raises(hw.InvalidArgumentError, match="cuda:0: node .* is a conv2d with activation 'relu'"):
+        backend.compile(graph)
+
+
 # --- (c) on a GPU (make test-gpu) ----------------------------------------------------------------------------------
 gpu = pytest.mark.gpu
 

@@ -152,3 +152,89 @@ def test_bad_input_and_damaged_data_are_clear_errors(backend):
     elsewhere = pack_executable(FORMAT, {"device": "another"}, graph, binaries)
     with pytest.raises(hw.InvalidArgumentError, match="recompile"):
         backend.deserialize(elsewhere)
+
+
+def fused_mlp():
+    """mlp() after the fusion pass for this device: add + relu and the softmax's elementwise tail become "fused"
+    nodes; returns (the unfused graph: the oracle, the fused one)."""
+    from hwadapter.graph.passes import fuse
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (8, 40)), b.input("w", (40, 70)), b.input("bias", (70,))
+    h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
+    s = b.op("sum", [b.op("mul", [h, h])], axis=(1,), keepdim=False)
+    graph = b.build([b.op("matmul", [h, b.input("w2", (70, 5))]), s])
+    fused, _ = fuse(graph, {n.name: DEV for n in graph.nodes}, can_fuse=lambda device: True)
+    return graph, fused
+
+
+def check_against(exe, graph, oracle, arrays):
+    """exe's outputs (graph's names) equal the reference executor's on cpu over the unfused `oracle`."""
+    outs = exe.run([DeviceArray.from_numpy(get(DEV), a) for a in arrays])
+    expected = run(oracle, dict(zip(oracle.inputs, arrays)), device="cpu")
+    for name, out in zip(graph.outputs, outs):
+        assert out.shape == oracle.values[name].shape and out.dtype == oracle.values[name].dtype, name
+        np.testing.assert_allclose(out.numpy(), expected[name].numpy(), rtol=1e-5, atol=1e-4, err_msg=name)
+    return [o.numpy() for o in outs]
+
+
+def test_fused_nodes_are_claimed_compiled_and_equal_the_reference(backend):
+    oracle, graph = fused_mlp()
+    assert [n.op for n in graph.nodes] == ["matmul", "fused", "matmul"]
+    assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
+    exe = backend.compile(graph)
+    assert [len(p.steps) for p in exe.plans] == [1, 1, 1]  # the fused node is one launch between the GEMMs
+    arrays = inputs_for(graph)
+    check_against(exe, graph, oracle, arrays)
+    arrays[0] = -arrays[0]  # new values in a new input buffer: the patched kernel arguments follow
+    check_against(exe, graph, oracle, arrays)
+
+
+def test_a_subgraph_with_a_fused_node_round_trips(backend):
+    oracle, graph = fused_mlp()
+    exe = backend.compile(graph)
+    arrays = inputs_for(graph)
+    first = check_against(exe, graph, oracle, arrays)
+    data = exe.serialize()
+    _, back, binaries = unpack_executable(data, FORMAT, DEV)
+    assert back == graph and len(binaries) == 2  # the GEMM's binary and the fused program's
+    fused = next(n for n in back.nodes if n.op == "fused")
+    assert fused.attrs == next(n for n in graph.nodes if n.op == "fused").attrs
+    again = check_against(backend.deserialize(data), graph, oracle, arrays)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_the_partitioner_puts_a_fused_mlp_in_one_subgraph():
+    oracle, _ = fused_mlp()
+    plan = hw.graph.partition(oracle, devices=[DEV, "cpu"])
+    assert [n.op for n in plan.graph.nodes].count("fused") == 1
+    assert len(plan.subgraphs) == 1 and set(plan.subgraphs[0].nodes) == {n.name for n in plan.graph.nodes}
+    arrays = inputs_for(oracle)
+    got = plan.run([hw.to_tensor(a, device=DEV) for a in arrays])
+    expected = run(oracle, dict(zip(oracle.inputs, arrays)), device="cpu")
+    for name, out in zip(oracle.outputs, got):
+        np.testing.assert_allclose(out.numpy(), expected[name].numpy(), rtol=1e-5, atol=1e-4, err_msg=name)
+
+
+def conv_with(activation):
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (2, 3, 9, 9)), b.input("w", (4, 3, 3, 3)), b.input("bias", (4,))
+    y = b.op("conv2d", [x, w, bias], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1,
+             activation=activation)
+    return b.build([b.op("max_pool2d", [y], kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
+                         ceil_mode=False)])
+
+
+@pytest.mark.parametrize("activation", ["relu", "sigmoid", "tanh", "gelu"])
+def test_conv2d_with_an_activation_epilogue_is_claimed_and_applied(backend, activation):
+    graph = conv_with(activation)
+    assert backend.supported_nodes(graph) == {n.name for n in graph.nodes}
+    check(backend.compile(graph), graph, inputs_for(graph))  # the CPU reference kernel applies it too
+
+
+def test_conv2d_with_an_activation_the_gemm_lacks_is_not_claimed(backend):
+    from dataclasses import replace
+    graph = conv_with(None)
+    conv = graph.nodes[0]
+    graph.nodes[0] = replace(conv, attrs={**conv.attrs, "activation": "softplus"})  # no op set rule makes one
+    assert backend.supported_nodes(graph) == {graph.nodes[1].name}

@@ -11,6 +11,7 @@ from .config import cpu_kernels
 from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
                      KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
 from .graph.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
+from .graph.passes.fused_op import node_primitive  # a node's kernel-primitive program, "fused" nodes included
 from .interfaces import (API_VERSION, CodegenBackend, DeviceProperties, Event, Executable, HostBufferRuntime,
                          HostEvent, HostStream, KernelRegistrar, Plugin, Program, Runtime, Stream, SubgraphBackend,
                          SynchronousRuntime)
@@ -32,5 +33,6 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
            "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "DeviceArray", "contiguous_strides",
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
+           "node_primitive",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
            "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, Value, pack_executable,
-                              unpack_executable)
+from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, Value, node_primitive,
+                              pack_executable, unpack_executable)
 
 from . import kernels
 
@@ -34,7 +34,8 @@ class _Step:
 
 
 class CudaSubgraphBackend(SubgraphBackend):
-    """Runs every op with a kernel of this plugin or a kernel-primitive program; prepares graphs for one GPU."""
+    """Runs every op with a kernel of this plugin or a kernel-primitive program (a "fused" node is one); prepares
+    graphs for one GPU."""
 
     def __init__(self, device):
         self.device, self.runtime, self.codegen, self.device_name = device, device.runtime, device.codegen, str(device)
@@ -45,13 +46,15 @@ class CudaSubgraphBackend(SubgraphBackend):
 
     def _supports(self, graph, node) -> bool:
         if node.op in kernels.KERNELS:
+            if node.op == "conv2d" and node.attrs.get("activation") is not None:
+                return False  # cuBLAS conv2d has no epilogue here: the activation stays a node of its own
             allowed = kernels.KERNELS[node.op][1]
             return allowed is None or graph.values[node.inputs[0]].dtype.name in allowed
-        runner = self.device.primitive(node.op)
-        if runner is None:
-            return False
         try:  # specialising is cheap and says whether the primitives cover these dtypes, ranks and attributes
-            runner.program([graph.values[i] for i in node.inputs], node.attrs)
+            runner, attrs = node_primitive(self.device, node)
+            if runner is None:
+                return False
+            runner.program([graph.values[i] for i in node.inputs], attrs)
         except Exception:
             return False
         return True
@@ -87,15 +90,19 @@ class CudaExecutable(Executable):
         if node.op == "reshape":
             return _Step(node, "alias")
         dtype = self.values[node.inputs[0]].dtype
+        if node.op == "conv2d" and node.attrs.get("activation") is not None:
+            raise InvalidArgumentError(f"{self.backend.device_name}: node {node.name!r} is a conv2d with activation "
+                                       f"{node.attrs['activation']!r}, which this plugin's conv2d does not apply. Fix: "
+                                       f"keep the activation a node of its own (supported_nodes leaves this one out)")
         if node.op in kernels.KERNELS:
             kernels.prepare(self.backend.runtime, node.op, dtype)
             return _Step(node, "kernel", kernels.KERNELS[node.op][0])
-        runner = self.backend.device.primitive(node.op)
+        runner, attrs = node_primitive(self.backend.device, node)
         if runner is None:
             raise InvalidArgumentError(f"{self.backend.device_name}: op {node.op!r} of node {node.name!r} has no CUDA "
                                        f"kernel and no kernel-primitive program here. Fix: leave it out of the "
                                        f"subgraph (use supported_nodes)")
-        inputs, program = runner.program([self.values[i] for i in node.inputs], node.attrs)
+        inputs, program = runner.program([self.values[i] for i in node.inputs], attrs)
         if program.name in binaries:
             loaded = self.backend.codegen.load(binaries[program.name], program.name)
         else:

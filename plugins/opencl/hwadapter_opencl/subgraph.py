@@ -7,18 +7,19 @@ import threading
 
 import numpy as np
 
-from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, pack_executable,
-                              unpack_executable)
+from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, node_primitive,
+                              pack_executable, unpack_executable)
 
 from . import kernels
 from .plans import Plan, Step
 from .runtime import build_key
 
 FORMAT = "hwadapter-opencl-subgraph/2"
+_UNSET = object()  # a patched kernel argument not set yet (None is a real handle: an empty array's)
 
 
 class OpenCLSubgraphBackend(SubgraphBackend):
-    """Compiles subgraphs of handwritten-kernel ops and kernel-primitive ops for one device."""
+    """Compiles subgraphs of handwritten-kernel ops, kernel-primitive ops and "fused" nodes for one device."""
 
     def __init__(self, device):
         self.device, self.runtime = device, device.runtime
@@ -32,27 +33,30 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         if any(d == np.float64 for d in dtypes) and not self.runtime.fp64:
             return False
         if node.op in kernels.PLANNERS:
+            if node.op == "conv2d" and node.attrs.get("activation") not in (None, *kernels.EPILOGUES):
+                return False
             return bool(dtypes) and dtypes[0].name in kernels.PLANNERS[node.op][1]
-        primitive = self.device.primitive(node.op)
-        if primitive is None:
-            return False
         try:
-            primitive.program([values[i] for i in node.inputs], node.attrs)  # specialising is cheap; not compiled
+            primitive, attrs = node_primitive(self.device, node)  # a fused node's program is built here
+            if primitive is None:
+                return False
+            primitive.program([values[i] for i in node.inputs], attrs)  # specialising is cheap; not compiled
         except Exception:  # noqa: BLE001  any reason this program cannot be made means "not supported"
             return False
         return True
 
     def plan(self, node, values) -> Plan:
-        """The node's launches: a handwritten kernel's plan, or its kernel-primitive program as a one-step plan."""
+        """The node's launches: a handwritten kernel's plan, or its (or a fused node's) kernel-primitive program as a
+        one-step plan."""
         shapes = tuple(values[i].shape for i in node.inputs)
         dtypes = tuple(values[i].dtype for i in node.inputs)
         if node.op in kernels.PLANNERS:
             return kernels.plan(node.op, self.runtime, shapes, dtypes, node.attrs)
-        primitive = self.device.primitive(node.op)
+        primitive, attrs = node_primitive(self.device, node)
         if primitive is None:
             raise InvalidArgumentError(f"{self.device}: node {node.name!r} (op {node.op!r}) has no OpenCL kernel. "
                                        f"Fix: leave it out of the subgraph (see supported_nodes)")
-        return self._program_plan(primitive, [values[i] for i in node.inputs], node.attrs)
+        return self._program_plan(primitive, [values[i] for i in node.inputs], attrs)
 
     def _program_plan(self, primitive, values, attrs) -> Plan:
         """A kernel-primitive program as a one-step plan; the returned outputs are the plan's, the rest scratch."""
@@ -107,6 +111,17 @@ class OpenCLExecutable(Executable):
         # Buffers holding an output are fresh every run (the caller keeps them); the rest are allocated once.
         self.fresh = {self.where[o][1] for o in graph.outputs if self.where[o][0] == "buf"}
         self.memory: dict = {}  # buffer index -> DeviceArray, for the buffers allocated once
+        # Per run, precomputed: each input's (name, shape, dtype); each fresh buffer's (index, shape, dtype, bytes);
+        # each output's place and the shape it is returned with, None when its buffer already has that shape.
+        self._expect = [(n, tuple(graph.values[n].shape), np.dtype(graph.values[n].dtype)) for n in graph.inputs]
+        self._fresh = [(j, tuple(map(int, s)), np.dtype(d), int(np.prod(s)) * np.dtype(d).itemsize)
+                       for j, (s, d) in enumerate(self.buffers) if j in self.fresh]
+        self._outs = []
+        for name in graph.outputs:
+            kind, i = self.where[name]
+            shape = tuple(graph.values[name].shape)
+            has = self._expect[i][1] if kind == "in" else tuple(map(int, self.buffers[i][0]))
+            self._outs.append((kind, i, None if has == shape else shape))
         self._bound = None
         self._lock = threading.Lock()
 
@@ -122,7 +137,7 @@ class OpenCLExecutable(Executable):
         and set every argument that does not change between runs."""
         self.memory = {j: DeviceArray.empty(device, s, d) for j, (s, d) in enumerate(self.buffers)
                        if j not in self.fresh}
-        self.launches, self.patches = [], []  # (kernel, step); (kernel, arg position, ("in", i) | ("buf", j))
+        self.launches, self.patches = [], []  # (kernel, global, local); (kernel, arg position, ("in", i) | ("buf", j))
         for node, plan, temps in zip(self.graph.nodes, self.plans, self.temps):
             for step in plan.steps:
                 k = step.kernel()
@@ -133,34 +148,38 @@ class OpenCLExecutable(Executable):
                             k.set_arg(pos, self.memory[at[1]].handle)
                         else:
                             self.patches.append((k, pos, at))
-                self.launches.append((k, step))
+                self.launches.append((k, step.global_size, step.local_size))
+        self._handles = [_UNSET] * len(self.patches)  # what each patched argument was last set to
         self._bound = device
 
     def run(self, inputs: list) -> list:
         """Enqueue every launch back to back on the device's queue; returns the outputs (still being computed)."""
-        g = self.graph
-        if len(inputs) != len(g.inputs):
-            raise InvalidArgumentError(f"subgraph takes {len(g.inputs)} inputs ({', '.join(g.inputs)}), got "
-                                       f"{len(inputs)}")
-        for name, a in zip(g.inputs, inputs):
-            v = g.values[name]
-            if tuple(a.shape) != tuple(v.shape) or a.dtype != v.dtype:
-                raise InvalidArgumentError(f"subgraph input {name!r} was compiled for {v.shape} {v.dtype}, got "
-                                           f"{tuple(a.shape)} {a.dtype}. Fix: recompile for the new shape")
+        if len(inputs) != len(self._expect):
+            g = self.graph
+            raise InvalidArgumentError(f"{self.backend.device}: subgraph takes {len(g.inputs)} inputs "
+                                       f"({', '.join(g.inputs)}), got {len(inputs)}")
+        for (name, shape, dtype), a in zip(self._expect, inputs):
+            if a.shape != shape or a.dtype != dtype:
+                raise InvalidArgumentError(f"{self.backend.device}: subgraph input {name!r} was compiled for {shape} "
+                                           f"{dtype}, got {tuple(a.shape)} {a.dtype}. Fix: recompile for the new shape")
         device = inputs[0].device
         with self._lock:
             if self._bound is None:
                 self._bind(device)
-            fresh = {j: DeviceArray.empty(device, *self.buffers[j]) for j in self.fresh}
-            for k, pos, (kind, i) in self.patches:
-                k.set_arg(pos, inputs[i].handle if kind == "in" else fresh[i].handle)
-            queue = device.runtime.default_stream
-            for k, step in self.launches:
-                queue.launch(k, step.global_size, step.local_size)
+            fresh = {j: DeviceArray.lend(device, s, d, n) for j, s, d, n in self._fresh}
+            handles = self._handles
+            for p, (k, pos, (kind, i)) in enumerate(self.patches):
+                h = inputs[i].handle if kind == "in" else fresh[i].handle
+                if h is not handles[p]:  # a cl.Kernel keeps its arguments: inputs reused run to run are set once
+                    k.set_arg(pos, h)
+                    handles[p] = h
+            launch = device.runtime.default_stream.launch
+            for k, global_size, local_size in self.launches:
+                launch(k, global_size, local_size)
         out = []
-        for name in g.outputs:
-            kind, i = self.where[name]
-            out.append((inputs[i] if kind == "in" else fresh[i]).reshape(g.values[name].shape))
+        for kind, i, shape in self._outs:
+            a = inputs[i] if kind == "in" else fresh[i]
+            out.append(a if shape is None else a.reshape(shape))
         return out
 
     def serialize(self) -> bytes:

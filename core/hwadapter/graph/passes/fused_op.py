@@ -115,6 +115,17 @@ def _make(device, attrs):
         fix="fuse only for devices with a codegen backend")
 
 
+def node_primitive(device, node) -> tuple:
+    """(`device`'s kernel-primitive kernel for graph `node`, the attrs to specialise it with) or (None, None)."""
+    # a "fused" node is its own program, its attributes built in (so none); any other node runs its op's program
+    if node.op != "fused":
+        kernel = device.primitive(node.op)
+        return (kernel, node.attrs) if kernel is not None else (None, None)
+    if device.codegen is None:
+        return None, None
+    return fused_kernel(device, node.attrs), {}
+
+
 def run_fused(node, tensors: tuple) -> tuple:
     """A "fused" graph node run on the device of its input Tensors: its output Tensors, in node.outputs order."""
     from ...dispatch.dispatcher import _wrap  # the frontend's Tensor wrapping, as dispatch does it
