@@ -158,6 +158,27 @@ def test_clusters_refuse_a_merge_that_makes_a_cycle():
     assert partitioner.clusters(graph, ["d", "d", "d", "d"], succs) == [{0, 1, 2, 3}]
 
 
+def test_clusters_see_a_cycle_through_a_group_formed_earlier():
+    """Two d-groups can each be convex and still depend on each other through a third group: a -> x -> (b ... c),
+    c -> y -> d. Merging a with d must see the path a -> x -> b, c (b's group) -> y -> d (found by hypothesis)."""
+    b = GraphBuilder()
+    x0 = b.input("x0", (4, 6))
+    c = b.op("add", [x0, x0])                       # 0: d
+    a = b.op("reshape", [x0], shape=(3, 8))        # 1: d
+    x = b.op("relu", [a])                          # 2: other
+    b2 = b.op("reshape", [x], shape=(4, 6))        # 3: d, joins c's group through add
+    b.op("add", [c, b2])                           # 4: d
+    y = b.op("relu", [b.op("reshape", [c], shape=(3, 8))])   # 5: d, 6: other
+    d = b.op("reshape", [y], shape=(4, 6))         # 7: d
+    graph = b.build([d, "add_4:0"])
+    preds, succs = partitioner._edges(graph)
+    key = ["d" if n.op != "relu" else None for n in graph.nodes]
+    groups = partitioner.clusters(graph, key, succs)
+    partitioner._order(groups, preds)  # raises when the groups form a cycle
+    owner = {i: k for k, g in enumerate(groups) for i in g}
+    assert owner[1] != owner[7]
+
+
 @pytest.mark.skipif(not HAVE_OPENCL, reason="no OpenCL device")
 def test_pin_and_forbid(monkeypatch):
     graph = diamond()

@@ -94,18 +94,19 @@ def _edges(graph) -> tuple[list, list]:
     return preds, succs
 
 
-def _cycle_if_merged(group: set, succs) -> bool:
-    """Whether some path leaves `group` and comes back into it (merging it would make a cycle through another unit)."""
+def _cycle_if_merged(group: set, succs, unit) -> bool:
+    """Whether some path leaves `group` and comes back into it, where `unit(i)` is the set of nodes that run as one
+    with node i (its group): a path through any node of another group continues from all of that group's nodes."""
     stack = [s for i in group for s in succs[i] if s not in group]
     seen = set(stack)
     while stack:
-        i = stack.pop()
-        for s in succs[i]:
-            if s in group:
-                return True
-            if s not in seen:
-                seen.add(s)
-                stack.append(s)
+        for j in unit(stack.pop()):
+            for s in succs[j]:
+                if s in group:
+                    return True
+                if s not in seen:
+                    seen.add(s)
+                    stack.append(s)
     return False
 
 
@@ -119,7 +120,7 @@ def clusters(graph, key: list, succs) -> list[set]:
         if a == b:
             return True
         union = groups[a] | groups[b]
-        if _cycle_if_merged(union, succs):
+        if _cycle_if_merged(union, succs, lambda i: groups[owner[i]]):
             return False
         for i in groups[b]:
             owner[i] = a
