@@ -25,11 +25,12 @@ devices: $(STAMP)
 doctor: $(STAMP)
 	$(VENV)/bin/hwadapter doctor
 
+# -n auto: one pytest-xdist worker per core (2 on CI), each its own process with its own devices
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -n auto -m slow
 
 # On a machine with an NVIDIA GPU: cupy for CUDA 13, the CUDA plugin's GPU tests, and its benchmarks.
 test-gpu: $(STAMP)
