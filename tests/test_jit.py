@@ -355,3 +355,21 @@ def test_warm_calls_run_the_generated_plan_and_equal_eager(dev):
     (entry,) = {id(e): e for e in mlp._cache.values()}.values()
     executor = entry.runner.__self__._executor  # the Plan's bound run
     assert executor._code is not None and executor.source.startswith("def plan(staged):")
+
+
+def test_a_concrete_index_tensor_in_a_traced_gather_becomes_a_constant():
+    data = np.arange(20, dtype=np.float32).reshape(5, 4)
+    index = hw.to_tensor(np.array([4, 0, 2]))
+
+    @hw.jit.to_static
+    def pick(x):
+        return hw.gather(x, index, axis=0) * 2.0
+
+    np.testing.assert_array_equal(pick(hw.to_tensor(data)).numpy(), data[[4, 0, 2]] * 2)
+
+
+@pytest.mark.skipif(not hw.device.is_available("opencl"), reason="needs a second device (opencl:0)")
+def test_an_eager_gather_with_the_index_on_another_device_is_refused():
+    x = hw.to_tensor(np.ones((3, 2), np.float32), device="opencl:0")
+    with pytest.raises(hw.InvalidArgumentError, match="gather"):
+        hw.gather(x, hw.to_tensor(np.array([0, 1])), axis=0)

@@ -158,9 +158,7 @@ def gather(x, index, axis=0):
     ax = shapes.normalize_axis("gather", axis, x.ndim)
     if not isinstance(index, Tensor):
         index = to_tensor(_host_index(index, x.shape[ax], ax, x._device), device=x._device)
-    if index._device is not x._device:
-        raise InvalidArgumentError(f"gather: index is on {index._device}, x on {x._device}. Fix: move one with "
-                                   f".to(device); hwadapter never moves tensors between devices silently")
+    # an index on another device is the dispatcher's to refuse (or, while tracing, to take as a constant)
     if index._dtype not in _INTEGER:
         raise UnsupportedDTypeError(f"gather: index must be an integer tensor, not {index._dtype.name}. Fix: cast "
                                     f"it with index.astype('int64') if its values are whole")
