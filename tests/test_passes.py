@@ -390,3 +390,23 @@ def test_random_graphs_optimised_and_fused_compute_what_they_did(dev, case, spli
         assert all(o in opt.values and opt.values[o] == fused.values[o] for o in n.outputs)
     if not split:
         assert_same(execute(fused, inputs, dev), want)
+
+
+def test_chains_on_two_devices_never_depend_on_each_other_both_ways():
+    """relu -> mul on one device, tanh -> add on another, each chain reading the other's first node: fusing both
+    would make two fused nodes that wait for each other (found by tests/test_graph_differential.py)."""
+    b = GraphBuilder()
+    x = b.input("x", (4, 6))
+    r = b.op("relu", [x])
+    t = b.op("tanh", [x])
+    a = b.op("add", [r, t])
+    m = b.op("mul", [r, t])
+    graph = b.build([a, m])
+    where = {"relu_0": "opencl:0", "mul_3": "opencl:0", "tanh_1": "cpu:0", "add_2": "cpu:0"}
+    fused, _ = fuse(graph, where, lambda device: True)
+    ops = [n.op for n in fused.nodes]
+    assert ops.count("fused") == 1, ops  # one of the two chains, never both
+    data = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+    got, want = reference_run(fused, {"x": data}), reference_run(graph, {"x": data})
+    for name in graph.outputs:
+        np.testing.assert_allclose(got[name].numpy(), want[name].numpy(), rtol=1e-6)

@@ -67,12 +67,12 @@ class _Group:
 
 
 def _grow(graph, assignment, can_fuse) -> list:
-    """Groups of fusable nodes: each node joins a group of one of its producers when that keeps the graph acyclic
-    (no input of it reached from the group through a node outside it), else starts one."""
+    """Groups of fusable nodes: each node joins a group of one of its producers when that keeps the graph of groups
+    acyclic (no input of it comes, through whole groups, from that group), else starts one."""
     producer = {o: n for n in graph.nodes for o in n.outputs}
-    group_of, groups, deps, fusable_cache = {}, [], {}, {}
+    readers = consumers(graph.nodes)
+    group_of, groups, fusable_cache = {}, [], {}
     for node in graph.nodes:
-        upstream = frozenset().union(*(deps.get(i, frozenset()) for i in node.inputs)) if node.inputs else frozenset()
         dev = assignment.get(node.name)
         ok = dev is not None and len(node.outputs) == 1 and len(node.inputs) > 0
         if ok:
@@ -80,27 +80,45 @@ def _grow(graph, assignment, can_fuse) -> list:
                 fusable_cache[dev] = bool(can_fuse(dev))
             dtypes = tuple(graph.values[i].dtype for i in node.inputs)
             ok = fusable_cache[dev] and functor_nodes(node, tuple(node.inputs), "r", dtypes) is not None
+        if not ok:
+            continue
         joined = None
-        if ok:
-            for i in node.inputs:
-                p = producer.get(i)
-                g = groups[group_of[p.name]] if p is not None and p.name in group_of else None
-                if g is None or g.device != dev or g.closed:
-                    continue
-                outside = [j for j in node.inputs if producer.get(j) is None or group_of.get(producer[j].name) != g.id]
-                if all(g.id not in deps.get(j, frozenset()) for j in outside):
-                    joined = g
-                    break
-            if joined is None:
-                joined = _Group(len(groups), dev)
-                groups.append(joined)
-            joined.members.append(node)
-            group_of[node.name] = joined.id
-            joined.closed = node.op in REDUCTIONS
-            upstream = upstream | {joined.id}
-        for o in node.outputs:
-            deps[o] = upstream
+        for i in node.inputs:
+            p = producer.get(i)
+            g = groups[group_of[p.name]] if p is not None and p.name in group_of else None
+            if g is None or g.device != dev or g.closed:
+                continue
+            outside = {producer[j].name for j in node.inputs
+                       if j in producer and group_of.get(producer[j].name) != g.id}
+            if not outside or not _reaches(g, outside, groups, group_of, readers):
+                joined = g
+                break
+        if joined is None:
+            joined = _Group(len(groups), dev)
+            groups.append(joined)
+        joined.members.append(node)
+        group_of[node.name] = joined.id
+        joined.closed = node.op in REDUCTIONS
     return [g for g in groups if len(g.members) >= 2]
+
+
+def _reaches(group, targets: set, groups, group_of, readers) -> bool:
+    """Whether a node named in `targets` is downstream of `group`, a path through any node of a group continuing from
+    all of that group's members (the group runs as one node)."""
+    seen = {n.name for n in group.members}
+    stack = list(group.members)
+    while stack:
+        for o in stack.pop().outputs:
+            for r in readers.get(o, ()):
+                gid = group_of.get(r.name)
+                for m in (groups[gid].members if gid is not None else (r,)):
+                    if m.name in seen:
+                        continue
+                    if m.name in targets:
+                        return True
+                    seen.add(m.name)
+                    stack.append(m)
+    return False
 
 
 def _fused_node(graph, group, readers, taken_names):
