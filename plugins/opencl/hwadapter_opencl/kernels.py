@@ -47,29 +47,57 @@ def _gemm_config(rt, m: int, n: int, acc_size: int) -> dict:
                 TK=128 if acc_size <= 4 else 64, RM=rm, RN=rn, VW=lanes, WG=1)
 
 
+def _gemv_config(rt, m: int, acc_size: int) -> dict:
+    """Block sizes (kernels/gemv.cl macros) for a result of m <= GEMV_ROWS rows on this device."""
+    if not rt.is_cpu:  # one column per work item: a group's loads of each row of B are contiguous
+        return dict(ROWS=min(m, 8), VW=1, RN=1, WG=min(64, rt.device.max_work_group_size))
+    # CPUs: ROWS x RN vector accumulators, ROWS broadcasts of A and one vector of B in the register file (ROWS up to 4,
+    # 8 with 32 registers; RN a power of two up to 8): 1 x 8, 2 x 4, 3 x 4, 4 x 2 in AVX2's 16 registers. Independent
+    # of n, so products of as many rows share a program (a 1 x 256 result is 4 work items: two per core of 2).
+    lanes, registers = cpu_vectors(rt, acc_size)
+    rows = min(m, 1 << (min(8, (registers - 1) // 2).bit_length() - 1))
+    rn = 1 << (max(1, min(8, (registers - 1 - rows) // rows)).bit_length() - 1)
+    return dict(ROWS=rows, VW=lanes, RN=rn, WG=1)
+
+
+#: Results of at most this many rows take kernels/gemv.cl. The GEMM's CPU tiles suit large products; for few rows
+#: they leave cores idle (a 1 x 256 result was one work item) and pack panels into local memory for little reuse.
+#: Device time on a 2-core AVX2 host, float32, gemv vs GEMM: 1x256x256 10 vs 23 µs, 8x256x256 30 vs 48 µs,
+#: 32x1024x1024 0.86 vs 1.8 ms; even at 64 and 128 rows of 1024x1024 (1.6 and 3.3 ms each), where the GEMM's reuse
+#: of B starts to pay.
+GEMV_ROWS = 64
+
+
 def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None, activation=None) -> Step:
     """C = act(A @ B (+ bias per row)) over batch axes: a/b/c/bias are buffer refs, sa/sb (row, column) element
     strides, batch a list of [size, a stride, b stride, bias stride]; `activation` one of EPILOGUES or None."""
     dt = np.dtype(dtype)
     acc = {"f": None, "i": "long", "u": "long"}[dt.kind]
-    cfg = _gemm_config(rt, m, n, 8 if acc == "long" or dt == np.float64 else 4)
     if len(batch) > MAXB:
         raise InvalidArgumentError(f"matmul on {rt.name}: {len(batch)} batch axes that cannot be merged (at most "
                                    f"{MAXB}). Fix: reshape the inputs to fewer batch dimensions")
-    options = type_options(rt, dt, acc) + "".join(f" -D{key}={v}" for key, v in cfg.items())
+    options = type_options(rt, dt, acc)
     if bias is not None:
         options += " -DBIAS"
-    if activation is not None:  # applied to each result as it is stored (kernels/gemm.cl ACT)
+    if activation is not None:  # applied to each result as it is stored (ACT in kernels/common.cl)
         options += f" -DACT_{activation.upper()}"
     geometry = np.zeros((4, MAXB), np.int64)  # the Batch struct: unused leading axes have size 1, stride 0
     geometry[0] = 1
     for i, dim in enumerate(batch):
         geometry[:, MAXB - len(batch) + i] = dim
     count = math.prod(d[0] for d in batch)
-    program, key = build(rt, "gemm", options)
+    args = [a, b, c, bias, *(np.int64(v) for v in (m, n, k, *sa, *sb)), geometry.reshape(-1)]
+    acc_size = 8 if acc == "long" or dt == np.float64 else 4
+    if m <= GEMV_ROWS:
+        cfg = _gemv_config(rt, m, acc_size)
+        program, key = build(rt, "gemv", options + "".join(f" -D{key}={v}" for key, v in cfg.items()))
+        cols = -(-n // (cfg["VW"] * cfg["RN"]))
+        g = (-(-cols // cfg["WG"]) * cfg["WG"], -(-m // cfg["ROWS"]), count)
+        return Step(program, "gemv", g, (cfg["WG"], 1, 1), args, key)
+    cfg = _gemm_config(rt, m, n, acc_size)
+    program, key = build(rt, "gemm", options + "".join(f" -D{key}={v}" for key, v in cfg.items()))
     g = (-(-n // cfg["TN"]) * cfg["WG"], -(-m // cfg["TM"]), count)
-    return Step(program, "gemm", g, (cfg["WG"], 1, 1),
-                [a, b, c, bias, *(np.int64(v) for v in (m, n, k, *sa, *sb)), geometry.reshape(-1)], key)
+    return Step(program, "gemm", g, (cfg["WG"], 1, 1), args, key)
 
 
 def plan_matmul(rt, shapes, dtypes, transpose_x=False, transpose_y=False) -> Plan:

@@ -16,3 +16,16 @@
 #define ISNAN(v) ((v) != (v))  // also compiles (as false) for integers
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
+// ACT: the epilogue of a fused conv2d + activation (-DACT_RELU etc.), applied by the GEMMs to each result (bias added)
+// as it is stored; the identity without one.
+#if defined(ACT_RELU)
+#define ACT(v) ((v) < (ACC)0 ? (ACC)0 : (v))  // NaN stays NaN, as numpy.maximum(v, 0)
+#elif defined(ACT_SIGMOID)
+#define ACT(v) ((ACC)1 / ((ACC)1 + exp(-(v))))
+#elif defined(ACT_TANH)
+#define ACT(v) tanh(v)
+#elif defined(ACT_GELU)
+#define ACT(v) ((v) < (ACC)-40 ? (ACC)-0.0 : (ACC)0.5 * (v) * erfc(-(v) * (ACC)0.70710678118654752440))  // -0.0 at -inf
+#else
+#define ACT(v) (v)
+#endif

@@ -10,18 +10,7 @@
 #define NB ((TM / RM) * MB_N / WG)   // micro-tiles per work item
 #define MAXB 6
 
-// The epilogue of a fused conv2d + activation: applied to each result (bias added) as it is stored.
-#if defined(ACT_RELU)
-#define ACT(v) ((v) < (ACC)0 ? (ACC)0 : (v))  // NaN stays NaN, as numpy.maximum(v, 0)
-#elif defined(ACT_SIGMOID)
-#define ACT(v) ((ACC)1 / ((ACC)1 + exp(-(v))))
-#elif defined(ACT_TANH)
-#define ACT(v) tanh(v)
-#elif defined(ACT_GELU)
-#define ACT(v) ((v) < (ACC)-40 ? (ACC)-0.0 : (ACC)0.5 * (v) * erfc(-(v) * (ACC)0.70710678118654752440))  // -0.0 at -inf
-#else
-#define ACT(v) (v)
-#endif
+// ACT, the epilogue of a fused conv2d + activation, is in common.cl (kernels/gemv.cl applies it too).
 
 // Copy a tile of R rows and C columns: work item lid takes rows lid / CW + WG / CW * i and columns lid % CW + CW * j
 // (CW work items across a row), so each inner loop runs along a row: contiguous, and vectorised on CPUs.
