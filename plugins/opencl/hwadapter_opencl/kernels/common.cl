@@ -16,6 +16,16 @@
 #define ISNAN(v) ((v) != (v))  // also compiles (as false) for integers
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
+// The GEMMs' batch axes (gemm.cl, gemv.cl): sizes and element strides of A, B and the bias, right-aligned (plans.MAXB).
+// BATCH_OFFSETS(bt, batch) adds batch entry `batch`'s offsets to ao, bo and biaso (and consumes `batch`).
+#define MAXB 6
+typedef struct { long shape[MAXB], a[MAXB], b[MAXB], bias[MAXB]; } Batch;
+#define BATCH_OFFSETS(bt, batch) \
+  for (int d_ = MAXB - 1; d_ >= 0; d_--) { \
+    const long i_ = (batch) % (bt).shape[d_]; \
+    (batch) /= (bt).shape[d_]; \
+    ao += i_ * (bt).a[d_]; bo += i_ * (bt).b[d_]; biaso += i_ * (bt).bias[d_]; \
+  }
 // ACT: the epilogue of a fused conv2d + activation (-DACT_RELU etc.), applied by the GEMMs to each result (bias added)
 // as it is stored; the identity without one.
 #if defined(ACT_RELU)

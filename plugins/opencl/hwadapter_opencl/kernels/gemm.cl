@@ -8,7 +8,6 @@
 #define VSTORE CAT(vstore, VW)
 #define MB_N (TN / (RN * VW))        // micro-tiles across a tile
 #define NB ((TM / RM) * MB_N / WG)   // micro-tiles per work item
-#define MAXB 6
 
 // ACT, the epilogue of a fused conv2d + activation, is in common.cl (kernels/gemv.cl applies it too).
 
@@ -32,8 +31,6 @@
     } \
   }
 
-typedef struct { long shape[MAXB], a[MAXB], b[MAXB], bias[MAXB]; } Batch;  // batch dims and element strides
-
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemm(__global const T* A, __global const T* B, __global T* C, __global const T* bias,
           const long M, const long N, const long K, const long sam, const long sak, const long sbk, const long sbn,
@@ -44,11 +41,7 @@ void gemm(__global const T* A, __global const T* B, __global T* C, __global cons
   const long m0 = get_group_id(1) * TM, n0 = get_group_id(0) * TN;
   long batch = get_group_id(2), ao = 0, bo = 0, biaso = 0;
   C += batch * M * N;
-  for (int d = MAXB - 1; d >= 0; d--) {
-    const long i = batch % bt.shape[d];
-    batch /= bt.shape[d];
-    ao += i * bt.a[d]; bo += i * bt.b[d]; biaso += i * bt.bias[d];
-  }
+  BATCH_OFFSETS(bt, batch)
   ACC Cs[NB * RM * RN * VW];
   for (int i = 0; i < NB * RM * RN * VW; i++) Cs[i] = 0;
 

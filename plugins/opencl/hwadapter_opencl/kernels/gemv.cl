@@ -18,9 +18,6 @@
 #define VSTOREA(v, p) CAT(vstore, VW)((v), 0, (p))
 #endif
 #define TN (RN * VW)
-#define MAXB 6
-
-typedef struct { long shape[MAXB], a[MAXB], b[MAXB], bias[MAXB]; } Batch;  // batch dims and element strides
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void gemv(__global const T* A, __global const T* B, __global T* C, __global const T* bias,
@@ -31,11 +28,7 @@ void gemv(__global const T* A, __global const T* B, __global T* C, __global cons
   if (n0 >= N) return;
   long batch = get_global_id(2), ao = 0, bo = 0, biaso = 0;
   C += batch * M * N;
-  for (int d = MAXB - 1; d >= 0; d--) {
-    const long i = batch % bt.shape[d];
-    batch /= bt.shape[d];
-    ao += i * bt.a[d]; bo += i * bt.b[d]; biaso += i * bt.bias[d];
-  }
+  BATCH_OFFSETS(bt, batch)
   long ra[ROWS];  // where each row of A starts; rows past M read row M - 1 and are not stored
   _Pragma("unroll") for (int i = 0; i < ROWS; i++) ra[i] = ao + min(m0 + i, M - 1) * sam;
   // Registers only if every loop over the block is unrolled (kernels/gemm.cl says why).
