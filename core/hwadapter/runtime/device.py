@@ -29,7 +29,7 @@ class Device:
     the caching allocator, the kernel table, the codegen and subgraph backends, primitive kernels and dispatch routes."""
 
     __slots__ = ("type", "index", "record", "routes", "codegen_unavailable", "_runtime", "_allocator", "_kernels",
-                 "_codegen", "_subgraph", "_primitives", "constants", "_str", "_lock", "__weakref__")
+                 "_codegen", "_subgraph", "_primitives", "constants", "fused", "_str", "_lock", "__weakref__")
 
     def __init__(self, record, index: int):
         self.type, self.index, self.record = record.name, index, record
@@ -42,6 +42,8 @@ class Device:
         self._primitives: dict = {}
         #: (dtype, bytes) -> the 0-d DeviceArray of that value: `constant` uploads each scalar once.
         self.constants = BoundedCache(256)
+        #: the computation of a fused graph node -> its kernel here (graph/passes/fused_op.py fills it).
+        self.fused = BoundedCache(512)
         self._str = f"{self.type}:{index}"
         self._lock = threading.RLock()
 

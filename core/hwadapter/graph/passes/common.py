@@ -1,7 +1,6 @@
 """What every pass shares: its report, building a graph with constants, and pruning what nothing reads."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from ..ir import Graph
@@ -17,20 +16,13 @@ class PassReport:
 
 
 def constants_of(graph) -> dict:
-    """The graph's constants by value name (empty for a graph from before the IR had them)."""
-    return getattr(graph, "constants", None) or {}
-
-
-_HAS_CONSTANTS = any(f.name == "constants" for f in dataclasses.fields(Graph))
+    """The graph's constants by value name."""
+    return graph.constants
 
 
 def make_graph(nodes, values, inputs, outputs, constants) -> Graph:
-    """A Graph with these constants (set as an attribute where the IR has no `constants` field yet)."""
-    if _HAS_CONSTANTS:
-        return Graph(list(nodes), dict(values), list(inputs), list(outputs), constants=dict(constants))
-    graph = Graph(list(nodes), dict(values), list(inputs), list(outputs))
-    graph.constants = dict(constants)
-    return graph
+    """A Graph of these parts (copied)."""
+    return Graph(list(nodes), dict(values), list(inputs), list(outputs), constants=dict(constants))
 
 
 def prune(graph, nodes, constants) -> Graph:

@@ -3,7 +3,6 @@ or interpreted in numpy on a host-memory device without one."""
 from __future__ import annotations
 
 import hashlib
-import threading
 
 import numpy as np
 
@@ -73,14 +72,16 @@ class FusedKernel(PrimitiveKernel):
         return list(out) if isinstance(out, list) else [out]
 
 
-_kernels = BoundedCache(512)
-_lock = threading.Lock()
+_kernels = BoundedCache(512)  # device-free: the kp Kernel of each fused computation (Device.fused holds the compiled ones)
 
 
 def _kp_kernel(attrs):
-    import hwadapter_kp  # lazy: importing it costs tens of milliseconds
-    return hwadapter_kp.fuse(attrs["nodes"], tuple(attrs["inputs"]), tuple(attrs["outputs"]),
-                             attrs.get("name", "fused"))
+    """The hwadapter_kp Kernel of a fused node's computation, built once."""
+    def build():
+        import hwadapter_kp  # lazy: importing it costs tens of milliseconds
+        return hwadapter_kp.fuse(attrs["nodes"], tuple(attrs["inputs"]), tuple(attrs["outputs"]),
+                                 attrs.get("name", "fused"))
+    return _kernels.get_or_make(_key(attrs), build)
 
 
 def _key(attrs) -> tuple:
@@ -90,16 +91,14 @@ def _key(attrs) -> tuple:
 def interpret(attrs, arrays) -> list:
     """The fused node's outputs for numpy `arrays`, from the kernel-primitive interpreter (what the program means)."""
     import hwadapter_kp
-    kernel = _kernels.get_or_make(("interp",) + _key(attrs), lambda: _kp_kernel(attrs))
-    out = hwadapter_kp.interpret(kernel, dict(zip(attrs["inputs"], (np.asarray(a) for a in arrays))))
+    out = hwadapter_kp.interpret(_kp_kernel(attrs), dict(zip(attrs["inputs"], (np.asarray(a) for a in arrays))))
     return [out[n] for n in attrs["outputs"]]
 
 
 def fused_kernel(device, attrs):
     """A callable (device arrays in attrs["inputs"] order) -> [device arrays in attrs["outputs"] order] running the
     fused node on `device`: compiled by its codegen backend, else interpreted when tensors there are numpy arrays."""
-    key = (str(device),) + _key(attrs)
-    return _kernels.get_or_make(key, lambda: _make(device, attrs))
+    return device.fused.get_or_make(_key(attrs), lambda: _make(device, attrs))
 
 
 def _make(device, attrs):
