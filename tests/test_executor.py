@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hwadapter as hw
-from graphgen import graphs, inputs_for
+from graphgen import convnet, graphs, inputs_for
 from hwadapter.graph import Graph, GraphBuilder, Node, Value, run, svg
 from hwadapter.graph import programs
 from hwadapter.runtime.device import get
@@ -33,16 +33,6 @@ def mlp():
     h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
     s = b.op("softmax", [h], axis=1)
     return b.build([s, b.op("argmax", [s], axis=1, keepdim=False), h])
-
-
-def convnet():
-    b = GraphBuilder()
-    x, w, bias = b.input("x", (2, 3, 12, 12)), b.input("w", (8, 3, 3, 3)), b.input("bias", (8,))
-    fc = b.input("fc", (8 * 6 * 6, 5))
-    h = b.op("conv2d", [x, w, bias], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
-    h = b.op("max_pool2d", [b.op("relu", [h])], kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
-             ceil_mode=False)
-    return b.build([b.op("matmul", [b.op("reshape", [h], shape=(2, 8 * 6 * 6)), fc])])
 
 
 def with_constants():
@@ -145,13 +135,10 @@ def test_a_wrong_kernel_result_is_named(monkeypatch):
     arrays = inputs_for(graph)
     plan.run(arrays)
     exe = plan._executor
-    k = [st.name for st in exe.steps].index("relu_2")
-    exe.steps[k].call = lambda x: x[:4]  # a buggy kernel: the wrong shape
-    exe._fast[k] = exe.steps[k].fast()
+    exe.replace("relu_2", lambda x: x[:4])  # a buggy kernel: the wrong shape
     with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
         plan.run(arrays)
-    exe.steps[k].call = lambda x: 1 / 0
-    exe._fast[k] = exe.steps[k].fast()
+    exe.replace("relu_2", lambda x: 1 / 0)
     with pytest.raises(hw.errors.KernelExecutionError, match="relu_2.*ZeroDivisionError"):
         plan.run(arrays)
 
@@ -399,15 +386,13 @@ def test_a_step_failing_in_the_generated_function_is_named():
         if len(calls) > 1:
             raise ZeroDivisionError("flaky kernel")
         return np.maximum(x, 0)
-    exe.steps[k].call = flaky
-    exe._fast[k] = exe.steps[k].fast()  # replacing a step drops the generated function
+    exe.replace("relu_2", flaky)  # replacing a step drops the generated function
     assert exe._code is None
     plan.run(arrays)
     assert exe._code is not None and f"k{k}(" in exe.source
     with pytest.raises(hw.errors.KernelExecutionError, match=r"'relu_2' \(op 'relu'\) failed on cpu.*flaky kernel"):
         plan.run(arrays)
-    exe.steps[k].call = lambda x: x[:4]  # a wrong shape, found by the generated function's check
-    exe._fast[k] = exe.steps[k].fast()
+    exe.replace("relu_2", lambda x: x[:4])  # a wrong shape, found by the generated function's check
     exe._code = exe._generate()
     with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
         plan.run(arrays)

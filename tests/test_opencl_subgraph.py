@@ -18,6 +18,7 @@ pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -
 
 import hwadapter as hw  # noqa: E402
 from hwadapter.graph import GraphBuilder, run  # noqa: E402
+import graphgen  # noqa: E402
 from hwadapter.plugin import DeviceArray, pack_executable, unpack_executable  # noqa: E402
 from hwadapter.runtime.device import get  # noqa: E402
 
@@ -46,15 +47,8 @@ def mlp():
 
 
 def convnet():
-    """conv (bias, padding) -> relu -> max pool -> flatten -> matmul -> argmax."""
-    b = GraphBuilder()
-    x, w, bias = b.input("x", (2, 3, 12, 12)), b.input("w", (8, 3, 3, 3)), b.input("bias", (8,))
-    fc = b.input("fc", (8 * 6 * 6, 5))
-    h = b.op("conv2d", [x, w, bias], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
-    h = b.op("max_pool2d", [b.op("relu", [h])], kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
-             ceil_mode=False)
-    logits = b.op("matmul", [b.op("reshape", [h], shape=(2, 8 * 6 * 6)), fc])
-    return b.build([logits, b.op("argmax", [logits], axis=1, keepdim=False)])
+    """The fixed CNN graph ending in an argmax (graphgen.convnet)."""
+    return graphgen.convnet(argmax=True)
 
 
 def inputs_for(graph):

@@ -173,7 +173,7 @@ class CompiledExecutor:
         for st, d in zip(steps, drops):
             st.drops = tuple(d)
         self.steps, self.n_slots = steps, len(slots)
-        self._fast = _StepTable(self, [st.fast() for st in steps])
+        self._fast = [st.fast() for st in steps]
         self.outputs = [(slots[o], homes.get(o)) for o in graph.outputs]
         self.default_device = devices.get(plan.devices[0]) if plan.devices else None
         self._code = None  # (generated function, its file name, line -> step), made after the first checked run
@@ -234,6 +234,14 @@ class CompiledExecutor:
             src = home or target
             outs.append(_make(transfer(data, src, target) if src is not target else data, target))
         return outs
+
+    def replace(self, name: str, call) -> None:
+        """Run step `name` with `call` from now on (how tests inject a faulty kernel); the generated function had the
+        old one bound, so it is dropped and the next run is the checked loop."""
+        k = [st.name for st in self.steps].index(name)
+        self.steps[k].call = call
+        self._fast[k] = self.steps[k].fast()
+        self._code = None
 
     def _generate(self):
         """The plan as one straight-line Python function of the staged inputs (what torch.fx does): kernels and
@@ -350,19 +358,6 @@ class CompiledExecutor:
             def report(st, start, seconds):
                 hook(st.op, st.device, (), _Route(st.route), seconds)
         self._loop(env, report)
-
-
-class _StepTable(list):
-    """The run loop's step tuples; replacing one (a test injecting a faulty kernel) drops the generated function,
-    which had the old kernel bound, so that the next run is the checked loop again."""
-
-    def __init__(self, owner, items):
-        super().__init__(items)
-        self.owner = owner
-
-    def __setitem__(self, k, item):
-        super().__setitem__(k, item)
-        self.owner._code = None
 
 
 def _inline(k: int, chain, ins, outs, names: dict) -> list:

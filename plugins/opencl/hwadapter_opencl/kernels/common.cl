@@ -26,6 +26,12 @@ typedef struct { long shape[MAXB], a[MAXB], b[MAXB], bias[MAXB]; } Batch;
     (batch) /= (bt).shape[d_]; \
     ao += i_ * (bt).a[d_]; bo += i_ * (bt).b[d_]; biaso += i_ * (bt).bias[d_]; \
   }
+// ROW_BIAS(m): what the GEMMs add to result row m: the bias (-DBIAS, at biaso in the batch entry), else 0.
+#ifdef BIAS
+#define ROW_BIAS(m) LOAD(bias, biaso + (m))
+#else
+#define ROW_BIAS(m) ((ACC)0)
+#endif
 // ACT: the epilogue of a fused conv2d + activation (-DACT_RELU etc.), applied by the GEMMs to each result (bias added)
 // as it is stored; the identity without one.
 #if defined(ACT_RELU)

@@ -77,11 +77,7 @@ void gemm(__global const T* A, __global const T* B, __global T* C, __global cons
     for (int i = 0; i < RM; i++) {
       const long m = m0 + i0 + i;
       if (m >= M) break;
-#ifdef BIAS
-      const ACC add = LOAD(bias, biaso + m);
-#else
-      const ACC add = 0;
-#endif
+      const ACC add = ROW_BIAS(m);
       for (int j = 0; j < RN; j++) {
         ACC v[VW];
         VSTORE(VLOAD(0, Cs + ((t * RM + i) * RN + j) * VW), 0, v);

@@ -70,11 +70,7 @@ void gemv(__global const T* A, __global const T* B, __global T* C, __global cons
   _Pragma("unroll") for (int i = 0; i < ROWS; i++) {
     const long m = m0 + i;
     if (m >= M) break;
-#ifdef BIAS
-    const ACC add = LOAD(bias, biaso + m);
-#else
-    const ACC add = 0;
-#endif
+    const ACC add = ROW_BIAS(m);
     _Pragma("unroll") for (int j = 0; j < RN; j++) {
       ACC v[VW];
       VSTOREA(c[i][j], v);
