@@ -1,0 +1,239 @@
+"""ONNX graph -> hwadapter Graph: walk the nodes, call each op type's converter, fold what is constant."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
+from ..graph.ir import Graph, Node, Value
+from ..ops import meta
+from ..ops.reference import KERNELS
+from .ops import load_all
+
+#: Domains whose ops we convert; the default ONNX domain is spelled "" or "ai.onnx".
+DEFAULT_DOMAINS = ("", "ai.onnx")
+MIN_OPSET = 7  # older models use semantics (consumed_inputs, broadcast attributes) we do not convert
+
+
+class UnsupportedOpError(InvalidArgumentError):
+    """A model holds an op (or an op's attribute or input) that hwadapter cannot convert."""
+
+
+class OnnxNode:
+    """One NodeProto, read once: op type, name, input and output names ('' for an omitted one), attributes."""
+
+    def __init__(self, proto, index: int, opset: int):
+        from onnx import helper
+        self.proto, self.op_type, self.domain, self.opset = proto, proto.op_type, proto.domain, opset
+        self.name = proto.name or f"{proto.op_type}_{index}"
+        self.inputs, self.outputs = list(proto.input), list(proto.output)
+        self.attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+
+    def attr(self, name: str, default=None):
+        """The attribute's value: ints, floats, lists; strings decoded; tensors as numpy arrays."""
+        if name not in self.attrs:
+            return default
+        v = self.attrs[name]
+        if isinstance(v, bytes):
+            return v.decode()
+        if isinstance(v, list) and v and isinstance(v[0], bytes):
+            return [s.decode() for s in v]
+        if type(v).__name__ == "TensorProto":
+            from onnx import numpy_helper
+            return numpy_helper.to_array(v)
+        return v
+
+    def where(self) -> str:
+        return f"node {self.name!r} ({self.op_type}, opset {self.opset})"
+
+
+def to_dtype(elem_type: int, what: str) -> np.dtype:
+    """The numpy dtype of an ONNX element type, or UnsupportedDTypeError naming `what`."""
+    from onnx import helper
+    try:
+        dt = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        dt = None
+    from .. import dtypes
+    if dt is None or dt not in dtypes.ALL:
+        from onnx import TensorProto
+        name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
+        raise UnsupportedDTypeError(f"onnx: {what} has element type {name}, which hwadapter has no dtype for",
+                                    fix="hwadapter supports " + ", ".join(d.name for d in dtypes.ALL))
+    return dt
+
+
+class Context:
+    """What converters build with: refs (graph value names) for ONNX names, constants, and nodes added by `op`."""
+
+    def __init__(self, opset: int):
+        self.opset = opset
+        self.values: dict = {}
+        self.constants: dict = {}
+        self.nodes: list = []
+        self.names: dict = {}  # ONNX value name -> ref
+        self.node: OnnxNode | None = None  # the ONNX node being converted (for names and errors)
+        self._count = 0
+
+    # --- refs ----------------------------------------------------------------------------------------------
+    def input(self, node: OnnxNode, i: int):
+        """The ref of the node's i-th input, or None when it is omitted (absent or '')."""
+        if i >= len(node.inputs) or not node.inputs[i]:
+            return None
+        return self.names[node.inputs[i]]
+
+    def inputs(self, node: OnnxNode) -> list:
+        """Refs of all the node's inputs (None for omitted ones)."""
+        return [self.input(node, i) for i in range(len(node.inputs))]
+
+    def shape(self, ref) -> tuple:
+        return self.values[ref].shape
+
+    def dtype(self, ref) -> np.dtype:
+        return self.values[ref].dtype
+
+    def const(self, ref):
+        """The ref's numpy array if it is a constant (initializer, Constant, or folded), else None."""
+        return None if ref is None else self.constants.get(ref)
+
+    def require_const(self, node: OnnxNode, i: int, what: str) -> np.ndarray:
+        """The node's i-th input as a numpy array; an error naming the node when it is not known before running."""
+        arr = self.const(self.input(node, i))
+        if arr is None:
+            self.fail(node, f"its {what} (input {i}) must be known before running, but it is computed at run time",
+                      fix="export the model with this input as an initializer or constant")
+        return arr
+
+    def constant(self, array, dtype=None) -> str:
+        """A new constant ref holding `array`."""
+        arr = np.array(array, dtype=dtype) if dtype is not None or not isinstance(array, np.ndarray) else array
+        name = self._fresh("const")
+        self.values[name] = Value(name, tuple(arr.shape), arr.dtype)
+        self.constants[name] = arr
+        return name
+
+    # --- ops -----------------------------------------------------------------------------------------------
+    def op(self, op: str, *refs, n_outputs: int = 1, **attrs):
+        """Add hwadapter op `op` on refs (attributes as the kernel takes them); its output ref (a tuple if several).
+        With every input constant, the op runs now on the reference kernel and its result is a constant."""
+        shapes = tuple(self.shape(r) for r in refs)
+        dtypes = tuple(self.dtype(r) for r in refs)
+        try:
+            metas = meta.result_meta(op, shapes, dtypes, attrs)
+        except HwAdapterError as err:
+            self.fail(self.node, f"hwadapter op {op!r} rejects it: {err}", fix=getattr(err, "fix", ""))
+        except (ValueError, TypeError, IndexError, KeyError) as err:
+            self.fail(self.node, f"hwadapter op {op!r} rejects its inputs {list(zip(shapes, map(str, dtypes)))}: {err}")
+        if metas is None:
+            raise InvalidArgumentError(f"onnx: hwadapter has no op {op!r}")
+        if len(metas) != n_outputs and not (op in meta.MULTI_OUTPUT and n_outputs == len(metas)):
+            self.fail(self.node, f"hwadapter op {op!r} makes {len(metas)} outputs, the converter expected {n_outputs}")
+        arrays = [self.constants.get(r) for r in refs]
+        if refs and all(a is not None for a in arrays) and op in KERNELS:
+            out = KERNELS[op](*arrays, **attrs)
+            outs = list(out) if isinstance(out, (list, tuple)) else [out]
+            names = tuple(self.constant(np.asarray(o).astype(m[1], copy=False).reshape(m[0]))
+                          for o, m in zip(outs, metas))
+        else:
+            base = self._fresh(op)
+            names = tuple(f"{base}:{k}" for k in range(len(metas))) if len(metas) > 1 else (base,)
+            for v, (shape, dt) in zip(names, metas):
+                self.values[v] = Value(v, tuple(shape), np.dtype(dt))
+            self.nodes.append(Node(base, op, tuple(refs), names, dict(attrs)))
+        return names[0] if n_outputs == 1 else names
+
+    def cast(self, ref, dtype):
+        """ref as `dtype` (no node when it already is)."""
+        dtype = np.dtype(dtype)
+        return ref if self.dtype(ref) == dtype else self.op("cast", ref, dtype=dtype)
+
+    def fail(self, node: OnnxNode | None, why: str, fix: str = "") -> None:
+        """Raise UnsupportedOpError naming the ONNX node, its op and opset."""
+        where = node.where() if node is not None else "the model"
+        raise UnsupportedOpError(f"onnx: {where}: {why}", fix=fix or "see docs/onnx.md for what is supported")
+
+    def _fresh(self, stem: str) -> str:
+        self._count += 1
+        prefix = re.sub(r"[^A-Za-z0-9_./-]", "_", self.node.name) + "/" if self.node is not None else ""
+        return f"{prefix}{stem}_{self._count}"
+
+
+def check_supported(model) -> None:
+    """Raise UnsupportedOpError listing every op of the model without a converter, before anything is built."""
+    converters = load_all()
+    opset = opset_of(model)
+    missing = {}
+    for i, n in enumerate(model.graph.node):
+        if n.domain not in DEFAULT_DOMAINS or n.op_type not in converters:
+            missing.setdefault((n.domain or "ai.onnx", n.op_type), n.name or f"{n.op_type}_{i}")
+    if missing:
+        listed = ", ".join(f"{t} (domain {d}, opset {opset}; first at node {name!r})"
+                           for (d, t), name in sorted(missing.items()))
+        raise UnsupportedOpError(f"onnx: the model uses ops hwadapter cannot convert: {listed}",
+                                 fix="hwadapter ops lists what is supported; see docs/onnx.md")
+
+
+def opset_of(model) -> int:
+    """The model's default-domain opset version."""
+    for imp in model.opset_import:
+        if imp.domain in DEFAULT_DOMAINS:
+            return int(imp.version)
+    return 1
+
+
+def convert(model, shapes: dict) -> Graph:
+    """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape})."""
+    from onnx import numpy_helper
+    converters = load_all()
+    opset = opset_of(model)
+    if opset < MIN_OPSET:
+        raise UnsupportedOpError(f"onnx: the model uses opset {opset}; hwadapter converts opset {MIN_OPSET} and newer",
+                                 fix="upgrade it: onnx.version_converter.convert_version(model, 13)")
+    check_supported(model)
+    ctx = Context(opset)
+    g = model.graph
+    for init in g.initializer:
+        arr = numpy_helper.to_array(init)
+        to_dtype(init.data_type, f"initializer {init.name!r}")
+        ctx.values[init.name] = Value(init.name, tuple(arr.shape), arr.dtype)
+        ctx.constants[init.name] = arr
+        ctx.names[init.name] = init.name
+    inputs = []
+    for vi in g.input:
+        if vi.name in ctx.constants:
+            continue  # an initializer listed as an input (before IR version 4): a constant
+        dt = to_dtype(vi.type.tensor_type.elem_type, f"graph input {vi.name!r}")
+        ctx.values[vi.name] = Value(vi.name, tuple(shapes[vi.name]), dt)
+        ctx.names[vi.name] = vi.name
+        inputs.append(vi.name)
+    for i, proto in enumerate(g.node):
+        node = OnnxNode(proto, i, opset)
+        ctx.node = node
+        for name in node.inputs:
+            if name and name not in ctx.names:
+                ctx.fail(node, f"reads {name!r}, which no earlier node, input or initializer makes",
+                         fix="the model is malformed or not topologically sorted: check it with onnx.checker")
+        out = converters[node.op_type](ctx, node)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for name, ref in zip(node.outputs, outs):
+            if name:
+                ctx.names[name] = ref
+    ctx.node = None
+    outputs = [ctx.names[o.name] for o in g.output]
+    return _prune(ctx, inputs, outputs)
+
+
+def _prune(ctx: Context, inputs: list, outputs: list) -> Graph:
+    """The Graph of what the outputs need; constants only those read."""
+    needed, nodes = set(outputs), []
+    for n in reversed(ctx.nodes):
+        if needed.intersection(n.outputs):
+            nodes.append(n)
+            needed.update(n.inputs)
+    nodes.reverse()
+    used = {v for n in nodes for v in n.inputs} | set(outputs)
+    constants = {k: v for k, v in ctx.constants.items() if k in used}
+    keep = set(inputs) | set(constants) | {v for n in nodes for v in n.outputs}
+    values = {k: v for k, v in ctx.values.items() if k in keep}
+    return Graph(nodes, values, list(inputs), list(outputs), constants)

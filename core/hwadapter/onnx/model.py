@@ -1,0 +1,111 @@
+"""OnnxModel: a loaded model, converted to a hwadapter Graph per input signature and run on a device list."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+from .convert import check_supported, convert, to_dtype
+from .reader import read_model
+
+
+class OnnxModel:
+    """A loaded ONNX model: `.inputs` / `.outputs` (names), `.graph(shapes)`, `.plan(devices)`, `.run(inputs)`."""
+
+    def __init__(self, proto, input_shapes: dict | None = None):
+        self.proto = proto
+        inits = {t.name for t in proto.graph.initializer}
+        self._inputs = [vi for vi in proto.graph.input if vi.name not in inits]
+        self.inputs = [vi.name for vi in self._inputs]
+        self.outputs = [vi.name for vi in proto.graph.output]
+        self.input_shapes = dict(input_shapes or {})
+        self._graphs: dict = {}
+        self._plans: dict = {}
+        check_supported(proto)
+
+    def declared(self) -> dict:
+        """{input name: (shape with None for unknown dims, dtype)} as the model declares them."""
+        out = {}
+        for vi in self._inputs:
+            tt = vi.type.tensor_type
+            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+            out[vi.name] = (dims, to_dtype(tt.elem_type, f"graph input {vi.name!r}"))
+        return out
+
+    def shapes(self, shapes: dict | None = None) -> dict:
+        """Concrete input shapes: given ones first, then `input_shapes`, then declared dims (unknown dims: 1)."""
+        shapes = {**self.input_shapes, **(shapes or {})}
+        out = {}
+        for name, (dims, _) in self.declared().items():
+            out[name] = tuple(shapes.get(name) or tuple(1 if d is None else d for d in dims))
+        return out
+
+    def graph(self, shapes: dict | None = None):
+        """The hwadapter Graph for inputs of these shapes (converted once per signature)."""
+        key = tuple(sorted(self.shapes(shapes).items()))
+        if key not in self._graphs:
+            self._graphs[key] = convert(self.proto, dict(key))
+        return self._graphs[key]
+
+    def plan(self, devices=("cpu",), shapes: dict | None = None, **partition_args):
+        """The graph partitioned over `devices` (hwadapter.graph.partition), cached per signature and devices."""
+        from ..graph.partitioner import partition
+        devices = [devices] if isinstance(devices, str) else list(devices)
+        key = (tuple(sorted(self.shapes(shapes).items())), tuple(devices), tuple(sorted(partition_args.items())))
+        if key not in self._plans:
+            self._plans[key] = partition(self.graph(shapes), devices=devices, **partition_args)
+        return self._plans[key]
+
+    def run(self, inputs, devices=("cpu",), **partition_args) -> list:
+        """Run on `inputs` (a list in input order, or a dict by name, of arrays); the outputs as numpy arrays."""
+        arrays = self._arrays(inputs)
+        plan = self.plan(devices, {k: a.shape for k, a in arrays.items()}, **partition_args)
+        g = plan.graph
+        feed = [arrays[name] for name in g.inputs]
+        outs = plan.run(feed) if g.nodes else [None] * len(g.outputs)
+        result = []
+        for name, out in zip(g.outputs, outs):
+            if name in arrays:  # an input returned as is
+                result.append(np.array(arrays[name]))
+            elif out is None or name in g.constants:
+                result.append(np.array(g.constants[name]))
+            else:
+                result.append(out.numpy() if hasattr(out, "numpy") else np.asarray(out))
+        return result
+
+    def _arrays(self, inputs) -> dict:
+        if isinstance(inputs, dict):
+            unknown = set(inputs) - set(self.inputs)
+            if unknown:
+                raise InvalidArgumentError(f"onnx: the model has no input {sorted(unknown)[0]!r}",
+                                           fix=f"its inputs are {self.inputs}")
+            items = inputs
+        else:
+            inputs = list(inputs)
+            if len(inputs) != len(self.inputs):
+                raise InvalidArgumentError(f"onnx: the model takes {len(self.inputs)} inputs {self.inputs}, "
+                                           f"got {len(inputs)}", fix="pass one array per input, or a dict by name")
+            items = dict(zip(self.inputs, inputs))
+        declared = self.declared()
+        out = {}
+        for name in self.inputs:
+            if name not in items:
+                raise InvalidArgumentError(f"onnx: input {name!r} is missing", fix=f"pass all of {self.inputs}")
+            arr = np.asarray(items[name].numpy() if hasattr(items[name], "numpy") else items[name])
+            dims, dtype = declared[name]
+            if arr.dtype != dtype:
+                raise InvalidArgumentError(f"onnx: input {name!r} is {arr.dtype}, the model declares {dtype}",
+                                           fix=f"pass it as .astype({dtype.name!r})")
+            if len(dims) != arr.ndim or any(d is not None and d != s for d, s in zip(dims, arr.shape)):
+                raise InvalidArgumentError(f"onnx: input {name!r} has shape {arr.shape}, the model declares "
+                                           f"{tuple('?' if d is None else d for d in dims)}",
+                                           fix="pass an array of the declared shape")
+            out[name] = arr
+        return out
+
+    def __repr__(self):
+        return f"OnnxModel(inputs={self.inputs}, outputs={self.outputs}, nodes={len(self.proto.graph.node)})"
+
+
+def load(source, input_shapes: dict | None = None) -> OnnxModel:
+    """Load an ONNX model (a path, bytes or a ModelProto); `input_shapes` fixes dims the model leaves open."""
+    return OnnxModel(read_model(source), input_shapes)
