@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/fused_elementwise.py
 	$(if $(wildcard benchmarks/matmul.py),$(PY) benchmarks/matmul.py)
 	$(PY) benchmarks/graph.py
+	$(PY) benchmarks/onnx_models.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info plugins/*/*.egg-info

@@ -14,9 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 from _util import best_seconds, table  # noqa: E402
 from fused_elementwise import CHAIN, numpy_chain  # noqa: E402  the same chain as the CPU/OpenCL benchmark
+
+# This script is named cuda.py: while its folder is on sys.path (python puts it first), `import cuda` finds it instead
+# of NVIDIA's `cuda` namespace package (cuda-pathfinder, cuda-python), which cupy 14 imports, and cupy then fails with
+# "No module named 'cuda.pathfinder'; 'cuda' is not a package". The helpers are imported: drop the folder.
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != HERE]
 
 import hwadapter as hw  # noqa: E402
 from hwadapter import kp  # noqa: E402
@@ -64,7 +70,7 @@ def _fused(cp, stream, dev, DeviceArray) -> int:
     np.testing.assert_allclose(chain8(xt).numpy(), numpy_chain(x), rtol=1e-6)
     runner = dev.primitive("chain8")
     inputs, program = runner.program([xt._data], {})
-    loaded, launch = runner.load(program), program.bind(inputs, kp.CUDA)
+    loaded, launch = runner.load(program), program.bind(inputs, dev.codegen.dialect)  # the plugin's schedule
     out = DeviceArray.empty(dev, x.shape, x.dtype)
     buffers = [xt._data, out]
     a, b = cp.asarray(x), cp.empty(N, cp.float32)

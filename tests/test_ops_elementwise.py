@@ -468,6 +468,17 @@ def test_cast(src, device):
         assert hw.cast(mk(arr[:0].reshape(0, 3)[:, :0], device), dst).shape == (0, 0)
 
 
+@pytest.mark.parametrize("src", ["float16", "float32", "float64"])
+def test_cast_of_out_of_range_floats_to_narrow_ints_wraps_as_numpy(src, device):
+    """C leaves float -> uint8 undefined out of range (x86 wraps, CUDA saturates); every device wraps, as numpy does
+    here, for values whose truncation fits in int32."""
+    x = np.array([-1.607, -200.5, -0.5, 3.9, 255.0, 300.7, -129.9, 40000.0], src)
+    for dst in ("uint8", "int8", "int16"):
+        with np.errstate(invalid="ignore"):
+            want = x.astype(np.int64).astype(dst)
+        np.testing.assert_array_equal(hw.cast(mk(x, device), dst).numpy(), want, err_msg=f"{src}->{dst}")
+
+
 def test_cast_dtype_spellings(device):
     x = mk(np.array([1.7, -2.2], np.float64), device)
     for spelling, dt in [("float32", "float32"), (hw.float16, "float16"), (np.int32, "int32"), (float, "float32"),

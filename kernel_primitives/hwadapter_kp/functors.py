@@ -249,6 +249,10 @@ def _cast_render(ctx, a, dts, attrs):
         return f"{ctx.helper('round_half', 'float32')}({value})"
     if dt.register(target) == source:
         return a[0]
+    if source.startswith("float") and target in ("int8", "int16", "int32", "uint8"):
+        # float -> narrow int is undefined out of range in C (CUDA clamps, x86 wraps): through int64 it wraps on
+        # every device, as numpy does
+        return f"({ctx.ctype(dt.register(target))})({ctx.ctype('int64')}){a[0]}"
     return f"({ctx.ctype(dt.register(target))}){a[0]}"
 
 

@@ -5,6 +5,8 @@ from hwadapter.plugin import DeviceProperties, Event, OutOfMemoryError, Runtime,
 
 from . import load_cupy
 
+CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation; cupy_backends.cuda.api.runtime exports no name for it
+
 
 class CudaStream(Stream):
     """A cupy.cuda.Stream; `cupy` is the underlying stream for code that launches on it directly."""
@@ -78,7 +80,7 @@ class CudaRuntime(Runtime):
             try:
                 return self.rt.malloc(nbytes)
             except self.rt.CUDARuntimeError as err:
-                if err.status != self.rt.errorMemoryAllocation:
+                if err.status != CUDA_ERROR_MEMORY_ALLOCATION:
                     raise
                 free, total = self.rt.memGetInfo()
         raise OutOfMemoryError(f"{self.name} ({self.properties().name}): cudaMalloc of {nbytes} bytes failed, "
