@@ -13,13 +13,14 @@ ROWS, COLS = 4, 6
 
 @st.composite
 def graphs(draw, max_nodes: int = 12):
-    """A random graph over (4, 6) float32 values: unary, binary (with broadcast), row sums, matmul, concat+slice."""
+    """A random graph over (4, 6) float32 values: unary, binary (with broadcast), row sums, matmul, concat+slice, and
+    a unary op between two reshapes (a view: its memory may be its input's, which the memory planner must see)."""
     b = GraphBuilder()
     full = [b.input("x0", (ROWS, COLS)), b.input("x1", (ROWS, COLS))]
     w, bias = b.input("w", (COLS, COLS)), b.input("bias", (COLS,))
     cols = []
     for _ in range(draw(st.integers(1, max_nodes))):
-        kind = draw(st.sampled_from(["unary", "binary", "binary", "bias", "sum", "matmul", "concat"]))
+        kind = draw(st.sampled_from(["unary", "binary", "binary", "bias", "sum", "matmul", "concat", "view"]))
         a = draw(st.sampled_from(full))
         if kind == "unary":
             full.append(b.op(draw(st.sampled_from(UNARY)), [a]))
@@ -32,6 +33,9 @@ def graphs(draw, max_nodes: int = 12):
             cols.append(b.op("sum", [a], axis=(1,), keepdim=True))
         elif kind == "matmul":
             full.append(b.op("matmul", [a, w]))
+        elif kind == "view":
+            mid = b.op(draw(st.sampled_from(UNARY)), [b.op("reshape", [a], shape=(COLS, ROWS))])
+            full.append(b.op("reshape", [mid], shape=(ROWS, COLS)))
         else:
             both = b.op("concat", [a, draw(st.sampled_from(full))], axis=1)
             full.append(b.op("slice", [both], axes=(1,), starts=(2,), ends=(2 + COLS,), steps=(1,)))

@@ -143,17 +143,24 @@ def test_a_wrong_kernel_result_is_named(monkeypatch):
         plan.run(arrays)
 
 
-@needs_opencl
-def test_values_are_dropped_at_last_use_so_the_allocator_peak_is_lower():
+def chain(ops=("relu", "tanh")):
+    """x -> 12 elementwise ops on (256, 256) float32, alternating `ops`."""
     b = GraphBuilder()
     h = x = b.input("x", (256, 256))
     for k in range(12):
-        h = b.op("tanh" if k % 2 else "relu", [h])
-    graph = b.build(h)
+        h = b.op(ops[k % 2], [h])
+    return b.build(h), x
+
+
+@needs_opencl
+def test_values_are_dropped_at_last_use_so_the_allocator_peak_is_lower():
+    graph, x = chain()
     dev = get("opencl:0")
     xt = hw.to_tensor(inputs_for(graph)[0], device=dev)
     plan = hw.graph.partition(graph, devices=["opencl:0"], min_subgraph=10 ** 6, passes=False)
-    plan.run([xt])  # warm: kernels compiled
+    apart = hw.graph.partition(graph, devices=["opencl:0"], min_subgraph=10 ** 6, passes={"inplace", "fuse"})
+    for p in (plan, apart):
+        p.run([xt])  # warm: kernels compiled
     run(graph, {x: xt}, device=dev)
     alloc = dev.allocator
 
@@ -167,10 +174,93 @@ def test_values_are_dropped_at_last_use_so_the_allocator_peak_is_lower():
         return result
     naive = peak(lambda: run(graph, {x: xt}, device=dev))
     planned = peak(lambda: plan.run([xt]))
+    reused = peak(lambda: apart.run([xt]))
     one = 256 * 256 * 4
     assert naive >= 12 * one
-    assert planned <= 3 * one < naive
-    assert plan.memory.naive_peak == 12 * one and plan.memory.planned_peak == 2 * one
+    assert planned == one < reused <= 3 * one < naive  # in place: the first op's block, written over 11 times
+    assert plan.memory.naive_peak == 12 * one and plan.memory.planned_peak == one and len(plan.memory.inplace) == 11
+    assert apart.memory.planned_peak == 2 * one and not apart.memory.inplace
+    assert "11 nodes in place" in plan.summary() and "inplace" in apart.summary()
+    assert_same(plan.run([xt]), reference(graph, [xt.numpy()]), graph)
+
+
+def test_in_place_on_the_cpu_lowers_numpy_peak_memory():
+    """cpu tensors are numpy's (no caching allocator): numpy's allocations are traced by tracemalloc instead."""
+    import tracemalloc
+    graph, x = chain(("exp", "tanh"))  # numpy ufuncs on the cpu: their kernels take out=
+    xs = inputs_for(graph)[0] * 0.1
+    plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
+    apart = hw.graph.partition(graph, devices=["cpu"], passes={"inplace", "fuse"})
+    assert len(plan.memory.inplace) == 11 and not apart.memory.inplace
+    xt, before = hw.to_tensor(xs), xs.copy()
+    for p in (plan, apart, plan, apart):  # the step loop, then the generated function
+        np.testing.assert_allclose(p.run([xt])[0].numpy(), reference(graph, [xs])[0], rtol=1e-6)
+
+    def peak(fn):
+        tracemalloc.start()
+        try:
+            out = fn()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+            del out
+    one = 256 * 256 * 4
+    planned, reused = peak(lambda: plan.run([xt])), peak(lambda: apart.run([xt]))
+    assert planned < 1.5 * one <= 2 * one <= reused
+    np.testing.assert_array_equal(xt.numpy(), before)  # the graph input is the caller's: never written
+
+
+@pytest.mark.parametrize("where", ["cpu"] + ACCELERATORS)
+def test_in_place_runs_equal_the_reference_and_leave_inputs_alone(where):
+    """Fused chains, broadcasts, views and values read twice: planned in place where safe, run twice."""
+    b = GraphBuilder()
+    x, y, row = b.input("x", (64, 32)), b.input("y", (64, 32)), b.input("row", (32,))
+    a = b.op("exp", [b.op("mul", [x, y])])
+    view = b.op("reshape", [a], shape=(32, 64))
+    t = b.op("tanh", [b.op("add", [a, row])])
+    s = b.op("sub", [t, b.op("neg", [t])])            # t read twice by one node
+    m = b.op("maximum", [b.op("reshape", [view], shape=(64, 32)), s])
+    graph = b.build([m, b.op("relu", [b.op("mul", [m, m])])])
+    arrays = inputs_for(graph, 3)
+    copies = [a.copy() for a in arrays]
+    expected = reference(graph, arrays)
+    plan = hw.graph.partition(graph, devices=[where], passes=False, min_subgraph=10 ** 6)
+    # not add_3 over exp_1 (its views live on to maximum_8), nor mul_9 over maximum_8 (a graph output); maximum_8
+    # writes over reshape_7, a view of exp_1 whose every alias is dead; the cpu's relu kernel takes no out=
+    want = {"exp_1:0": "mul_0:0", "tanh_4:0": "add_3:0", "sub_6:0": "tanh_4:0", "maximum_8:0": "reshape_7:0"}
+    assert plan.memory.inplace == (want if where == "cpu" else {**want, "relu_10:0": "mul_9:0"})
+    tensors = [hw.to_tensor(a, device=where) for a in arrays]
+    for _ in range(3):  # the step loop, then the generated function
+        assert_same(plan.run(tensors), expected, graph)
+    for t_, a_ in zip(tensors, copies):
+        np.testing.assert_array_equal(t_.numpy(), a_)
+
+
+@pytest.mark.parametrize("where", ACCELERATORS)
+def test_a_fused_chain_runs_in_place(where):
+    b = GraphBuilder()
+    x, w, bias = b.input("x", (16, 32)), b.input("w", (32, 32)), b.input("bias", (32,))
+    h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
+    graph = b.build(b.op("mul", [h, b.op("tanh", [h])]))
+    plan = hw.graph.partition(graph, devices=[where], min_subgraph=10 ** 6)
+    (fused,) = [n for n in plan.graph.nodes if n.op == "fused"]
+    assert plan.memory.inplace == {fused.outputs[0]: "matmul_0:0"}
+    arrays = inputs_for(graph, 4)
+    for _ in range(3):
+        assert_same(plan.run([hw.to_tensor(a, device=where) for a in arrays]), reference(graph, arrays), graph)
+
+
+def test_a_kernel_that_no_longer_takes_out_is_run_out_of_place_and_the_plan_says_so(monkeypatch):
+    graph, x = chain(("exp", "tanh"))
+    plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
+    assert len(plan.memory.inplace) == 11
+    from hwadapter.graph import executor
+    monkeypatch.setattr(executor, "takes_out", lambda fn, device: fn.__name__ != "tanh")  # as if routes changed
+    xs = inputs_for(graph)[0]
+    assert_same(plan.run([xs]), reference(graph, [xs]), graph)
+    assert len(plan.memory.inplace) == 5 and all(o.startswith("exp") for o in plan.memory.inplace)
+    plan.run([xs])
+    assert plan._executor.source.count("out=") == 5
 
 
 def test_each_step_is_reported_to_the_profiler():
@@ -435,3 +525,22 @@ def test_a_step_whose_outputs_nobody_reads_is_generated_as_a_bare_call():
     for _ in range(3):  # the loop, then the generated function twice
         assert_same(plan.run(arrays), [np.maximum(arrays[0], 0)], graph)
     assert re.search(r"^    k\d+\(v\d+\)$", plan._executor.source, re.M)
+
+
+def test_an_in_place_program_is_compiled_without_restrict():
+    """An output written over an input aliases it: the program a step runs in place declares no buffer restrict."""
+    from dataclasses import replace
+
+    import hwadapter_kp as kp
+    fused = kp.fuse((("exp", ("a",), "t", ()), ("add", ("t", "b"), "o", ())), ("a", "b"), ("o",), "inplace_probe")
+    program = fused.specialize_for({"a": np.zeros((4, 8), np.float32), "b": np.zeros(8, np.float32)})
+    for dialect in (kp.C, kp.OPENCL, kp.CUDA):
+        plain, aliased = program.source(dialect), program.source(replace(dialect, restrict=False))
+        assert "restrict" in plain and "restrict" not in aliased
+        assert aliased.replace(" ", "") == plain.replace("__restrict__", "").replace("restrict", "").replace(" ", "")
+    if HAVE_OPENCL:
+        graph, _ = chain()
+        plan = hw.graph.partition(graph, devices=["opencl:0"], passes=False, min_subgraph=10 ** 6)
+        plan.run(inputs_for(graph))
+        loaded = get("opencl:0").primitive("tanh")._loaded
+        assert any(isinstance(k, tuple) and k[1] == "aliased" for k in loaded)  # the in-place steps' variant

@@ -1,12 +1,13 @@
 """The issue's differential test: random graphs (elementwise, broadcast, reduce, matmul, conv2d + batch_norm with
 constant parameters + activation, reshape, concat, slice), partitioned over random device priority lists with random
-support masks and random passes on or off, then fused, planned and run, equal the unoptimised graph run node by node
-on the CPU (hwadapter.graph.executor.run, the oracle); each plan also keeps the partition invariants."""
+support masks and random passes on or off, then fused, planned (in place where safe) and run, equal the unoptimised
+graph run node by node on the CPU (hwadapter.graph.executor.run, the oracle), twice, leaving the inputs alone; each
+plan also keeps the partition invariants and its in-place choices pass test_memory_plan's independent check."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 import hwadapter as hw
@@ -14,6 +15,7 @@ from hwadapter.graph import Graph, Node, Value, partitioner
 from hwadapter.graph.executor import run as reference_run
 from hwadapter.graph.passes import PASSES
 from hwadapter.ops.reference import KERNELS
+from test_memory_plan import check_in_place
 
 HAVE_OPENCL = hw.device.is_available("opencl")
 DEVICES = ["cpu"] + (["opencl:0"] if HAVE_OPENCL else [])
@@ -194,15 +196,22 @@ def test_partitioned_fused_planned_run_equals_the_reference(monkeypatch, graph, 
     check_invariants(plan, refused)
     rng = np.random.default_rng(len(graph.nodes))
     arrays = [rng.uniform(-1, 1, graph.values[v].shape).astype(graph.values[v].dtype) for v in graph.inputs]
+    inside = {n for sg in plan.subgraphs for n in sg.nodes}
+    check_in_place(plan.graph, plan.memory, opaque={v for n in plan.graph.nodes if n.name in inside for v in n.outputs})
+    event(f"{len(plan.memory.inplace)} nodes in place")
     expected = reference_run(graph, dict(zip(graph.inputs, arrays)), "cpu")
-    got = plan.run([hw.to_tensor(a) for a in arrays])
-    assert len(got) == len(graph.outputs)
+    tensors = [hw.to_tensor(a) for a in arrays]
     scale = _scale(graph, arrays)
-    for name, out in zip(graph.outputs, got):
-        want, have = expected[name].numpy(), out.numpy()
-        tol = TOLERANCE[want.dtype]
-        assert str(out.device) == "cpu:0" and have.shape == want.shape and have.dtype == want.dtype, name
-        np.testing.assert_allclose(have, want, rtol=tol, atol=tol * scale, err_msg=f"output {name}")
+    for _ in range(2):  # the step loop, then the generated function: in-place steps leave nothing stale behind
+        got = plan.run(tensors)
+        assert len(got) == len(graph.outputs)
+        for name, out in zip(graph.outputs, got):
+            want, have = expected[name].numpy(), out.numpy()
+            tol = TOLERANCE[want.dtype]
+            assert str(out.device) == "cpu:0" and have.shape == want.shape and have.dtype == want.dtype, name
+            np.testing.assert_allclose(have, want, rtol=tol, atol=tol * scale, err_msg=f"output {name}")
+    for t, a in zip(tensors, arrays):  # graph inputs are the caller's: never written over
+        np.testing.assert_array_equal(t.numpy(), a)
 
 
 @pytest.mark.skipif(not HAVE_OPENCL, reason="needs opencl:0 (a device with a subgraph backend)")

@@ -179,3 +179,159 @@ def test_hash_renames_a_fused_nodes_own_values_and_tells_tuples_from_lists():
     changed = _fused("x_", [1, 3])
     changed.nodes[0].attrs["nodes"] = (("exp", ("x_a",), "x_t", {}), ("exp", ("x_t",), "x_o", {}))
     assert changed.hash() != _fused("x_", [1, 3]).hash()
+
+
+# --- input dtypes the frontend never emits (hwadapter.ops.admit) --------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import hwadapter as hw  # noqa: E402
+import hwadapter.nn.functional as F  # noqa: E402
+from hwadapter import dtypes as _dt  # noqa: E402
+from hwadapter.errors import HwAdapterError, UnsupportedDTypeError  # noqa: E402
+from hwadapter.ops.admit import ADMITS, refusal  # noqa: E402
+
+REFUSED = [  # (op, input dtypes, what the message must say)
+    ("add", ("float32", "bool"), "numeric (non-bool)"),
+    ("add", ("float32", "float16"), "one dtype"),
+    ("exp", ("bool",), "float"),
+    ("exp", ("int32",), "float"),
+    ("logical_and", ("float32", "float32"), "bool"),
+    ("logical_not", ("int64",), "bool"),
+    ("matmul", ("bool", "bool"), "numeric (non-bool)"),
+    ("where", ("float32", "float32", "float32"), "input 0 must be bool"),
+    ("where", ("bool", "float32", "int64"), "one dtype"),
+    ("gather", ("float32", "int32"), "input 1 must be int64"),
+    ("div", ("int32", "int32"), "float"),
+    ("conv2d", ("float32", "float16"), "one dtype"),
+    ("mean", ("int64",), "float"),
+    ("right_shift", ("float32", "float32"), "integer"),
+]
+
+
+def _node_graph(op, kinds, out="float32"):
+    """One node of `op` over inputs of dtypes `kinds` (shape (2, 3)), declaring a float32 output."""
+    values = {f"i{k}": _typed(f"i{k}", (2, 3), d) for k, d in enumerate(kinds)}
+    values["o"] = _typed("o", (2, 3), out)
+    return Graph([Node("the_node", op, tuple(values)[:-1], ("o",), {})], values, list(values)[:-1], ["o"])
+
+
+@pytest.mark.parametrize("op,kinds,what", REFUSED, ids=[f"{o}-{'-'.join(k)}" for o, k, _ in REFUSED])
+def test_validate_refuses_input_dtypes_the_frontend_never_emits(op, kinds, what):
+    with pytest.raises(InvalidArgumentError) as err:
+        _node_graph(op, kinds).validate()
+    msg = str(err.value)
+    shown = ", ".join(f"{k}[2,3]" for k in kinds)
+    assert f"node 'the_node' ({op}, #0)" in msg and f"{op} does not admit inputs ({shown})" in msg, msg
+    assert what in msg and "Fix: cast" in msg and err.value.fix.startswith("cast"), msg
+
+
+@pytest.mark.parametrize("op,kinds,what", REFUSED, ids=[f"{o}-{'-'.join(k)}" for o, k, _ in REFUSED])
+def test_graph_builder_refuses_them_before_running_anything(op, kinds, what):
+    b = GraphBuilder()
+    inputs = [b.input(f"i{k}", (2, 3), d) for k, d in enumerate(kinds)]
+    with pytest.raises(InvalidArgumentError) as err:
+        b.op(op, inputs)
+    msg = str(err.value)
+    assert f"node '{op}_0' ({op})" in msg and what in msg and "Fix: cast" in msg and kinds[-1] in msg, msg
+
+
+def test_ops_outside_the_table_admit_any_dtype():
+    for op in ("cast", "copy", "reshape", "sum", "max", "argmax", "fused", "an_op_someone_adds_later"):
+        assert op not in ADMITS and refusal(op, (np.dtype("bool"), np.dtype("float16"))) is None
+    b = GraphBuilder()
+    m = b.input("m", (2, 3), "bool")
+    b.build([b.op("reshape", [m], shape=(3, 2)), b.op("sum", [m], axis=(1,), keepdim=False)]).validate()
+
+
+#: The frontend functions a graph can record, with how many tensor inputs each takes.
+UNARY_FNS = ["abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf", "sin", "cos",
+             "floor", "ceil", "round", "sign", "logical_not", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+             "acosh", "atanh", "bitwise_not", "sum", "prod", "mean", "max", "min", "argmax", "argmin"]
+BINARY_FNS = ["add", "subtract", "multiply", "divide", "pow", "maximum", "minimum", "remainder", "equal", "not_equal",
+              "less_than", "less_equal", "greater_than", "greater_equal", "logical_and", "logical_or", "logical_xor",
+              "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "matmul"]
+DTYPES = [d.name for d in _dt.ALL]
+
+
+def _traced(fn, *arrays):
+    """The graph of `fn` over tensors of `arrays`, or None when the frontend itself refuses these dtypes (eagerly
+    too); tracing validates the graph, so a refusal by the graph layer fails here."""
+    tensors = [hw.to_tensor(a) for a in arrays]
+    try:
+        fn(*tensors)
+    except (UnsupportedDTypeError, InvalidArgumentError):
+        return None  # the frontend does not take these: nothing is emitted
+    graph = hw.jit.get_graph(fn, *tensors)  # raises InvalidArgumentError "... does not admit ..." on a bad table
+    assert graph.validate() is graph
+    for n in graph.nodes:
+        assert refusal(n.op, tuple(graph.values[i].dtype for i in n.inputs)) is None, n
+    return graph
+
+
+def _frontend(name):
+    fn = getattr(hw, name, None)
+    if fn is None:
+        pytest.skip(f"hw.{name} is not in this frontend")
+    return fn
+
+
+@pytest.mark.parametrize("name", UNARY_FNS)
+def test_every_dtype_a_unary_frontend_op_emits_validates(name):
+    fn = _frontend(name)
+    emitted = [d for d in DTYPES if _traced(lambda x: fn(x), np.ones((2, 3), d)) is not None]
+    assert emitted  # the frontend takes some dtype
+
+
+@pytest.mark.parametrize("name", BINARY_FNS)
+def test_every_dtype_pair_a_binary_frontend_op_emits_validates(name):
+    fn = _frontend(name)
+    shape = (3, 3) if name == "matmul" else (2, 3)
+    emitted = [(a, b) for a in DTYPES for b in DTYPES
+               if _traced(lambda x, y: fn(x, y), np.ones(shape, a), np.ones(shape, b)) is not None]
+    assert emitted
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(BINARY_FNS[:-1] + ["where", "clip", "cast", "concat", "gather"]),
+       kinds=st.lists(st.sampled_from(DTYPES), min_size=3, max_size=3),
+       scalar=st.sampled_from([None, 2, 1.5, True]))
+def test_random_frontend_calls_emit_graphs_that_validate(name, kinds, scalar):
+    a, b, c = (np.ones((2, 3), k) for k in kinds)
+    if name == "where":
+        _traced(lambda m, x, y: hw.where(m, x, y if scalar is None else scalar), a, b, c)
+    elif name == "clip":
+        _traced(lambda x: hw.clip(x, 0, 1 if scalar is None else scalar), a)
+    elif name == "cast":
+        _traced(lambda x: hw.cast(x, kinds[1]) + (0 if scalar is None else scalar), a)
+    elif name == "concat":
+        _traced(lambda x, y: hw.concat([x, y], axis=0), a, b)
+    elif name == "gather":
+        _traced(lambda x, i: hw.gather(x, i, axis=1), a, np.zeros(2, kinds[1]))
+    else:
+        fn = _frontend(name)
+        if scalar is None:
+            _traced(lambda x, y: fn(x, y), a, b)
+        else:
+            _traced(lambda x: fn(x, scalar), a)
+
+
+@pytest.mark.parametrize("kind", DTYPES)
+def test_nn_functions_emit_graphs_that_validate(kind):
+    x = np.ones((1, 2, 4, 4), kind)
+    w, v = np.ones((2, 2, 3, 3), kind), np.ones(2, kind)
+    calls = [
+        (lambda x: F.softmax(x, axis=1), [x]), (lambda x: F.log_softmax(x, axis=-1), [x]),
+        (lambda x: F.gelu(x), [x]), (lambda x: F.gelu(x, approximate=True), [x]),
+        (lambda x, w, b: F.conv2d(x, w, b, padding=1), [x, w, v]),
+        (lambda x, m, s: F.batch_norm(x, m, s), [x, v, v]),
+        (lambda x: F.layer_norm(x, (4,)), [x]),
+        (lambda x: F.max_pool2d(x, 2), [x]), (lambda x: F.avg_pool2d(x, 2), [x]),
+        (lambda x: F.adaptive_avg_pool2d(x, 1), [x]), (lambda x: F.adaptive_max_pool2d(x, 1), [x]),
+    ]
+    for fn, arrays in calls:
+        try:
+            _traced(fn, *arrays)
+        except HwAdapterError as err:
+            assert "does not admit" not in str(err), err
+            raise

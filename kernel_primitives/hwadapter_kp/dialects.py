@@ -44,6 +44,9 @@ class Dialect:
     """Base of the C-family dialects; instances are immutable and hashable (they key source caches)."""
 
     schedule: Schedule = field(default_factory=Schedule)
+    #: Buffers are declared restrict (none aliases another). False for a program whose output is written over an input
+    #: of its shape (a graph's in-place step): each unit still loads its position before it stores it.
+    restrict: bool = True
     name = ""
     title = ""
     extension = ""
@@ -257,7 +260,7 @@ class CDialect(Dialect):
         return ["#include <stdint.h>", "#include <stdbool.h>", "#include <math.h>"]
 
     def signature(self, name, buffers, scalars):
-        args = [f"{'const ' if is_in else ''}{t}* restrict {n}" for n, t, is_in in buffers]
+        args = [f"{'const ' if is_in else ''}{t}*{' restrict' if self.restrict else ''} {n}" for n, t, is_in in buffers]
         args += [f"const int64_t {s}" for s in scalars]
         return [f"void {name}(", *_arg_lines(args), ")"]
 
@@ -329,7 +332,8 @@ class OpenCLDialect(Dialect):
         return ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"] if "float64" in uses else []
 
     def signature(self, name, buffers, scalars):
-        args = [f"__global {'const ' if is_in else ''}{t}* restrict {n}" for n, t, is_in in buffers]
+        args = [f"__global {'const ' if is_in else ''}{t}*{' restrict' if self.restrict else ''} {n}"
+                for n, t, is_in in buffers]
         args += [f"const long {s}" for s in scalars]
         attr = f"__attribute__((reqd_work_group_size({self.schedule.local_size}, 1, 1)))"
         return [f"__kernel {attr}", f"void {name}(", *_arg_lines(args), ")"]
@@ -392,7 +396,8 @@ class CUDADialect(Dialect):
         return ["#include <cuda_fp16.h>"] if "float16" in uses else []
 
     def signature(self, name, buffers, scalars):
-        args = [f"{'const ' if is_in else ''}{t}* __restrict__ {n}" for n, t, is_in in buffers]
+        args = [f"{'const ' if is_in else ''}{t}*{' __restrict__' if self.restrict else ''} {n}"
+                for n, t, is_in in buffers]
         args += [f"const long long {s}" for s in scalars]
         return [f'extern "C" __global__ void __launch_bounds__({self.schedule.local_size})',
                 f"{name}(", *_arg_lines(args), ")"]

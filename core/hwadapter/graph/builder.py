@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..ops.admit import refusal
 from ..ops.reference import KERNELS
 from .ir import Graph, Node, Value
 
@@ -27,11 +28,17 @@ class GraphBuilder:
         for i in inputs:
             if i not in self._values:
                 raise InvalidArgumentError(f"graph: node {op!r} reads unknown value {i!r}")
+        name = f"{op}_{len(self._nodes)}"
+        refused = refusal(op, tuple(self._values[i].dtype for i in inputs))
+        if refused is not None:  # the reference kernel may well run it: the frontend never emits it (ops/admit.py)
+            kinds = ", ".join(f"{self._values[i].dtype.name}[{','.join(map(str, self._values[i].shape))}]"
+                              for i in inputs)
+            raise InvalidArgumentError(f"graph: node {name!r} ({op}): {op} does not admit inputs ({kinds}): "
+                                       f"{refused[0]}. Fix: {refused[1]}", fix=refused[1])
         out = KERNELS[op](*(self._probe[i] for i in inputs), **attrs)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(outs) != n_outputs:
             raise InvalidArgumentError(f"graph: {op!r} produces {len(outs)} outputs, not {n_outputs}")
-        name = f"{op}_{len(self._nodes)}"
         names = tuple(f"{name}:{k}" for k in range(n_outputs))
         for v, arr in zip(names, outs):
             self._values[v] = Value(v, arr.shape, arr.dtype)

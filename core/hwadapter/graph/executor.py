@@ -10,11 +10,13 @@ import numpy as np
 
 from ..config import config
 from ..dispatch import dispatcher
-from ..dispatch.dispatcher import dispatch, route, transfer
+from ..dispatch.dispatcher import dispatch, transfer
 from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError
 from ..runtime.device import devices
 from ..runtime.memory import DeviceArray
 from ..tensor import Tensor, _make, to_tensor
+from .inplace import opaque, step_kernel, takes_out
+from .memory import plan_memory
 from .passes import run_fused
 
 _clock = time.perf_counter
@@ -46,19 +48,23 @@ def extract(graph, names):
 class _Step:
     """One resolved piece of the plan: `call(*arrays) -> list of arrays`, where its inputs and outputs live (slots),
     the slots that die after it, and what the profiler is told."""
-    __slots__ = ("call", "ins", "outs", "drops", "name", "op", "device", "route", "shapes", "attrs", "single")
+    __slots__ = ("call", "ins", "outs", "drops", "name", "op", "device", "route", "shapes", "attrs", "single", "into")
 
-    def __init__(self, call, ins, outs, name, op, device, route, shapes, attrs=None, single=False):
+    def __init__(self, call, ins, outs, name, op, device, route, shapes, attrs=None, single=False, into=None):
         self.call, self.ins, self.outs, self.drops = call, ins, outs, ()
         self.name, self.op, self.device, self.route, self.shapes = name, op, device, route, shapes
         #: single: `call` is a kernel route taking `attrs` and returning its one output (not a list)
         self.attrs, self.single = attrs, single
+        #: into: for a single kernel run in place, which of `ins` it is given as `out=` (the memory plan chose it)
+        self.into = into
 
     def fast(self) -> tuple:
-        """What the run loop unpacks: (call, attrs, ins, outs, single, (shape, dtype) or None, array class, drops)."""
+        """What the run loop unpacks: (call, attrs, ins, outs, single, (shape, dtype) or None, array class, drops,
+        into)."""
         v = self.shapes[0] if self.single else None
         cls = np.ndarray if self.device.host_memory else DeviceArray
-        return (self.call, self.attrs, self.ins, self.outs, self.single, v and (v.shape, v.dtype), cls, self.drops)
+        return (self.call, self.attrs, self.ins, self.outs, self.single, v and (v.shape, v.dtype), cls, self.drops,
+                self.into)
 
 
 def _kernel_call(fn, attrs):
@@ -117,6 +123,7 @@ class CompiledExecutor:
         self.inputs = [(slot(v), homes.get(v) or devices.get(plan.devices[0]), graph.values[v]) for v in graph.inputs]
         in_subgraph = {name: sg for sg in plan.subgraphs for name in sg.nodes}
         steps, done = [], set()
+        inplace, kept, lost = plan.memory.inplace, set(), False  # in-place steps: output -> the input written over
         for n in graph.nodes:
             if n.name in done:
                 continue
@@ -138,24 +145,29 @@ class CompiledExecutor:
                 steps.append(_Step(_copy_call(src, dev), ins, outs, n.name, "copy", dev, f"copy from {src}",
                                    [graph.values[o] for o in n.outputs]))
                 continue
+            fn, how = step_kernel(dev, n, graph.values)  # the kernel the memory plan's in-place choice assumed
+            over = inplace.get(n.outputs[0]) if len(n.outputs) == 1 else None
+            if over is not None:
+                if how != "fused (numpy)" and takes_out(fn, dev):
+                    kept.add(n.name)
+                else:  # its kernel changed since the plan was made (routes forgotten): run it out of place
+                    over = None
+                    lost = True
+            into = None if over is None else n.inputs.index(over)
             if n.op == "fused":  # a fuse pass's node: its own program on dev, not an op of the op set
-                from .hostchain import host_chain
-                from .passes.fused_op import fused_kernel  # lazy: only fused plans need the passes
-                chain = host_chain(dev, n, graph.values)  # small on a host: numpy calls beat a program's call
-                call = chain if chain is not None else _fused_call(fused_kernel(dev, n.attrs))
-                steps.append(_Step(call, ins, outs, n.name, n.op, dev, "fused (numpy)" if chain else "fused",
-                                   [graph.values[o] for o in n.outputs]))
+                call = fn if how == "fused (numpy)" else _fused_call(fn, into)
+                steps.append(_Step(call, ins, outs, n.name, n.op, dev, how, [graph.values[o] for o in n.outputs]))
                 continue
-            dtypes = tuple(graph.values[i].dtype for i in n.inputs)
-            fn = route(n.op, dev, dtypes)
             fb = getattr(fn, "fallback_device", None)
             how = f"fallback to {fb}" if fb is not None else getattr(fn, "route", plan.how.get(n.name, "kernel"))
             if len(n.outputs) == 1:
                 steps.append(_Step(fn, ins, outs, n.name, n.op, dev, how, [graph.values[n.outputs[0]]],
-                                   attrs=dict(n.attrs) or None, single=True))
+                                   attrs=dict(n.attrs) or None, single=True, into=into))
             else:
                 steps.append(_Step(_kernel_call(fn, dict(n.attrs)), ins, outs, n.name, n.op, dev, how,
                                    [graph.values[o] for o in n.outputs]))
+        if lost:  # the plan says what runs: planned again with the in-place steps that really are
+            plan.memory = plan_memory(graph, writers=kept, opaque=opaque(graph, plan.subgraphs))
         for o in graph.outputs:  # an output the passes folded into a constant: handed out from the host copy
             if o not in slots and o in consts:
                 s = slot(o)
@@ -239,7 +251,7 @@ class CompiledExecutor:
         """Run step `name` with `call` from now on (how tests inject a faulty kernel); the generated function had the
         old one bound, so it is dropped and the next run is the checked loop."""
         k = [st.name for st in self.steps].index(name)
-        self.steps[k].call = call
+        self.steps[k].call, self.steps[k].into = call, None  # a stand-in takes no `out=`
         self._fast[k] = self.steps[k].fast()
         self._code = None
 
@@ -255,9 +267,11 @@ class CompiledExecutor:
             lines.append(f"    {''.join(f'v{s}, ' for s, _, _ in self.inputs)}= staged")
         lines.append("    staged.clear()")
         where = {}
-        for k, (st, (call, attrs, ins, outs, single, _, _, drops)) in enumerate(zip(self.steps, self._fast)):
+        for k, (st, (call, attrs, ins, outs, single, _, _, drops, into)) in enumerate(zip(self.steps, self._fast)):
             names[f"k{k}"], names[f"s{k}"] = call, st
             args = ", ".join(f"v{i}" for i in ins)
+            if into is not None:  # in place: written over the input the memory plan chose
+                args += f", out=v{ins[into]}"
             if single and attrs:
                 names[f"a{k}"] = attrs
                 args += (", " if args else "") + f"**a{k}"
@@ -306,10 +320,15 @@ class CompiledExecutor:
         as one function, and profiled runs; `record(step, start, seconds)` is told about each when given."""
         k = 0
         try:
-            for k, (call, attrs, ins, outs, single, expect, cls, drops) in enumerate(self._fast):
+            for k, (call, attrs, ins, outs, single, expect, cls, drops, into) in enumerate(self._fast):
                 if record is not None:
                     start = _clock()
-                if single:
+                if into is not None:  # in place: the kernel writes over the input the memory plan chose
+                    data = call(*[env[i] for i in ins], out=env[ins[into]], **(attrs or {}))
+                    if data.__class__ is not cls or data.shape != expect[0] or data.dtype != expect[1]:
+                        data = self._judge(self.steps[k], 0, data)
+                    env[outs[0]] = data
+                elif single:
                     data = call(*[env[i] for i in ins], **attrs) if attrs else call(*[env[i] for i in ins])
                     if data.__class__ is not cls or data.shape != expect[0] or data.dtype != expect[1]:
                         data = self._judge(self.steps[k], 0, data)
@@ -408,8 +427,14 @@ class _Route:
         self.route, self.fallback_device = route, None
 
 
-def _fused_call(fn):
-    """A fused node's kernel (arrays -> list of arrays) as a step call."""
+def _fused_call(fn, into=None):
+    """A fused node's kernel (arrays -> list of arrays) as a step call; `into`: the input it writes its one output
+    over (`out=`), or None."""
+    if into is not None:
+        def call(*arrays):
+            return fn(*arrays, out=arrays[into])
+        return call
+
     def call(*arrays):
         return list(fn(*arrays))
     return call

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InvalidArgumentError
+from ..ops.admit import refusal
 from ..ops.meta import result_meta
 
 
@@ -150,6 +151,9 @@ class Graph:
     def _check_meta(self, n, where, bad) -> None:
         shapes = tuple(self.values[i].shape for i in n.inputs)
         dtypes = tuple(self.values[i].dtype for i in n.inputs)
+        refused = refusal(n.op, dtypes)  # what the frontend never emits (ops/admit.py): kernels need not take it
+        if refused is not None:
+            raise bad(where, f"{n.op} does not admit inputs {_show_inputs(shapes, dtypes)}: {refused[0]}", refused[1])
         try:
             due = ((shapes[0], dtypes[0]),) if n.op == "copy" and shapes else result_meta(n.op, shapes, dtypes, n.attrs)
         except Exception as err:  # the op's rule refuses these inputs: the node cannot run

@@ -8,6 +8,7 @@ from ..config import config
 from ..dispatch.dispatcher import native_route
 from ..errors import InvalidArgumentError
 from ..runtime.device import devices as _devices
+from . import inplace
 from .ir import Graph, Node, Value
 from .memory import plan_memory
 from .plan import Plan, Subgraph
@@ -185,7 +186,8 @@ def partition(graph, devices=("opencl:0", "cpu"), *, min_subgraph: int = 2, pin=
     """Split `graph` over `devices` (a priority list) into a Plan: each node goes to the first device whose subgraph
     backend claims it, else that runs it with a kernel or codegen, else the fallback device; maximal convex regions
     of at least `min_subgraph` claimed nodes of one device become compiled subgraphs; copies are explicit nodes.
-    `pin` / `forbid`: {node name or op: device (or devices)}; `passes`: False, or the names of passes to disable."""
+    `pin` / `forbid`: {node name or op: device (or devices)}; `passes`: False, or the names of passes to disable
+    ("inplace": no step writes its output over an input)."""
     if isinstance(devices, str):
         devices = [devices]
     devs = list(dict.fromkeys(_devices.get(d) for d in devices))
@@ -262,7 +264,10 @@ def _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled) -
     if fallback is not devs[0]:  # a node the preferred devices could not run, left to the fallback device
         fallbacks += [n.name for n in graph.nodes if how[n.name] not in ("fallback", "pinned")
                       and where[n.name] is fallback]
-    return Plan(final, assignment, subgraphs, copies, plan_memory(final), reports,
+    on = {n: _devices.get(d) for n, d in assignment.items()}
+    writers = inplace.writers(final, on, subgraphs) if "inplace" not in (disabled or ()) else ()
+    memory = plan_memory(final, writers=writers, opaque=inplace.opaque(final, subgraphs))
+    return Plan(final, assignment, subgraphs, copies, memory, reports,
                 devices=[str(d) for d in devs], how={k: v for k, v in how.items() if k in assignment},
                 fallbacks=fallbacks, disabled=disabled,
                 input_devices={v: str(home[v]) for v in graph.inputs})

@@ -17,7 +17,8 @@ class Subgraph:
 
 class Plan:
     """What `hwadapter.graph.partition` returns: `.graph` (final, with copy nodes), `.assignment` (node -> device),
-    `.subgraphs`, `.copies` (copy node names), `.memory` (MemoryPlan), `.passes` (pass reports)."""
+    `.subgraphs`, `.copies` (copy node names), `.memory` (MemoryPlan: liveness reuse and in-place steps), `.passes`
+    (pass reports)."""
 
     def __init__(self, graph, assignment, subgraphs, copies, memory, passes, *, devices=(), how=None,
                  fallbacks=(), disabled=frozenset(), input_devices=None):
@@ -63,8 +64,9 @@ class Plan:
         console.print(f"copies: {len(self.copies)}   fallbacks: {len(self.fallbacks)}"
                       + (f" ({', '.join(self.fallbacks[:8])}{', ...' if len(self.fallbacks) > 8 else ''})"
                          if self.fallbacks else ""))
+        inplace = len(getattr(mem, "inplace", ()))
         console.print(f"peak memory: planned {mem.planned_peak} bytes vs naive {mem.naive_peak} bytes "
-                      f"({saved:.0f}% less)")
+                      f"({saved:.0f}% less; {inplace} node{'' if inplace == 1 else 's'} in place)")
         if self.disabled is None:
             console.print("passes: off")
         else:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -57,6 +57,7 @@ class Binding(NamedTuple):
     input_names: list   # the program's present inputs, in param order
     returned: tuple     # the outputs the op returns
     call: Callable      # (arrays in the op's input order) -> the op's result: outputs allocated, program launched
+    into: Callable = None  # (arrays, out) -> out: the one output written into `out` (None: several outputs)
 
 
 class PrimitiveKernel:
@@ -78,20 +79,26 @@ class PrimitiveKernel:
         dtypes = tuple(a.dtype for a in arrays)
         return inputs, spec.kernel.specialize_for(inputs, dtypes=spec.bind(attrs, dtypes), **spec.attrs(attrs, dtypes))
 
-    def load(self, program):
-        """The compiled program, loaded, through the memory and disk caches."""
-        loaded = self._loaded.get(program.name)
+    def load(self, program, restrict: bool = True):
+        """The compiled program, loaded, through the memory and disk caches; `restrict=False`: the variant whose
+        buffers may alias (an output written over an input, see `_into`)."""
+        key = program.name if restrict else (program.name, "aliased")
+        loaded = self._loaded.get(key)
         if loaded is None:
             with self._lock:
-                loaded = self._loaded.get(program.name)
+                loaded = self._loaded.get(key)
                 if loaded is None:
-                    loaded = self._loaded[program.name] = self._compile_and_load(program)
+                    loaded = self._loaded[key] = self._compile_and_load(program, restrict)
         return loaded
 
-    def _compile_and_load(self, program):
+    def _compile_and_load(self, program, restrict: bool = True):
         # a cached binary that fails to load is evicted and rebuilt once; a second failure names all (cache.py)
         backend, name = self.backend, program.name
-        source = program.source(backend.dialect)
+        dialect = backend.dialect
+        if not restrict:
+            from hwadapter_kp.dialects import get_dialect  # lazy: hwadapter_kp is imported at first use
+            dialect = replace(get_dialect(dialect), restrict=False)
+        source = program.source(dialect)
         return cache.default().get_or_load(
             self.device.type, {"source": source, **backend.cache_key()},
             build=lambda: backend.compile(source, name), load=lambda binary: backend.load(binary, name),
@@ -112,9 +119,26 @@ class PrimitiveKernel:
         outputs = [(p.name, tuple(int(d) for d in shapes[p.name]), np.dtype(p.dtype)) for p in program.outputs]
         names, returned = [p.name for p in program.inputs], self.returned(program)
         loaded = self.load(program)
-        call = self._caller(loaded, launch, outputs, tuple(self.inputs.index(n) for n in names),
-                            [[o[0] for o in outputs].index(n) for n in returned])
-        return Binding(program, loaded, launch, outputs, names, returned, call)
+        takes = tuple(self.inputs.index(n) for n in names)
+        call = self._caller(loaded, launch, outputs, takes, [[o[0] for o in outputs].index(n) for n in returned])
+        return Binding(program, loaded, launch, outputs, names, returned, call, self._into(program, launch, outputs,
+                                                                                          takes))
+
+    def _into(self, program, launch, outputs, takes: tuple) -> Callable | None:
+        """The launch of a one-output binding into a given array, which may be one of its inputs (`out=`; the graph
+        executor's in-place steps): the program compiled without `restrict`, on first use."""
+        if len(outputs) != 1:
+            return None
+        if not (launch.global_size and math.prod(outputs[0][1])):
+            return lambda arrays, out: out  # nothing to compute
+        run = []  # its launcher, made on first use: most bindings never run in place
+
+        def into(arrays, out):
+            if not run:
+                run.append(self.load(program, restrict=False).launcher(launch.global_size, tuple(launch.scalar_args)))
+            run[0]([*[arrays[i] for i in takes], out])
+            return out
+        return into
 
     def _caller(self, loaded, launch, outputs, takes: tuple, gives: list) -> Callable:
         """The warm call of a binding, with everything that does not depend on the buffers done once."""
@@ -156,8 +180,16 @@ class PrimitiveKernel:
             return outs[gives[0]] if len(gives) == 1 else [outs[i] for i in gives]
         return call
 
-    def __call__(self, *arrays, **attrs):
-        return (self._bindings.get(signature(arrays, attrs)) or self.bind(arrays, attrs)).call(arrays)
+    #: Takes `out=`: an array of the device's type with the (one) result's shape and dtype, written and returned.
+    writes_out = True
+
+    def __call__(self, *arrays, out=None, **attrs):
+        binding = self._bindings.get(signature(arrays, attrs)) or self.bind(arrays, attrs)
+        if out is None:
+            return binding.call(arrays)
+        if binding.into is None:
+            raise TypeError(f"{self.op}: out= is for programs with one output")
+        return binding.into(arrays, out)
 
 
 _lend = DeviceArray.lend

@@ -13,8 +13,9 @@ from .infer import infer
 
 #: The device-independent passes, in the order `optimize` runs them.
 PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold_batch_norm", fold_batch_norm))
-#: Every pass name `disable` accepts: optimize's, and fuse's ("fuse" switches off both of its parts).
-PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_epilogue", "fuse_chains"}
+#: Every pass name `disable` accepts: optimize's, fuse's ("fuse" switches off both of its parts), and the memory
+#: planner's "inplace" (no step writes its output over an input; hwadapter.graph.memory).
+PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_epilogue", "fuse_chains", "inplace"}
 
 __all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "cse", "dce", "fold",
            "fold_batch_norm", "fuse", "fused_kernel", "infer", "optimize", "run_fused"]

@@ -67,9 +67,9 @@ class FusedKernel(PrimitiveKernel):
     def returned(self, program) -> tuple:
         return tuple(self.spec.outputs)
 
-    def __call__(self, *arrays):
-        out = super().__call__(*arrays)
-        return list(out) if isinstance(out, list) else [out]
+    def __call__(self, *arrays, out=None):
+        result = super().__call__(*arrays, out=out)
+        return list(result) if isinstance(result, list) else [result]
 
 
 _kernels = BoundedCache(512)  # device-free: the kp Kernel of each fused computation (Device.fused holds the compiled ones)
