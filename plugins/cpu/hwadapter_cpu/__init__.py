@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
+from . import conv
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
@@ -48,6 +49,7 @@ class CpuPlugin(Plugin):
                 if not isinstance(fn, np.ufunc) and _writes_out(fn, op):
                     fn.writes_out = True  # the graph executor may run it in place (a bare ufunc it knows itself)
                 kernels.register(op, fn)
+        kernels.register("conv2d", conv.conv2d)  # the reference's semantics, without its two output transposes
 
     def codegen_backend(self, device):
         from .codegen import CpuCodegenBackend  # lazy: it probes the C compiler, only when first needed

@@ -1,0 +1,60 @@
+"""The CPU plugin's conv2d (plugins/cpu/hwadapter_cpu/conv.py) against the reference kernel, the semantics' oracle."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hwadapter.plugin import reference
+
+conv = pytest.importorskip("hwadapter_cpu.conv")
+
+TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
+
+
+@st.composite
+def cases(draw):
+    """Random convolutions: groups (dense, grouped, depthwise), strides, dilations, asymmetric padding, epilogues."""
+    dtype = draw(st.sampled_from(sorted(TOL)))
+    groups = draw(st.sampled_from([1, 2, 3]))
+    depthwise = draw(st.booleans())
+    cg = 1 if depthwise else draw(st.integers(1, 3))
+    c = cg * groups
+    o = groups if depthwise else groups * draw(st.integers(1, 3))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride, dilation = draw(st.tuples(st.integers(1, 3), st.integers(1, 3))), draw(
+        st.tuples(st.integers(1, 2), st.integers(1, 2)))
+    padding = draw(st.tuples(*[st.integers(0, 2)] * 4))
+    h = draw(st.integers((kh - 1) * dilation[0] + 1, 9))
+    w = draw(st.integers((kw - 1) * dilation[1] + 1, 9))
+    n = draw(st.integers(1, 2))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((o, cg, kh, kw)).astype(dtype)
+    bias = rng.standard_normal(o).astype(dtype) if draw(st.booleans()) else None
+    act = draw(st.sampled_from([None, *sorted(reference.CONV_ACTIVATIONS)]))
+    return x, wt, bias, dict(stride=stride, padding=padding, dilation=dilation, groups=groups, activation=act)
+
+
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_matches_the_reference_kernel(case):
+    x, w, bias, attrs = case
+    want = reference.KERNELS["conv2d"](x, w, bias, **attrs)
+    got = conv.conv2d(x, w, bias, **attrs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = TOL[x.dtype.name]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
+
+
+def test_is_the_cpu_devices_kernel_and_keeps_its_epilogues():
+    import hwadapter as hw
+    from hwadapter.runtime.device import get
+    kernel = get("cpu").kernels.find("conv2d", (np.dtype("float32"),) * 2)
+    x = hw.to_tensor(np.ones((1, 2, 5, 5), "float32"))
+    w = hw.to_tensor(np.ones((3, 2, 3, 3), "float32"))
+    y = hw.nn.functional.conv2d(x, w, padding=1)
+    assert y.numpy()[0, 0, 2, 2] == 18 and y.numpy()[0, 0, 0, 0] == 8
+    assert kernel is conv.conv2d
+    assert conv.conv2d.epilogues == reference.CONV_ACTIVATIONS
