@@ -544,3 +544,18 @@ def test_an_in_place_program_is_compiled_without_restrict():
         plan.run(inputs_for(graph))
         loaded = get("opencl:0").primitive("tanh")._loaded
         assert any(isinstance(k, tuple) and k[1] == "aliased" for k in loaded)  # the in-place steps' variant
+
+
+@pytest.mark.parametrize("devices", [["cpu"], ["opencl:0", "cpu"]])
+def test_a_split_into_one_piece_is_still_a_list_to_the_executor(devices):
+    """split is multi-output even with one section: its kernel returns a one-item list (the ONNX importer makes these)."""
+    from hwadapter.graph.builder import GraphBuilder
+    from hwadapter.graph.executor import run as reference_run
+    b = GraphBuilder()
+    x = b.input("x", (4, 3))
+    y = b.op("relu", [b.op("split", [x], n_outputs=1, sections=(4,), axis=0)])
+    g = b.build([y])
+    data = np.arange(-6, 6, dtype="float32").reshape(4, 3)
+    got = hw.graph.partition(g, devices=devices).run([data])[0].numpy()
+    np.testing.assert_array_equal(got, np.maximum(data, 0))
+    np.testing.assert_array_equal(reference_run(g, {"x": data})[y].numpy(), np.maximum(data, 0))

@@ -12,6 +12,7 @@ from ..config import config
 from ..dispatch import dispatcher
 from ..dispatch.dispatcher import dispatch, transfer
 from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError
+from ..ops import meta
 from ..runtime.device import devices
 from ..runtime.memory import DeviceArray
 from ..tensor import Tensor, _make, to_tensor
@@ -160,7 +161,7 @@ class CompiledExecutor:
                 continue
             fb = getattr(fn, "fallback_device", None)
             how = f"fallback to {fb}" if fb is not None else getattr(fn, "route", plan.how.get(n.name, "kernel"))
-            if len(n.outputs) == 1:
+            if len(n.outputs) == 1 and n.op not in meta.MULTI_OUTPUT:  # split into one piece is still a list
                 steps.append(_Step(fn, ins, outs, n.name, n.op, dev, how, [graph.values[n.outputs[0]]],
                                    attrs=dict(n.attrs) or None, single=True, into=into))
             else:
