@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
-from . import conv
+from . import conv, pool
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
@@ -49,7 +49,9 @@ class CpuPlugin(Plugin):
                 if not isinstance(fn, np.ufunc) and _writes_out(fn, op):
                     fn.writes_out = True  # the graph executor may run it in place (a bare ufunc it knows itself)
                 kernels.register(op, fn)
-        kernels.register("conv2d", conv.conv2d)  # the reference's semantics, without its two output transposes
+        # the reference's semantics, faster: conv2d without its two output transposes, max_pool2d over whole planes
+        kernels.register("conv2d", conv.conv2d)
+        kernels.register("max_pool2d", pool.max_pool2d)
 
     def codegen_backend(self, device):
         from .codegen import CpuCodegenBackend  # lazy: it probes the C compiler, only when first needed

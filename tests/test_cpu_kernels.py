@@ -1,4 +1,4 @@
-"""The CPU plugin's conv2d (plugins/cpu/hwadapter_cpu/conv.py) against the reference kernel, the semantics' oracle."""
+"""The CPU plugin's own kernels (conv2d, max_pool2d) against the reference kernels, the semantics' oracle."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hwadapter.plugin import reference
 
 conv = pytest.importorskip("hwadapter_cpu.conv")
+pool = pytest.importorskip("hwadapter_cpu.pool")
 
 TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
 
@@ -58,3 +59,30 @@ def test_is_the_cpu_devices_kernel_and_keeps_its_epilogues():
     assert y.numpy()[0, 0, 2, 2] == 18 and y.numpy()[0, 0, 0, 0] == 8
     assert kernel is conv.conv2d
     assert conv.conv2d.epilogues == reference.CONV_ACTIVATIONS
+
+
+@st.composite
+def pools(draw):
+    """Random max pools: every dtype, strides, asymmetric padding below the kernel size, ceil mode."""
+    dtype = draw(st.sampled_from(["float16", "float32", "float64", "int8", "int32", "uint8", "bool"]))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    stride = draw(st.tuples(st.integers(1, 3), st.integers(1, 3)))
+    padding = (draw(st.integers(0, kh - 1)), draw(st.integers(0, kh - 1)), draw(st.integers(0, kw - 1)),
+               draw(st.integers(0, kw - 1)))
+    h, w = draw(st.integers(max(1, kh - padding[0] - padding[1]), 10)), draw(
+        st.integers(max(1, kw - padding[2] - padding[3]), 10))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    x = (rng.standard_normal((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w)) * 50).astype(dtype)
+    if dtype.startswith("float") and draw(st.booleans()):
+        x.flat[0] = np.nan
+    return x, dict(kernel_size=(kh, kw), stride=stride, padding=padding, ceil_mode=draw(st.booleans()))
+
+
+@settings(max_examples=200, deadline=None)
+@given(pools())
+def test_max_pool_matches_the_reference_kernel(case):
+    x, attrs = case
+    want = reference.KERNELS["max_pool2d"](x, **attrs)
+    got = pool.max_pool2d(x, **attrs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
