@@ -192,6 +192,72 @@ def _movement_cases():
     yield "pad", [arr((0, 2))], {"pads": ((1, 1), (0, 0))}
 
 
+def _onnx_primitive_cases():
+    """The ops the ONNX import added: more math, bitwise, topk, scans, element/nd gathers and scatters,
+    conv_transpose2d, lrn, resize."""
+    for op, dt, shape in itertools.product(("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"),
+                                           FLOAT, _SHAPES):
+        yield op, [arr(shape, dt, 0, 2)], {}
+    for op, dt, (sx, sy) in itertools.product(("bitwise_and", "bitwise_or", "bitwise_xor"), ("bool",) + INTEGER,
+                                              _BROADCAST):
+        yield op, [arr(sx, dt, 0, 2 if dt == "bool" else 9), arr(sy, dt, 0, 2 if dt == "bool" else 9)], {}
+    for op, dt, (sx, sy) in itertools.product(("left_shift", "right_shift"), INTEGER, _BROADCAST):
+        yield op, [arr(sx, dt, 0, 100), arr(sy, dt, 0, 9)], {}
+    for dt, shape in itertools.product(("bool",) + INTEGER, _SHAPES):
+        yield "bitwise_not", [arr(shape, dt, 0, 2)], {}
+    for dt in ANY:
+        x = arr((3, 5), dt, 0, 2 if dt == "bool" else 9)
+        for k, axis, largest in [(2, 1, True), (0, 0, False), (3, 0, True), (5, -1, False)]:
+            yield "topk", [x], {"k": k, "axis": axis, "largest": largest, "sorted": True}
+    yield "topk", [arr((2, 0, 3))], {"k": 0, "axis": 1, "largest": True, "sorted": False}
+    for op, dt in itertools.product(("cumsum", "cumprod"), NUMERIC):
+        for shape, axis in [((), 0), ((4,), 0), ((2, 3), 1), ((2, 3), -2), ((0, 3), 0), ((2, 3, 4), 2)]:
+            for exclusive, reverse in itertools.product((False, True), repeat=2):
+                yield op, [arr(shape, dt, 1, 3)], {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+    for dt in ANY:
+        x = arr((3, 4), dt, 0, 2)
+        idx = np.array([[0, -1, 2, 1], [3, 0, 0, 1]], np.int64)
+        yield "gather_elements", [x, idx[:, :3] % 3], {"axis": 0}
+        yield "gather_elements", [x, idx], {"axis": -1}
+        yield "scatter_elements", [x, idx, arr((2, 4), dt, 0, 2)], {"axis": 1, "reduction": "none"}
+        yield "gather_nd", [x, np.array([[0, 1], [2, -1]], np.int64)], {"batch_dims": 0}
+        yield "gather_nd", [x, np.array([[1], [0], [2]], np.int64)], {"batch_dims": 0}
+        yield "scatter_nd", [x, np.array([[0, 1], [2, 3]], np.int64), arr((2,), dt, 0, 2)], {"reduction": "none"}
+        yield "scatter_nd", [x, np.array([[1]], np.int64), arr((1, 4), dt, 0, 2)], {"reduction": "none"}
+    for reduction in ("add", "mul", "max", "min"):
+        for dt in NUMERIC:
+            x = arr((3, 4), dt)
+            yield "scatter_elements", [x, np.array([[1, 1], [0, 2]], np.int64), arr((2, 2), dt)], \
+                {"axis": 0, "reduction": reduction}
+            yield "scatter_nd", [x, np.array([[1], [1]], np.int64), arr((2, 4), dt)], {"reduction": reduction}
+    yield "gather_elements", [arr((2, 3, 4)), np.zeros((2, 0, 4), np.int64)], {"axis": 1}
+    yield "gather_nd", [arr((2, 3, 4)), np.array([[[1], [0]], [[2], [2]]], np.int64)], {"batch_dims": 1}
+    yield "gather_nd", [arr((2, 3, 4)), np.zeros((0, 2), np.int64)], {}
+    for dt in FLOAT:
+        for xs, ws, attrs in [
+            ((1, 2, 3, 3), (2, 3, 3, 3), {}),
+            ((2, 4, 3, 5), (4, 2, 2, 3), {"stride": (2, 3), "padding": (1, 0, 0, 2), "output_padding": (1, 2),
+                                          "dilation": (1, 2), "groups": 2}),
+            ((1, 1, 2, 2), (1, 1, 1, 1), {"stride": (1, 1), "padding": (0, 0, 0, 0), "output_padding": (3, 0),
+                                          "dilation": (1, 1), "groups": 1}),
+        ]:
+            yield "conv_transpose2d", [arr(xs, dt), arr(ws, dt)], attrs
+            yield "conv_transpose2d", [arr(xs, dt), arr(ws, dt), arr((ws[1] * attrs.get("groups", 1),), dt)], attrs
+        for shape, size in [((2, 5, 3, 3), 3), ((1, 4, 2), 2), ((1, 3, 2, 2, 2), 5)]:
+            yield "lrn", [arr(shape, dt)], {"size": size, "alpha": 1e-3, "beta": 0.75, "bias": 1.0}
+    for mode, dt in [("nearest", d) for d in ANY] + [(m, d) for m in ("linear", "cubic") for d in FLOAT]:
+        x = arr((1, 2, 3, 4), dt, 0, 2 if dt == "bool" else 9)
+        for sizes, scales in [((1, 2, 6, 8), (1.0, 1.0, 2.0, 2.0)), ((1, 2, 2, 3), (1.0, 1.0, 2 / 3, 0.75)),
+                              ((1, 2, 3, 4), (1.0, 1.0, 1.0, 1.0)), ((1, 2, 0, 4), (1.0, 1.0, 0.2, 1.0))]:
+            yield "resize", [x], {"sizes": sizes, "scales": scales, "mode": mode}
+        yield "resize", [x], {"sizes": (2, 2, 5, 5), "scales": (2.0, 1.0, 5 / 3, 1.25), "mode": mode,
+                              "coordinate_transformation_mode": "tf_crop_and_resize",
+                              "roi": (0, 0, 0.2, 0.1, 1, 1, 0.9, 1.2), "extrapolation_value": 7.0}
+        if mode != "nearest":
+            yield "resize", [x], {"sizes": (1, 2, 2, 2), "scales": (1.0, 1.0, 0.6, 0.5), "mode": mode,
+                                  "antialias": True}
+
+
 def reference_cases():
     """(op, input arrays, attrs) as the frontend hands them to kernels: every op of the set, many shapes and dtypes."""
     yield from _elementwise_cases()
@@ -200,6 +266,7 @@ def reference_cases():
     yield from _normalisation_cases()
     yield from _conv_pool_cases()
     yield from _movement_cases()
+    yield from _onnx_primitive_cases()
 
 
 def _as_meta(out) -> tuple:

@@ -96,10 +96,41 @@ CASES.update({
     "gather": ([A, np.array([3, -1, 0])], {"axis": 0}), "expand": ([rand(4, 1)], {"shape": (2, 4, 5)}),
     "pad": ([A], {"pads": ((1, 2), (0, 3)), "mode": "reflect", "value": 0.0}),
 })
+I8, J8 = (A * 20).astype("int8"), np.abs(B * 3).astype("int8")
+#: Ops the OpenCL plugin has no kernel or kernel-primitive program for (added for the ONNX import): they run on the
+#: fallback device, counted and announced, and must still give the reference's result.
+FALLBACK_OPS = {
+    **{op: ([rand(4, 5, lo=-0.9, hi=0.9)], {}) for op in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+                                                          "atanh")},
+    "acosh": ([POS + 1], {}), "bitwise_not": ([I8], {}),
+    **{op: ([I8, J8], {}) for op in ("bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift")},
+    "topk": ([A], {"k": 2, "axis": 1, "largest": True, "sorted": True}),
+    "cumsum": ([A], {"axis": 1, "exclusive": True, "reverse": False}),
+    "cumprod": ([A], {"axis": 0, "exclusive": False, "reverse": True}),
+    "gather_elements": ([A, np.array([[0, -1], [2, 1]])], {"axis": 1}),
+    "scatter_elements": ([A, np.array([[0, 1], [2, 1]]), B[:2, :2].copy()], {"axis": 0, "reduction": "add"}),
+    "gather_nd": ([A, np.array([[0, 1], [3, -1]])], {"batch_dims": 0}),
+    "scatter_nd": ([A, np.array([[1], [3]]), B[:2].copy()], {"reduction": "none"}),
+    "conv_transpose2d": ([rand(2, 4, 5, 5), rand(4, 3, 3, 3), rand(6)],
+                         {"stride": (2, 2), "padding": (1, 0, 0, 1), "output_padding": (1, 0), "dilation": (1, 1),
+                          "groups": 2}),
+    "lrn": ([X4], {"size": 3, "alpha": 1e-3, "beta": 0.75, "bias": 1.0}),
+    "resize": ([X4], {"sizes": (2, 3, 14, 9), "scales": (1.0, 1.0, 2.0, 1.5), "mode": "linear"}),
+}
 
 
 def test_the_cases_cover_the_whole_op_set():
-    assert set(CASES) == set(reference.KERNELS), "add a representative call for every op of the set"
+    assert set(CASES) | set(FALLBACK_OPS) == set(reference.KERNELS), "add a representative call for every op of the set"
+    assert not set(CASES) & set(FALLBACK_OPS)
+
+
+@pytest.mark.parametrize("op", sorted(FALLBACK_OPS))
+def test_ops_without_an_opencl_kernel_fall_back_loudly_and_right(op):
+    """Counted in the fallback report (the warning itself is tested in test_fallback.py)."""
+    hw.profiler.reset_fallback()
+    outs, refs = run(op, *FALLBACK_OPS[op])
+    assert_same(outs, refs, msg=op)
+    assert hw.profiler.fallback_count() >= 1
 
 
 @pytest.fixture

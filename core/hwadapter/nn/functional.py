@@ -14,7 +14,8 @@ from ..ops.linalg import matmul
 from ..ops.manipulation import _reshape, pad, transpose
 
 __all__ = ["relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d",
-           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "linear", "pad"]
+           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "linear", "pad",
+           "conv2d_transpose", "local_response_norm"]
 
 
 def _softmax(op, x, axis):
@@ -142,6 +143,67 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, data
         inputs = (x, w, b.astype(x.dtype))
     attrs = {"stride": (sh, sw), "padding": pads, "dilation": dl, "groups": groups}
     return _back(dispatch("conv2d", inputs, attrs), nhwc)
+
+
+def conv2d_transpose(x, weight, bias=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1,
+                     data_format="NCHW"):
+    """2-D transposed convolution of NCHW input with (in, out/groups, kh, kw) weights (paddle's signature)."""
+    op = "conv2d_transpose"
+    x, nhwc = _nchw(op, x, data_format)
+    x, w = _promote(op, x, _tensor(op, weight))
+    x, w = _as_float(x), _as_float(w)
+    if w.ndim != 4:
+        raise InvalidArgumentError(f"{op}: weight must be 4-D (in, out/groups, kh, kw), got {w.shape}. Fix: reshape "
+                                   f"it to (in_channels, out_channels // groups, kh, kw)")
+    n, c, h, wd = x.shape
+    ci, og, kh, kw = w.shape
+    groups = shapes.int_arg(op, "groups", groups, low=1)
+    if ci != c or c % groups:
+        raise InvalidArgumentError(f"{op}: {c} input channels, weight {w.shape} and groups={groups} do not agree. "
+                                   f"Fix: need weight.shape[0] == in_channels, a multiple of groups")
+    st, dl = shapes.pair(op, "stride", stride), shapes.pair(op, "dilation", dilation)
+    pads = shapes.conv_padding(op, padding, (h, wd), (kh, kw), (1, 1), dl) if not isinstance(padding, str) else None
+    if pads is None:
+        raise InvalidArgumentError(f"{op}: padding must be ints, not {shapes.show(padding)}. Fix: pass an int, a "
+                                   f"pair or four ints")
+    outpad = shapes.int_list(op, "output_padding", output_padding, length=(1, 2), low=0, scalar_ok=True)
+    outpad = outpad * 2 if len(outpad) == 1 else outpad
+    if outpad[0] >= max(st[0], dl[0]) or outpad[1] >= max(st[1], dl[1]):
+        raise InvalidArgumentError(f"{op}: output_padding {outpad} must be smaller than the stride or the dilation. "
+                                   f"Fix: pass a smaller output_padding")
+    oh = (h - 1) * st[0] + (kh - 1) * dl[0] + 1 - pads[0] - pads[1] + outpad[0]
+    ow = (wd - 1) * st[1] + (kw - 1) * dl[1] + 1 - pads[2] - pads[3] + outpad[1]
+    if oh <= 0 or ow <= 0:
+        raise InvalidArgumentError(f"{op}: padding {pads} leaves an output of {oh}x{ow}. Fix: pad less")
+    check_size(op, (n, og * groups, oh, ow), x.dtype, x.device)
+    inputs = (x, w)
+    if bias is not None:
+        b = _tensor(op, bias)
+        if b.shape != (og * groups,):
+            raise InvalidArgumentError(f"{op}: bias must have shape ({og * groups},), got {b.shape}. Fix: pass one "
+                                       f"value per output channel, or None")
+        inputs = (x, w, b.astype(x.dtype))
+    attrs = {"stride": st, "padding": pads, "output_padding": outpad, "dilation": dl, "groups": groups}
+    return _back(dispatch("conv_transpose2d", inputs, attrs), nhwc)
+
+
+def local_response_norm(x, size, alpha=1e-4, beta=0.75, k=1.0, data_format="NCHW"):
+    """x / (k + alpha / size * the sum of x**2 over `size` neighbouring channels) ** beta (paddle's, ONNX LRN)."""
+    op = "local_response_norm"
+    x = _as_float(_tensor(op, x))
+    if x.ndim < 3:
+        raise InvalidArgumentError(f"{op}: input must be at least 3-D (N, C, ...), got {x.shape}. Fix: add axes")
+    if data_format not in ("NCHW", "NCL", "NCDHW"):
+        raise InvalidArgumentError(f"{op}: data_format must be channels-first (NCL, NCHW, NCDHW), not "
+                                   f"{shapes.show(data_format)}. Fix: transpose to channels-first")
+    size = shapes.int_arg(op, "size", size, low=1)
+    attrs = {"size": size}
+    for name, v in (("alpha", alpha), ("beta", beta), ("bias", k)):
+        v = number_arg(op, name, v)
+        if isinstance(v, bool) or not math.isfinite(v):
+            raise InvalidArgumentError(f"{op}: {name} must be a finite number, not {v!r}. Fix: pass a float")
+        attrs[name] = float(v)
+    return dispatch("lrn", (x,), attrs)
 
 
 def _windows(size: int, k: int, stride: int, dilation: int, pads: tuple) -> tuple:

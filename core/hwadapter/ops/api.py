@@ -7,10 +7,13 @@ from __future__ import annotations
 
 from ._common import make_public
 from .creation import arange, full, full_like, ones, ones_like, rand, randn, seed, zeros, zeros_like
-from .elementwise import (abs, add, astype, cast, ceil, clip, cos, divide, equal, erf, exp, floor, gelu,  # noqa: A004
-                          greater_equal, greater_than, less_equal, less_than, log, logical_and, logical_not,
-                          logical_or, logical_xor, maximum, minimum, mod, multiply, neg, not_equal, pow, reciprocal,
-                          relu, remainder, round, rsqrt, sigmoid, sign, sin, sqrt, subtract, tanh, where)
+from .elementwise import (abs, acos, acosh, add, asin, asinh, astype, atan, atanh, bitwise_and,  # noqa: A004
+                          bitwise_left_shift, bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, cast, ceil,
+                          clip, cos, cosh, divide, equal, erf, exp, floor, gelu, greater_equal, greater_than,
+                          less_equal, less_than, log, logical_and, logical_not, logical_or, logical_xor, maximum,
+                          minimum, mod, multiply, neg, not_equal, pow, reciprocal, relu, remainder, round, rsqrt,
+                          sigmoid, sign, sin, sinh, sqrt, subtract, tan, tanh, where)
+from .indexing import cumprod, cumsum, gather_nd, put_along_axis, scatter_nd_add, take_along_axis, topk
 from .linalg import matmul
 from .manipulation import (broadcast_to, concat, expand, flatten, gather, pad, reshape, slice, split,  # noqa: A004
                            squeeze, transpose, unsqueeze)
@@ -25,6 +28,9 @@ __all__ = [
     "max", "min", "argmax", "argmin", "matmul", "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "concat",
     "split", "slice", "gather", "expand", "broadcast_to", "pad", "full", "zeros", "ones", "zeros_like",
     "ones_like", "full_like", "arange", "seed", "rand", "randn",
+    "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift", "topk", "cumsum", "cumprod",
+    "take_along_axis", "put_along_axis", "gather_nd", "scatter_nd_add",
 ]
 
 make_public(globals(), __all__)

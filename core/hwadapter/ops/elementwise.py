@@ -11,10 +11,13 @@ from ..dispatch.dispatcher import dispatch, dispatch_binary, dispatch_unary
 from ..errors import InvalidArgumentError
 from ..tensor import Tensor
 from . import shapes
-from ._common import (_FLOAT, _FLOAT64_MAX, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote, _scalar,
-                      _tensor, cast, number_arg)
+from ._common import (_FLOAT, _FLOAT64_MAX, _INTEGER, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote,
+                      _scalar, _tensor, cast, number_arg)
 
 astype = cast  # cast itself sits with the helpers, which promote with it
+
+
+_BITWISE = {"bitwise": _INTEGER | {_dt.bool_}, "shift": _INTEGER}
 
 
 def _binary(op: str, kind: str, doc: str, name: str = ""):
@@ -37,6 +40,8 @@ def _binary(op: str, kind: str, doc: str, name: str = ""):
             x, y = _as_float(x), _as_float(y)
         elif kind == "logical" and x._dtype is not _dt.bool_:
             x, y = cast(x, _dt.bool_), cast(y, _dt.bool_)
+        elif kind in ("bitwise", "shift") and x._dtype not in _BITWISE[kind]:
+            _check(name, x, _BITWISE[kind], "integer" if kind == "shift" else "integer or bool")
         return dispatch_binary(op, x, y)
 
     fn.__name__ = fn.__qualname__ = name
@@ -56,6 +61,8 @@ def _unary(op: str, kind: str, doc: str):
             return x  # integers are already whole
         elif kind == "logical" and x._dtype is not _dt.bool_:
             x = cast(x, _dt.bool_)
+        elif kind == "bitwise":
+            _check(op, x, _BITWISE["bitwise"], "integer or bool")
         return dispatch_unary(op, x)
 
     fn.__name__ = fn.__qualname__ = op
@@ -100,6 +107,23 @@ ceil = _unary("ceil", "rounding", "Round up.")
 round = _unary("round", "rounding", "Round half to even.")  # noqa: A001
 sign = _unary("sign", "numeric", "-1, 0 or 1 (0 for nan-free zero).")
 logical_not = _unary("logical_not", "logical", "not x (non-zero is true).")
+tan = _unary("tan", "float", "Tangent.")
+asin = _unary("asin", "float", "Inverse sine (nan outside [-1, 1]).")
+acos = _unary("acos", "float", "Inverse cosine (nan outside [-1, 1]).")
+atan = _unary("atan", "float", "Inverse tangent.")
+sinh = _unary("sinh", "float", "Hyperbolic sine.")
+cosh = _unary("cosh", "float", "Hyperbolic cosine.")
+asinh = _unary("asinh", "float", "Inverse hyperbolic sine.")
+acosh = _unary("acosh", "float", "Inverse hyperbolic cosine (nan below 1).")
+atanh = _unary("atanh", "float", "Inverse hyperbolic tangent (nan outside [-1, 1]).")
+bitwise_not = _unary("bitwise_not", "bitwise", "~x: every bit flipped (not x for bool).")
+bitwise_and = _binary("bitwise_and", "bitwise", "x & y of integers (and for bool), broadcast.")
+bitwise_or = _binary("bitwise_or", "bitwise", "x | y of integers (or for bool), broadcast.")
+bitwise_xor = _binary("bitwise_xor", "bitwise", "x ^ y of integers (xor for bool), broadcast.")
+bitwise_left_shift = _binary("left_shift", "shift", "x << y of integers (bits past the width are lost).",
+                             "bitwise_left_shift")
+bitwise_right_shift = _binary("right_shift", "shift", "x >> y of integers: logical for uint8, arithmetic for signed "
+                              "dtypes.", "bitwise_right_shift")
 
 
 def gelu(x, approximate: bool = False):

@@ -19,14 +19,17 @@ INT64 = np.dtype(np.int64)
 #: Ops whose result has the shape and dtype of their first input, x.
 SAME_AS_X = frozenset({"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu",
                         "gelu", "erf", "sin", "cos", "floor", "ceil", "round", "sign", "clip", "softmax",
-                        "log_softmax", "layer_norm", "batch_norm"})
+                        "log_softmax", "layer_norm", "batch_norm", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                        "asinh", "acosh", "atanh", "bitwise_not", "cumsum", "cumprod", "lrn", "scatter_elements",
+                        "scatter_nd"})
 #: Binary ops whose result is broadcast and of the inputs' (promoted) dtype.
-ARITHMETIC = frozenset({"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod"})
+ARITHMETIC = frozenset({"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod", "bitwise_and", "bitwise_or",
+                        "bitwise_xor", "left_shift", "right_shift"})
 #: Ops whose result is broadcast (or of the input's shape) and bool.
 BOOL_RESULT = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
                          "logical_or", "logical_xor", "logical_not"})
 #: Ops that return a list of arrays; every other op returns one array.
-MULTI_OUTPUT = frozenset({"split"})
+MULTI_OUTPUT = frozenset({"split", "topk"})
 
 
 def _same(shapes, dtypes, attrs):
@@ -145,6 +148,35 @@ def _pad(shapes, dtypes, attrs):
     return ((tuple(s + int(lo) + int(hi) for s, (lo, hi) in zip(shape, attrs["pads"])), dtypes[0]),)
 
 
+def _topk(shapes, dtypes, attrs):
+    shape = list(shapes[0])
+    shape[attrs.get("axis", -1) % len(shape)] = int(attrs["k"])
+    return ((tuple(shape), dtypes[0]), (tuple(shape), INT64))
+
+
+def _gather_elements(shapes, dtypes, attrs):
+    return ((tuple(shapes[1]), dtypes[0]),)
+
+
+def _gather_nd(shapes, dtypes, attrs):
+    x, idx = shapes[0], shapes[1]
+    return ((tuple(idx[:-1]) + tuple(x[attrs.get("batch_dims", 0) + idx[-1]:]), dtypes[0]),)
+
+
+def _conv_transpose2d(shapes, dtypes, attrs):
+    (n, _, h, w), (_, og, kh, kw) = shapes[0], shapes[1]
+    (sh, sw), (dh, dw) = attrs.get("stride", (1, 1)), attrs.get("dilation", (1, 1))
+    pt, pb, pl, pr = attrs.get("padding", (0, 0, 0, 0))
+    oph, opw = attrs.get("output_padding", (0, 0))
+    oh = (h - 1) * sh + (kh - 1) * dh + 1 - pt - pb + oph
+    ow = (w - 1) * sw + (kw - 1) * dw + 1 - pl - pr + opw
+    return (((n, og * attrs.get("groups", 1), oh, ow), dtypes[0]),)
+
+
+def _resize(shapes, dtypes, attrs):
+    return ((tuple(int(s) for s in attrs["sizes"]), dtypes[0]),)
+
+
 RULES: dict = {}
 RULES.update(dict.fromkeys(SAME_AS_X, _same))
 RULES.update(dict.fromkeys(ARITHMETIC, _elementwise))
@@ -156,7 +188,8 @@ RULES.update(dict.fromkeys(("adaptive_avg_pool2d", "adaptive_max_pool2d"), _adap
 RULES.update({
     "where": _where, "cast": _cast, "matmul": _matmul, "conv2d": _conv2d, "reshape": _reshape,
     "transpose": _transpose, "concat": _concat, "split": _split, "slice": _slice, "gather": _gather,
-    "expand": _expand, "pad": _pad,
+    "expand": _expand, "pad": _pad, "topk": _topk, "gather_elements": _gather_elements, "gather_nd": _gather_nd,
+    "conv_transpose2d": _conv_transpose2d, "resize": _resize,
 })
 
 

@@ -420,3 +420,278 @@ KERNELS.update({k: _quietly(v) for k, v in {
     "avg_pool2d": avg_pool2d,
 }.items()})
 KERNELS["conv2d"].epilogues = CONV_ACTIVATIONS  # the CPU plugin registers this very function
+
+
+# --- more math, bitwise, ordering, scans, index movement (the ONNX import's primitives) -----------------------------
+UNARY_MATH = {"tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+              "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh}
+BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor}
+
+
+def bitwise_not(x):
+    return np.logical_not(x) if x.dtype == np.bool_ else np.invert(x)
+
+
+def left_shift(x, y):
+    """x << y in x's dtype (bits shifted out are lost; a shift by the width or more is 0)."""
+    return np.left_shift(x, y).astype(x.dtype, copy=False)
+
+
+def right_shift(x, y):
+    """x >> y: logical for unsigned dtypes, arithmetic (sign-filling) for signed ones."""
+    return np.right_shift(x, y).astype(x.dtype, copy=False)
+
+
+def topk(x, k, axis=-1, largest=True, sorted=True):  # noqa: A002  ONNX's name
+    """[the k largest (smallest) values along axis, their int64 indices]; equal values: the lower index first.
+    The result is always in order (sorted=False allows any order, so this one too)."""
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    if largest:  # a stable ascending sort of the reversed axis, read backwards: descending, ties by lower index
+        order = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+        order = (n - 1) - np.flip(order, axis)
+    else:
+        order = np.argsort(x, axis=axis, kind="stable")
+    index = np.ascontiguousarray(np.take(order, np.arange(k), axis=axis)).astype(np.int64)
+    return [np.ascontiguousarray(np.take_along_axis(x, index, axis=axis)), index]
+
+
+def _scan(ufunc, identity):
+    def kernel(x, axis=0, exclusive=False, reverse=False):
+        axis = axis % x.ndim if x.ndim else 0
+        if x.ndim == 0:
+            return (np.full((), identity, x.dtype) if exclusive else x.copy())
+        if x.shape[axis] == 0:
+            return x.copy()
+        acc = np.float32 if x.dtype == np.float16 else x.dtype  # float16 running totals in float32, rounded once
+        xs = np.flip(x, axis) if reverse else x
+        out = ufunc.accumulate(xs.astype(acc, copy=False), axis=axis, dtype=acc)
+        if exclusive:  # each element's result leaves itself out: shift by one, the identity first
+            first = np.full(x.shape[:axis] + (1,) + x.shape[axis + 1:], identity, acc)
+            out = np.concatenate([first, np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis)
+        if reverse:
+            out = np.flip(out, axis)
+        return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+    kernel.__name__ = f"cum{ufunc.__name__}"
+    return kernel
+
+
+cumsum = _scan(np.add, 0)
+cumprod = _scan(np.multiply, 1)
+
+
+def _checked_index(op, index, n, axis):
+    """index with negative entries wrapped (index + n); out-of-range entries are an error naming op and axis."""
+    if index.size and (index.max() >= n or index.min() < -n):
+        bad = index.max() if index.max() >= n else index.min()
+        raise InvalidArgumentError(f"{op}: index {int(bad)} is out of range for axis {axis} of size {n} "
+                                   f"(valid: {-n}..{n - 1})")
+    return np.where(index < 0, index + n, index)
+
+
+def _element_positions(op, x, indices, axis):
+    """The full index tuple that addresses x at `indices` along axis and at the indices' own position elsewhere."""
+    axis = axis % x.ndim
+    grid = list(np.indices(indices.shape, sparse=True))
+    grid[axis] = _checked_index(op, indices, x.shape[axis], axis)
+    return tuple(grid)
+
+
+def gather_elements(x, indices, axis=0):
+    """out[i, j, ...] = x[..., indices[i, j, ...] (along axis), ...] (ONNX GatherElements, torch.gather)."""
+    return np.ascontiguousarray(x[_element_positions("gather_elements", x, indices, axis)])
+
+
+_SCATTER = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _scatter(op, x, where, updates, reduction):
+    out = x.copy()
+    if reduction == "none":  # repeated indices: the last update wins (ONNX leaves it undefined)
+        out[where] = updates
+    else:
+        _SCATTER[reduction].at(out, where, updates)
+    return out
+
+
+def scatter_elements(x, indices, updates, axis=0, reduction="none"):
+    """x with updates written (or combined by `reduction`) where gather_elements would read them."""
+    return _scatter("scatter_elements", x, _element_positions("scatter_elements", x, indices, axis), updates,
+                    reduction)
+
+
+def _nd_positions(op, shape, indices):
+    """The index tuple of indices (..., m) into the first m axes of `shape`, negative entries wrapped."""
+    m = indices.shape[-1]
+    return tuple(_checked_index(op, indices[..., a], shape[a], a) for a in range(m))
+
+
+def gather_nd(x, indices, batch_dims=0):
+    """ONNX GatherND: slices of x picked by the last axis of indices, after `batch_dims` shared leading axes."""
+    b = batch_dims
+    m = indices.shape[-1]
+    shape = indices.shape[:-1] + x.shape[b + m:]
+    if math.prod(indices.shape[:-1]) == 0:
+        return np.zeros(shape, x.dtype)
+    batch = math.prod(x.shape[:b])
+    xb = x.reshape((batch,) + x.shape[b:])
+    ib = indices.reshape((batch, -1, m))
+    where = _nd_positions("gather_nd", xb.shape[1:], ib)
+    out = xb[(np.arange(batch)[:, None],) + where]  # (batch, picks) + the rest of x's axes
+    return np.ascontiguousarray(out.reshape(shape))
+
+
+def scatter_nd(x, indices, updates, reduction="none"):
+    """ONNX ScatterND: x with updates written (or combined by `reduction`) at the slices indices address."""
+    return _scatter("scatter_nd", x, _nd_positions("scatter_nd", x.shape, indices), updates, reduction)
+
+
+# --- transposed convolution, local response normalisation, resize -------------------------------------------------
+def conv_transpose2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), output_padding=(0, 0), dilation=(1, 1),
+                     groups=1):
+    """The gradient of conv2d with respect to its input: every input pixel adds w (times it) into the output at
+    stride steps; w is (C_in, C_out / groups, kh, kw). The full result is cropped by padding (top, bottom, left,
+    right) and extended by output_padding (zeros past the full result) at the bottom and right."""
+    n, c, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    pt, pb, pl, pr = padding
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    full_h, full_w = (h - 1) * sh + (kh - 1) * dh + 1, (wd - 1) * sw + (kw - 1) * dw + 1
+    oh, ow = full_h - pt - pb + output_padding[0], full_w - pl - pr + output_padding[1]
+    full = np.zeros((n, og * groups, max(full_h, pt + oh), max(full_w, pl + ow)), acc)
+    cg = c // groups
+    xa, wa = x.astype(acc, copy=False), w.astype(acc, copy=False)
+    for g in range(groups):
+        xg, wg = xa[:, g * cg:(g + 1) * cg], wa[g * cg:(g + 1) * cg]
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.einsum("nchw,co->nohw", xg, wg[:, :, i, j])
+                full[:, g * og:(g + 1) * og, i * dh:i * dh + (h - 1) * sh + 1:sh,
+                     j * dw:j * dw + (wd - 1) * sw + 1:sw] += contrib
+    out = full[:, :, pt:pt + oh, pl:pl + ow]
+    if bias is not None:
+        out = out + bias.astype(acc).reshape(1, -1, 1, 1)
+    return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+def lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0):
+    """ONNX LRN over axis 1: x / (bias + alpha / size * the sum of squares of `size` neighbouring channels) ** beta,
+    the window from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2)."""
+    acc = np.float32 if x.dtype == np.float16 else x.dtype
+    xf = x.astype(acc, copy=False)
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    sq = np.square(xf)
+    padded = np.pad(sq, [(0, 0), (lo, hi)] + [(0, 0)] * (x.ndim - 2))
+    total = sum(padded[:, k:k + c] for k in range(size))
+    return (xf / (bias + alpha / size * total) ** beta).astype(x.dtype, copy=False)
+
+
+def _source_coords(mode, out_len, in_len, scale, roi):
+    """Where each output position along one axis samples the input (ONNX Resize's coordinate_transformation_mode),
+    and which positions lie outside it (only tf_crop_and_resize extrapolates; else None)."""
+    y = np.arange(out_len, dtype=np.float64)
+    length = scale * in_len  # ONNX's length_resized: the scaled input length, not the rounded output length
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5, None
+    if mode == "half_pixel_symmetric":  # the centre of the input maps to the centre of the output
+        offset = in_len / 2 * (1 - out_len / length)
+        return offset + (y + 0.5) / scale - 0.5, None
+    if mode == "pytorch_half_pixel":
+        return (np.full(out_len, -0.5) if length == 1 else (y + 0.5) / scale - 0.5), None
+    if mode == "align_corners":
+        return (np.zeros(out_len) if length == 1 else y * (in_len - 1) / (length - 1)), None
+    if mode == "asymmetric":
+        return y / scale, None
+    if mode == "tf_half_pixel_for_nn":  # opset 11-12
+        return (y + 0.5) / scale, None
+    start, end = roi  # tf_crop_and_resize: sample the roi box of the input (as fractions of in_len - 1)
+    if length == 1:
+        src = np.full(out_len, (end - start) * (in_len - 1) / 2)
+    else:
+        src = y * (end - start) * (in_len - 1) / (length - 1)
+    src = src + start * (in_len - 1)
+    return src, (src < 0) | (src > in_len - 1)
+
+
+def _cubic(d, a):
+    """Keys' cubic convolution kernel at distances d."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def _resize_axis(x, axis, out_len, scale, roi, mode, coord_mode, nearest_mode, a, exclude_outside, extrapolation,
+                 antialias):
+    in_len = x.shape[axis]
+    if out_len == 0 or in_len == 0:
+        shape = list(x.shape)
+        shape[axis] = out_len
+        return np.zeros(shape, x.dtype)
+    src, outside = _source_coords(coord_mode, out_len, in_len, scale, roi)
+    left = np.floor(src).astype(np.int64)
+    exact = src == left
+    left = np.where(exact, left - 1, left)  # a whole coordinate takes the sample on its left, weight 1 on the right
+    t = np.where(exact, 1.0, src - left)
+    if mode == "nearest":
+        up = {"round_prefer_floor": t > 0.5, "round_prefer_ceil": t >= 0.5, "floor": exact,
+              "ceil": np.ones_like(exact)}[nearest_mode]
+        pick = np.clip(np.where(exact | up, left + 1, left), 0, in_len - 1)
+        out = np.take(x, pick, axis=axis)
+    else:
+        # the kernel (triangle or cubic) over the samples around each position; antialias widens it by 1 / scale
+        # when shrinking (the samples then weigh kernel(distance * scale), normalised to sum to 1)
+        stretch = min(scale, 1.0) if antialias else 1.0
+        reach = 1 if mode == "linear" else 2
+        first = int(np.floor(-reach / stretch)) + 1 if antialias else 1 - reach  # taps relative to left + 1
+        n = 2 - 2 * first
+        taps = left[:, None] + first + np.arange(n)
+        dist = (taps - src[:, None]) * stretch
+        weights = np.clip(1 - np.abs(dist), 0, 1) if mode == "linear" else _cubic(dist, a)
+        if antialias:
+            weights = weights / weights.sum(axis=1, keepdims=True)
+        if exclude_outside:  # samples past the edges weigh nothing; the rest are renormalised to sum to 1
+            weights = np.where((taps < 0) | (taps >= in_len), 0.0, weights)
+            total = weights.sum(axis=1, keepdims=True)
+            weights = weights / np.where(total == 0, 1.0, total)
+        samples = np.take(x, np.clip(taps, 0, in_len - 1), axis=axis)  # past the edges: the edge sample
+        shape = (1,) * axis + weights.shape + (1,) * (x.ndim - axis - 1)
+        out = (samples * weights.reshape(shape)).sum(axis=axis + 1)
+    if outside is not None and outside.any():
+        mask = outside.reshape((1,) * axis + (out_len,) + (1,) * (x.ndim - axis - 1))
+        out = np.where(mask, np.asarray(extrapolation, out.dtype), out)
+    return out
+
+
+def resize(x, sizes, scales, mode="nearest", coordinate_transformation_mode="half_pixel",
+           nearest_mode="round_prefer_floor", cubic_coeff_a=-0.75, exclude_outside=False, extrapolation_value=0.0,
+           roi=None, antialias=False):
+    """ONNX Resize (opset 11+) over every axis, one axis after another: `sizes` is the output shape, `scales` the
+    scale of each axis (output / input, or as the model gave it), `roi` (start..., end...) fractions of the input for
+    tf_crop_and_resize, `antialias` (linear and cubic) low-pass filters when shrinking. Linear and cubic compute in
+    float64 and round once to x's dtype."""
+    out = x if mode == "nearest" or x.dtype == np.float64 else x.astype(np.float64)
+    r = x.ndim
+    for axis in range(r):
+        box = (0.0, 1.0) if roi is None else (float(roi[axis]), float(roi[axis + r]))
+        if math.isclose(scales[axis], 1.0) and sizes[axis] == x.shape[axis] and \
+                math.isclose(box[0], 0.0) and math.isclose(box[1], 1.0):
+            continue  # the identity along this axis (whatever the coordinate mode would say of it)
+        with _quiet():
+            out = _resize_axis(out, axis, int(sizes[axis]), float(scales[axis]), box, mode,
+                               coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside,
+                               extrapolation_value, antialias)
+    return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+KERNELS.update({k: _quietly(v) for k, v in UNARY_MATH.items()})
+KERNELS.update({k: _kernel(v) for k, v in {**BITWISE, "bitwise_not": bitwise_not, "left_shift": left_shift,
+                                           "right_shift": right_shift}.items()})
+KERNELS.update({k: _kernel(v) for k, v in {
+    "topk": topk, "gather_elements": gather_elements, "scatter_elements": scatter_elements,
+    "gather_nd": gather_nd, "scatter_nd": scatter_nd, "resize": resize,
+}.items()})
+KERNELS.update({k: _quietly(v) for k, v in {
+    "cumsum": cumsum, "cumprod": cumprod, "conv_transpose2d": conv_transpose2d, "lrn": lrn}.items()})
