@@ -4,6 +4,7 @@ from __future__ import annotations
 import onnx.backend.base as base
 
 from ..errors import HwAdapterError
+from .convert import NeedsValue
 from .model import OnnxModel
 from .reader import read_model
 
@@ -37,10 +38,17 @@ class HwAdapterBackend(base.Backend):
 
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs) -> HwAdapterRep:
+        from ..runtime.device import devices as registry
+        devices = devices_for(device)
+        for d in devices:
+            registry.get(d)  # an unknown or unusable device fails here, naming it, before the model is converted
         proto = read_model(model)
         m = OnnxModel(proto, kwargs.get("input_shapes"))
-        m.graph()  # convert now: an unsupported op or attribute fails in prepare, before anything runs
-        return HwAdapterRep(m, devices_for(device))
+        try:
+            m.graph()  # convert now: an unsupported op or attribute fails in prepare, before anything runs
+        except NeedsValue:
+            pass  # a converter needs an input's value (a shape fed as an input): converted at run, per value
+        return HwAdapterRep(m, devices)
 
     @classmethod
     def run_model(cls, model, inputs, device: str = "CPU", **kwargs):

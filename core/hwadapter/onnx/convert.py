@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 from ..graph.ir import Graph, Node, Value
-from ..ops import meta
+from ..ops import admit, meta
 from ..ops.reference import KERNELS
 from .ops import load_all
 
@@ -16,8 +16,20 @@ DEFAULT_DOMAINS = ("", "ai.onnx")
 MIN_OPSET = 7  # older models use semantics (consumed_inputs, broadcast attributes) we do not convert
 
 
+_REDUCTIONS = ("sum", "prod", "max", "min", "mean")  # kernels take `axis` as a tuple, never None or an int
+
+
 class UnsupportedOpError(InvalidArgumentError):
     """A model holds an op (or an op's attribute or input) that hwadapter cannot convert."""
+
+
+class NeedsValue(UnsupportedOpError):
+    """A converter needs the value of graph input `name` (a shape, axes, a scale): convert again with it as a
+    constant, once its value is known (OnnxModel.run does, keyed by the value)."""
+
+    def __init__(self, name: str, message: str, fix: str = ""):
+        super().__init__(message, fix=fix)
+        self.name = name
 
 
 class OnnxNode:
@@ -64,6 +76,19 @@ def to_dtype(elem_type: int, what: str) -> np.dtype:
     return dt
 
 
+def value_dtype(vi, what: str) -> np.dtype:
+    """The dtype of a graph input or output (a ValueInfoProto); sequences, maps and optionals are refused."""
+    kind = vi.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise UnsupportedOpError(f"onnx: {what} is {_KINDS.get(kind, kind or 'of no type')}, and hwadapter "
+                                 "converts tensors only", fix="export the model with tensor inputs and outputs")
+    return to_dtype(vi.type.tensor_type.elem_type, what)
+
+
+_KINDS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
+          "sparse_tensor_type": "a sparse tensor"}
+
+
 class Context:
     """What converters build with: refs (graph value names) for ONNX names, constants, and nodes added by `op`."""
 
@@ -74,6 +99,7 @@ class Context:
         self.nodes: list = []
         self.names: dict = {}  # ONNX value name -> ref
         self.node: OnnxNode | None = None  # the ONNX node being converted (for names and errors)
+        self.graph_inputs: set = set()  # refs of the graph's (run-time) inputs
         self._count = 0
 
     # --- refs ----------------------------------------------------------------------------------------------
@@ -99,7 +125,12 @@ class Context:
 
     def require_const(self, node: OnnxNode, i: int, what: str) -> np.ndarray:
         """The node's i-th input as a numpy array; an error naming the node when it is not known before running."""
-        arr = self.const(self.input(node, i))
+        ref = self.input(node, i)
+        arr = self.const(ref)
+        if arr is None and ref in self.graph_inputs:
+            raise NeedsValue(ref, f"onnx: {node.where()}: its {what} (input {i}) is graph input {ref!r}, whose value "
+                             "must be known to convert the model", fix="run it: the model is converted per value of "
+                             "this input (or pass the input as an initializer)")
         if arr is None:
             self.fail(node, f"its {what} (input {i}) must be known before running, but it is computed at run time",
                       fix="export the model with this input as an initializer or constant")
@@ -119,6 +150,16 @@ class Context:
         With every input constant, the op runs now on the reference kernel and its result is a constant."""
         shapes = tuple(self.shape(r) for r in refs)
         dtypes = tuple(self.dtype(r) for r in refs)
+        if op in _REDUCTIONS and refs and "axis" in attrs:  # as the frontend passes it: sorted non-negative axes
+            from ..ops.shapes import normalize_axes
+            try:
+                attrs["axis"] = normalize_axes(op, attrs["axis"], len(shapes[0]))
+            except HwAdapterError as err:
+                self.fail(self.node, f"hwadapter op {op!r} rejects axis {attrs['axis']!r}: {err}")
+        refused = admit.refusal(op, dtypes)
+        if refused is not None:  # a combination the frontend never emits: no kernel is written for it
+            self.fail(self.node, f"hwadapter op {op!r} does not take {[str(d) for d in dtypes]}: {refused[0]}",
+                      fix=refused[1])
         try:
             metas = meta.result_meta(op, shapes, dtypes, attrs)
         except HwAdapterError as err:
@@ -159,37 +200,108 @@ class Context:
         return f"{prefix}{stem}_{self._count}"
 
 
+_CONTROL_FLOW = "control flow: its subgraphs (If/Loop/Scan bodies) are not converted; hwadapter graphs are static"
+_SEQUENCE = "sequence and optional values are not hwadapter tensors"
+_DATA_SHAPE = "its output shape depends on the input values, and hwadapter graphs have static shapes"
+_RANDOM = "random numbers: hwadapter has no random generator matching onnx's"
+_QUANT = "quantized arithmetic (scales, zero points) is not converted"
+_STRINGS = "strings have no hwadapter dtype"
+_SIGNAL = "signal processing (complex values, windows) is not converted"
+_RNN = "recurrent layers are not converted (export them unrolled)"
+_TRAINING = "training ops (gradients, optimizers) are not converted: hwadapter runs inference"
+
+#: Why hwadapter does not convert an op type at all ("domain:op" for other domains): the reason in the error.
+WHY_NOT: dict = {
+    **dict.fromkeys(["If", "Loop", "Scan"], _CONTROL_FLOW),
+    **dict.fromkeys(["SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
+                     "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
+                     "OptionalGetElement", "OptionalHasElement"], _SEQUENCE),
+    **dict.fromkeys(["NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit"], _DATA_SHAPE),
+    **dict.fromkeys(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
+                     "Multinomial"], _RANDOM),
+    **dict.fromkeys(["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+                     "QLinearMatMul", "ConvInteger", "MatMulInteger"], _QUANT),
+    **dict.fromkeys(["StringNormalizer", "StringConcat", "RegexFullMatch", "TfIdfVectorizer"], _STRINGS),
+    **dict.fromkeys(["DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"], _SIGNAL),
+    **dict.fromkeys(["LSTM", "GRU", "RNN"], _RNN),
+    **dict.fromkeys(["ai.onnx.preview.training:Adagrad", "ai.onnx.preview.training:Adam",
+                     "ai.onnx.preview.training:Momentum", "Gradient"], _TRAINING),
+    "ImageDecoder": "image decoding (encoded bytes in, pixels out) is not a tensor op",
+    "BitCast": "reinterpreting bits across dtypes is not converted",
+}
+
+
+def _why_not(domain: str, op_type: str) -> str:
+    key = op_type if domain in DEFAULT_DOMAINS else f"{domain}:{op_type}"
+    if key in WHY_NOT:
+        return WHY_NOT[key]
+    if domain not in DEFAULT_DOMAINS:
+        return f"hwadapter converts only the default onnx domain, not {domain}"
+    return "no converter"
+
+
 def check_supported(model) -> None:
     """Raise UnsupportedOpError listing every op of the model without a converter, before anything is built."""
     converters = load_all()
-    opset = opset_of(model)
     missing = {}
     for i, n in enumerate(model.graph.node):
+        name = n.name or f"{n.op_type}_{i}"
         if n.domain not in DEFAULT_DOMAINS or n.op_type not in converters:
-            missing.setdefault((n.domain or "ai.onnx", n.op_type), n.name or f"{n.op_type}_{i}")
+            missing.setdefault((n.domain or "ai.onnx", n.op_type), name)
+        elif any(a.type in (a.GRAPH, a.GRAPHS) for a in n.attribute):
+            attr = next(a.name for a in n.attribute if a.type in (a.GRAPH, a.GRAPHS))
+            raise UnsupportedOpError(f"onnx: node {name!r} ({n.op_type}, opset {opset_of(model, n.domain)}) has a "
+                                     f"subgraph attribute {attr!r}, which hwadapter does not convert",
+                                     fix="remove the attribute: hwadapter graphs have no control flow")
     if missing:
-        listed = ", ".join(f"{t} (domain {d}, opset {opset}; first at node {name!r})"
+        listed = ", ".join(f"{t} (domain {d}, opset {opset_of(model, d)}; first at node {name!r}): {_why_not(d, t)}"
                            for (d, t), name in sorted(missing.items()))
         raise UnsupportedOpError(f"onnx: the model uses ops hwadapter cannot convert: {listed}",
-                                 fix="hwadapter ops lists what is supported; see docs/onnx.md")
+                                 fix="docs/onnx.md lists what is supported and why the rest is not")
 
 
-def opset_of(model) -> int:
-    """The model's default-domain opset version."""
+def inline_functions(model):
+    """The model with its local functions (FunctionProto) inlined: their nodes are plain nodes then."""
+    if not len(model.functions):
+        return model
+    from onnx import inliner
+    try:
+        return inliner.inline_local_functions(model)
+    except Exception as err:  # noqa: BLE001 - onnx's inliner refuses malformed functions
+        raise UnsupportedOpError(f"onnx: the model's local functions cannot be inlined ({type(err).__name__}: "
+                                 f"{str(err).strip().splitlines()[0] if str(err).strip() else ''})",
+                                 fix="check the model with onnx.checker.check_model") from None
+
+
+def opset_of(model, domain: str = "") -> int:
+    """The model's opset version of `domain` (default: the default onnx domain); 1 when it imports none."""
+    domains = DEFAULT_DOMAINS if domain in DEFAULT_DOMAINS else (domain,)
     for imp in model.opset_import:
-        if imp.domain in DEFAULT_DOMAINS:
+        if imp.domain in domains:
             return int(imp.version)
     return 1
 
 
-def convert(model, shapes: dict) -> Graph:
-    """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape})."""
+def _old_version(node: OnnxNode) -> str:
+    """Why the node's op version is too old to convert ('' when it is not). Before opset 7 the arithmetic ops took
+    `broadcast`/`axis` attributes (a broadcasting of their own); `consumed_inputs` (before 6) was only a hint."""
+    if node.opset < MIN_OPSET and ({"broadcast", "axis"} & set(node.attrs)) and node.op_type in _LEGACY_BROADCAST:
+        return f"its opset-{node.opset} broadcast/axis attributes (legacy broadcasting) are not converted"
+    return ""
+
+
+_LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
+                               "PRelu", "Gemm"})
+
+
+def convert(model, shapes: dict, values: dict | None = None) -> Graph:
+    """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape}); `values` ({name:
+    array}) turns those inputs into constants (converters that need an input's value: see NeedsValue)."""
     from onnx import numpy_helper
     converters = load_all()
     opset = opset_of(model)
-    if opset < MIN_OPSET:
-        raise UnsupportedOpError(f"onnx: the model uses opset {opset}; hwadapter converts opset {MIN_OPSET} and newer",
-                                 fix="upgrade it: onnx.version_converter.convert_version(model, 13)")
+    values = values or {}
+    model = inline_functions(model)
     check_supported(model)
     ctx = Context(opset)
     g = model.graph
@@ -203,13 +315,22 @@ def convert(model, shapes: dict) -> Graph:
     for vi in g.input:
         if vi.name in ctx.constants:
             continue  # an initializer listed as an input (before IR version 4): a constant
-        dt = to_dtype(vi.type.tensor_type.elem_type, f"graph input {vi.name!r}")
-        ctx.values[vi.name] = Value(vi.name, tuple(shapes[vi.name]), dt)
+        dt = value_dtype(vi, f"graph input {vi.name!r}")
         ctx.names[vi.name] = vi.name
+        if vi.name in values:
+            arr = np.asarray(values[vi.name], dt)
+            ctx.values[vi.name] = Value(vi.name, tuple(arr.shape), dt)
+            ctx.constants[vi.name] = arr
+            continue
+        ctx.values[vi.name] = Value(vi.name, tuple(shapes[vi.name]), dt)
+        ctx.graph_inputs.add(vi.name)
         inputs.append(vi.name)
     for i, proto in enumerate(g.node):
         node = OnnxNode(proto, i, opset)
         ctx.node = node
+        old = _old_version(node)
+        if old:
+            ctx.fail(node, old, fix="upgrade the model: onnx.version_converter.convert_version(model, 13)")
         for name in node.inputs:
             if name and name not in ctx.names:
                 ctx.fail(node, f"reads {name!r}, which no earlier node, input or initializer makes",
@@ -220,6 +341,11 @@ def convert(model, shapes: dict) -> Graph:
             if name:
                 ctx.names[name] = ref
     ctx.node = None
+    for o in g.output:
+        value_dtype(o, f"graph output {o.name!r}")
+        if o.name not in ctx.names:
+            raise InvalidArgumentError(f"onnx: graph output {o.name!r} is made by no node, input or initializer",
+                                       fix="the model is malformed: check it with onnx.checker.check_model")
     outputs = [ctx.names[o.name] for o in g.output]
     return _prune(ctx, inputs, outputs)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InvalidArgumentError
-from .convert import check_supported, convert, to_dtype
+from .convert import NeedsValue, check_supported, convert, inline_functions, value_dtype
 from .reader import read_model
 
 
@@ -12,7 +12,7 @@ class OnnxModel:
     """A loaded ONNX model: `.inputs` / `.outputs` (names), `.graph(shapes)`, `.plan(devices)`, `.run(inputs)`."""
 
     def __init__(self, proto, input_shapes: dict | None = None):
-        self.proto = proto
+        self.proto = proto = inline_functions(proto)
         inits = {t.name for t in proto.graph.initializer}
         self._inputs = [vi for vi in proto.graph.input if vi.name not in inits]
         self.inputs = [vi.name for vi in self._inputs]
@@ -20,6 +20,8 @@ class OnnxModel:
         self.input_shapes = dict(input_shapes or {})
         self._graphs: dict = {}
         self._plans: dict = {}
+        #: inputs converted as constants, per value: converters need their values (see convert.NeedsValue)
+        self.value_inputs: list = []
         check_supported(proto)
 
     def declared(self) -> dict:
@@ -28,7 +30,7 @@ class OnnxModel:
         for vi in self._inputs:
             tt = vi.type.tensor_type
             dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-            out[vi.name] = (dims, to_dtype(tt.elem_type, f"graph input {vi.name!r}"))
+            out[vi.name] = (dims, value_dtype(vi, f"graph input {vi.name!r}"))
         return out
 
     def shapes(self, shapes: dict | None = None) -> dict:
@@ -39,26 +41,36 @@ class OnnxModel:
             out[name] = tuple(shapes.get(name) or tuple(1 if d is None else d for d in dims))
         return out
 
-    def graph(self, shapes: dict | None = None):
-        """The hwadapter Graph for inputs of these shapes (converted once per signature)."""
-        key = tuple(sorted(self.shapes(shapes).items()))
+    def graph(self, shapes: dict | None = None, values: dict | None = None):
+        """The hwadapter Graph for inputs of these shapes (converted once per signature); `values` ({input: array})
+        makes constants of the inputs whose value a converter needs (a Reshape's shape fed as an input)."""
+        key = (tuple(sorted(self.shapes(shapes).items())), _values_key(values))
         if key not in self._graphs:
-            self._graphs[key] = convert(self.proto, dict(key))
+            self._graphs[key] = convert(self.proto, dict(key[0]), values)
         return self._graphs[key]
 
-    def plan(self, devices=("cpu",), shapes: dict | None = None, **partition_args):
+    def plan(self, devices=("cpu",), shapes: dict | None = None, values: dict | None = None, **partition_args):
         """The graph partitioned over `devices` (hwadapter.graph.partition), cached per signature and devices."""
         from ..graph.partitioner import partition
         devices = [devices] if isinstance(devices, str) else list(devices)
-        key = (tuple(sorted(self.shapes(shapes).items())), tuple(devices), tuple(sorted(partition_args.items())))
+        key = (tuple(sorted(self.shapes(shapes).items())), _values_key(values), tuple(devices),
+               tuple(sorted(partition_args.items())))
         if key not in self._plans:
-            self._plans[key] = partition(self.graph(shapes), devices=devices, **partition_args)
+            self._plans[key] = partition(self.graph(shapes, values), devices=devices, **partition_args)
         return self._plans[key]
 
     def run(self, inputs, devices=("cpu",), **partition_args) -> list:
         """Run on `inputs` (a list in input order, or a dict by name, of arrays); the outputs as numpy arrays."""
         arrays = self._arrays(inputs)
-        plan = self.plan(devices, {k: a.shape for k, a in arrays.items()}, **partition_args)
+        shapes = {k: a.shape for k, a in arrays.items()}
+        while True:  # learn which inputs' values the conversion needs; then one graph per such value
+            try:
+                plan = self.plan(devices, shapes, {n: arrays[n] for n in self.value_inputs}, **partition_args)
+                break
+            except NeedsValue as err:
+                if err.name in self.value_inputs or err.name not in arrays:
+                    raise
+                self.value_inputs.append(err.name)
         g = plan.graph
         feed = [arrays[name] for name in g.inputs]
         outs = plan.run(feed) if g.nodes else [None] * len(g.outputs)
@@ -109,3 +121,9 @@ class OnnxModel:
 def load(source, input_shapes: dict | None = None) -> OnnxModel:
     """Load an ONNX model (a path, bytes or a ModelProto); `input_shapes` fixes dims the model leaves open."""
     return OnnxModel(read_model(source), input_shapes)
+
+
+def _values_key(values: dict | None) -> tuple:
+    """A hashable key of input values: names, dtypes, shapes and bytes."""
+    return tuple((n, a.dtype.str, a.shape, a.tobytes()) for n, a in sorted((values or {}).items()))
+

@@ -22,9 +22,12 @@ def read_model(source):
     """A ModelProto from a path, bytes or a ModelProto, with its external data loaded from beside the file."""
     onnx = _onnx()
     if isinstance(source, onnx.ModelProto):
+        _refuse_external(onnx, source, "<ModelProto>")
         return source
-    if isinstance(source, (bytes, bytearray)):
-        return _parse(onnx, bytes(source), "<bytes>")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        model = _parse(onnx, bytes(source), "<bytes>")
+        _refuse_external(onnx, model, "<bytes>")
+        return model
     path = Path(os.fspath(source))
     if not path.is_file():
         raise InvalidArgumentError(f"onnx: no model file {str(path)!r}", fix="pass the path of an .onnx file")
@@ -42,6 +45,8 @@ def _parse(onnx, data: bytes, where: str):
                                    fix=_FIX) from None
     if not model.HasField("graph") or (not model.graph.node and not model.graph.output):
         raise InvalidArgumentError(f"onnx: {where} holds no graph (empty or truncated file)", fix=_FIX)
+    if not model.opset_import:  # required since IR version 3; a file cut before its last field loses it
+        raise InvalidArgumentError(f"onnx: {where} imports no opset (a truncated file, or not a model)", fix=_FIX)
     return model
 
 
@@ -49,6 +54,51 @@ def _tensors(onnx, model):
     """Every TensorProto of the model: initializers and Constant attributes, in subgraphs too."""
     from onnx.external_data_helper import _get_all_tensors
     return _get_all_tensors(model)
+
+
+def _refuse_external(onnx, model, where: str) -> None:
+    """A model given as bytes or a proto has no directory: external data would be read from wherever; refuse."""
+    from onnx.external_data_helper import uses_external_data
+    for tensor in _tensors(onnx, model):
+        if uses_external_data(tensor):
+            raise InvalidArgumentError(
+                f"onnx: {where}: tensor {tensor.name!r} keeps its data in an external file, and a model given as "
+                "bytes or a ModelProto has no directory to read it from",
+                fix="pass the model's path (its data files beside it), or save it with the data inside")
+
+
+def _int_field(info: dict, key: str, where: str, tensor) -> int | None:
+    """An external-data offset or length: a non-negative integer, or None when absent."""
+    text = info.get(key)
+    if text in (None, ""):
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidArgumentError(f"onnx: {where}: tensor {tensor.name!r} has external data {key} {text!r}",
+                                   fix="the " + key + " must be a non-negative integer: " + _FIX)
+    return value
+
+
+def _expected_bytes(onnx, tensor) -> int | None:
+    """How many raw bytes the tensor's dims and type need (None for types without a fixed size: strings)."""
+    import numpy as np
+    try:
+        itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    except Exception:
+        return None
+    if tensor.data_type == onnx.TensorProto.STRING or itemsize == 0:
+        return None
+    n = 1
+    for d in tensor.dims:
+        n *= int(d)
+    bits = {onnx.TensorProto.INT4: 4, onnx.TensorProto.UINT4: 4}.get(tensor.data_type)
+    for name in ("INT2", "UINT2", "FLOAT4E2M1"):
+        if getattr(onnx.TensorProto, name, None) == tensor.data_type:
+            bits = 4 if name == "FLOAT4E2M1" else 2
+    return (n * bits + 7) // 8 if bits else n * itemsize
 
 
 def _load_external(onnx, model, base: Path, where: str) -> None:
@@ -67,13 +117,19 @@ def _load_external(onnx, model, base: Path, where: str) -> None:
         if not target.is_file():
             raise InvalidArgumentError(f"onnx: {where}: external data {rel!r} of tensor {tensor.name!r} is missing",
                                        fix="copy the model's data files beside it")
-        offset, length = int(info.get("offset", 0) or 0), info.get("length")
+        offset = _int_field(info, "offset", where, tensor) or 0
+        length = _int_field(info, "length", where, tensor)
         with open(target, "rb") as f:
             f.seek(offset)
-            data = f.read(int(length)) if length else f.read()
-        if length and len(data) != int(length):
+            data = f.read(length) if length is not None else f.read()
+        if length is not None and len(data) != length:
             raise InvalidArgumentError(f"onnx: {where}: external data {rel!r} is shorter than tensor "
-                                       f"{tensor.name!r} says", fix=_FIX)
+                                       f"{tensor.name!r} says ({len(data)} of {length} bytes from offset {offset})",
+                                       fix=_FIX)
+        need = _expected_bytes(onnx, tensor)
+        if need is not None and len(data) != need:
+            raise InvalidArgumentError(f"onnx: {where}: tensor {tensor.name!r} of shape {tuple(tensor.dims)} needs "
+                                       f"{need} bytes, its external data {rel!r} has {len(data)}", fix=_FIX)
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT

@@ -1,0 +1,472 @@
+"""hwadapter Graph -> ONNX model (opset 18): each hwadapter op written as the ONNX node(s) with its exact semantics.
+
+`to_model(graph)` is what `hwadapter.jit.save` writes. Graphs come from `hwadapter.jit.get_graph`, which is taken
+before the optimisation passes, so pass-made ops (`fused`) never reach it; an op without an exact ONNX form (a
+custom kernel-primitive op, a pass-made node, an attribute value ONNX cannot say) raises `ExportError` naming the
+node and op before anything is written.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import InvalidArgumentError
+
+OPSET = 18  # Reduce* take axes as an input, Split takes its sizes as an input, LayerNormalization exists
+_INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
+         "sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "erf": "Erf", "sin": "Sin", "cos": "Cos",
+         "floor": "Floor", "ceil": "Ceil", "round": "Round", "sign": "Sign", "logical_not": "Not",
+         "tan": "Tan", "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
+         "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh"}
+BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", "maximum": "Max", "minimum": "Min",
+          "equal": "Equal", "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater",
+          "greater_equal": "GreaterOrEqual", "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
+REDUCE = {"sum": "ReduceSum", "prod": "ReduceProd", "max": "ReduceMax", "min": "ReduceMin", "mean": "ReduceMean"}
+
+
+class ExportError(InvalidArgumentError):
+    """A graph holds an op (or an attribute value) that has no exact ONNX form."""
+
+
+class _Writer:
+    """Collects ONNX nodes and initializers; `node` adds one node, `const` one initializer."""
+
+    def __init__(self, graph):
+        self.graph, self.nodes, self.inits, self._count = graph, [], [], 0
+        self.current = None  # the hwadapter node being written (names and errors)
+
+    def fresh(self, stem: str) -> str:
+        self._count += 1
+        return f"{self.current.name if self.current else 'export'}/{stem}_{self._count}"
+
+    def node(self, op_type: str, inputs, outputs=None, **attrs) -> str:
+        """Add an ONNX node; its (first) output name."""
+        from onnx import helper
+        outputs = list(outputs) if outputs is not None else [self.fresh(op_type)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=self.fresh(op_type), **attrs))
+        return outputs[0]
+
+    def const(self, array, dtype=None) -> str:
+        """A new initializer holding `array`."""
+        from onnx import numpy_helper
+        arr = np.asarray(array, dtype=dtype)
+        name = self.fresh("const")
+        self.inits.append(numpy_helper.from_array(arr, name))
+        return name
+
+    def ints(self, values) -> str:
+        return self.const(np.asarray(list(values), np.int64).reshape(-1))
+
+    def dtype(self, ref) -> np.dtype:
+        return self.graph.values[ref].dtype
+
+    def shape(self, ref) -> tuple:
+        return tuple(self.graph.values[ref].shape)
+
+    def fail(self, why: str, fix: str = "") -> None:
+        n = self.current
+        raise ExportError(f"onnx export: node {n.name!r} (op {n.op!r}): {why}",
+                          fix=fix or "export the function without this op, or write it with ops that have an ONNX "
+                                     "form (docs/onnx.md lists them)")
+
+
+# --- one function per op family: (writer, node) -> writes ONNX nodes whose outputs are node.outputs -------------
+def _unary(w, n):
+    x, (out,) = n.inputs[0], n.outputs
+    if n.op == "rsqrt":
+        w.node("Reciprocal", [w.node("Sqrt", [x])], [out])
+    elif n.op == "gelu":
+        _gelu(w, x, out, bool(n.attrs.get("approximate", False)))
+    else:
+        w.node(UNARY[n.op], [x], [out])
+
+
+def _gelu(w, x, out: str, approximate: bool, dt=None) -> None:
+    """x/2 * (1 + erf(x/sqrt 2)), or the tanh form: the two formulas the reference kernel computes."""
+    dt = dt or w.dtype(x)
+    c = lambda v: w.const(np.asarray(v, dt))  # noqa: E731
+    if approximate:
+        inner = w.node("Mul", [c(math.sqrt(2 / math.pi)),
+                               w.node("Add", [x, w.node("Mul", [c(0.044715), w.node("Pow", [x, c(3.0)])])])])
+        core = w.node("Tanh", [inner])
+    else:
+        core = w.node("Erf", [w.node("Div", [x, c(math.sqrt(2.0))])])
+    w.node("Mul", [w.node("Mul", [x, c(0.5)]), w.node("Add", [core, c(1.0)])], [out])
+
+
+def _binary(w, n):
+    a, b = n.inputs
+    (out,) = n.outputs
+    if n.op == "not_equal":
+        w.node("Not", [w.node("Equal", [a, b])], [out])
+    elif n.op == "mod":
+        _mod(w, a, b, out)
+    elif n.op == "div" and w.dtype(a).kind in "iu":
+        w.fail("integer division has no one ONNX form (ONNX Div truncates, numpy floors)",
+               fix="cast to a float dtype before dividing")
+    else:
+        w.node(BINARY[n.op], [a, b], [out])
+
+
+def _mod(w, a, b, out: str) -> None:
+    """numpy's mod (the result has the divisor's sign): ONNX Mod(fmod=0) for integers; for floats C's fmod, plus
+    the divisor where the remainder is non-zero and its sign differs from the divisor's (what numpy does)."""
+    if w.dtype(a).kind in "iu":
+        w.node("Mod", [a, b], [out], fmod=0)
+        return
+    r = w.node("Mod", [a, b], fmod=1)
+    zero = w.const(np.zeros((), w.dtype(a)))
+    fix = w.node("And", [w.node("Not", [w.node("Equal", [r, zero])]),
+                         w.node("Xor", [w.node("Less", [r, zero]), w.node("Less", [b, zero])])])
+    w.node("Where", [fix, w.node("Add", [r, b]), r], [out])
+
+
+def _where(w, n):
+    w.node("Where", list(n.inputs), list(n.outputs))
+
+
+def _cast(w, n):
+    from onnx import helper
+    w.node("Cast", [n.inputs[0]], list(n.outputs), to=helper.np_dtype_to_tensor_dtype(np.dtype(n.attrs["dtype"])))
+
+
+def _clip(w, n):
+    x = n.inputs[0]
+    lo, hi = n.attrs.get("min"), n.attrs.get("max")
+    bound = lambda v: "" if v is None else w.const(np.asarray(v).astype(w.dtype(x)))  # noqa: E731
+    ins = [x, bound(lo), bound(hi)]
+    while ins[-1] == "":
+        ins.pop()
+    w.node("Clip", ins, list(n.outputs))
+
+
+def _axes(axis, ndim: int) -> list:
+    if axis is None:
+        return list(range(ndim))
+    return [int(a) % ndim for a in ((axis,) if isinstance(axis, (int, np.integer)) else axis)]
+
+
+def _reduce(w, n):
+    x, (out,) = n.inputs[0], n.outputs
+    axes = _axes(n.attrs.get("axis"), len(w.shape(x)))
+    if not axes:  # nothing reduced (a 0-d input): the value itself
+        w.node("Identity", [x], [out])
+        return
+    if n.op == "mean" and w.dtype(x).kind in "biu":
+        w.fail("the mean of an integer tensor has no exact ONNX form", fix="cast it to a float dtype first")
+    w.node(REDUCE[n.op], [x, w.ints(axes)], [out], keepdims=int(bool(n.attrs.get("keepdim", False))))
+
+
+def _argreduce(w, n):
+    x, (out,) = n.inputs[0], n.outputs
+    op = "ArgMax" if n.op == "argmax" else "ArgMin"
+    axis, keep = n.attrs.get("axis"), bool(n.attrs.get("keepdim", False))
+    if axis is None:  # over the flattened tensor, as numpy
+        flat = w.node("Reshape", [x, w.ints([-1])])
+        idx = w.node(op, [flat], axis=0, keepdims=1, select_last_index=0)
+        w.node("Reshape", [idx, w.ints([1] * len(w.shape(x)) if keep else [])], [out])
+        return
+    w.node(op, [x], [out], axis=int(axis), keepdims=int(keep), select_last_index=0)
+
+
+def _matmul(w, n):
+    x, y = n.inputs
+    if n.attrs.get("transpose_x") and len(w.shape(x)) >= 2:
+        x = _swap_last(w, x)
+    if n.attrs.get("transpose_y") and len(w.shape(y)) >= 2:
+        y = _swap_last(w, y)
+    w.node("MatMul", [x, y], list(n.outputs))
+
+
+def _swap_last(w, ref) -> str:
+    perm = list(range(len(w.shape(ref))))
+    perm[-2], perm[-1] = perm[-1], perm[-2]
+    return w.node("Transpose", [ref], perm=perm)
+
+
+def _softmax(w, n):
+    w.node("Softmax" if n.op == "softmax" else "LogSoftmax", [n.inputs[0]], list(n.outputs),
+           axis=int(n.attrs.get("axis", -1)))
+
+
+def _layer_norm(w, n):
+    x, weight, bias = n.inputs
+    axis = int(n.attrs.get("begin_axis", -1)) % len(w.shape(x))
+    norm = w.shape(x)[axis:]
+    ins = [x, _broadcast_to(w, weight, norm), _broadcast_to(w, bias, norm)]
+    w.node("LayerNormalization", ins, list(n.outputs), axis=axis, epsilon=float(n.attrs.get("epsilon", 1e-5)))
+
+
+def _broadcast_to(w, ref, shape) -> str:
+    """ref expanded to `shape` (LayerNormalization wants its scale and bias of the normalised shape)."""
+    if w.shape(ref) == tuple(shape):
+        return ref
+    return w.node("Expand", [ref, w.ints(shape)])
+
+
+def _batch_norm(w, n):
+    x, mean, var, weight, bias = n.inputs
+    eps, axis = float(n.attrs.get("epsilon", 1e-5)), int(n.attrs.get("channel_axis", 1)) % len(w.shape(x))
+    if axis == 1:
+        w.node("BatchNormalization", [x, weight, bias, mean, var], list(n.outputs), epsilon=eps)
+        return
+    # another channel axis: the reference kernel's formula, (x - mean) / sqrt(var + eps) * weight + bias
+    shape = [1] * len(w.shape(x))
+    shape[axis] = w.shape(x)[axis]
+    r = lambda ref: w.node("Reshape", [ref, w.ints(shape)])  # noqa: E731
+    std = w.node("Sqrt", [w.node("Add", [r(var), w.const(np.asarray(eps, w.dtype(x)))])])
+    normed = w.node("Div", [w.node("Sub", [x, r(mean)]), std])
+    w.node("Add", [w.node("Mul", [normed, r(weight)]), r(bias)], list(n.outputs))
+
+
+_EPILOGUE = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+
+
+def _conv2d(w, n):
+    a = n.attrs
+    pt, pb, pl, pr = a.get("padding", (0, 0, 0, 0))
+    act = a.get("activation")
+    (out,) = n.outputs
+    target = out if act is None else w.fresh("conv")
+    w.node("Conv", list(n.inputs), [target], strides=list(a.get("stride", (1, 1))), pads=[pt, pl, pb, pr],
+           dilations=list(a.get("dilation", (1, 1))), group=int(a.get("groups", 1)),
+           kernel_shape=list(w.shape(n.inputs[1])[2:]))
+    if act == "gelu":
+        _gelu(w, target, out, False, w.dtype(out))
+    elif act is not None:
+        w.node(_EPILOGUE[act], [target], [out])
+
+
+def _pool2d(w, n):
+    a, x = n.attrs, n.inputs[0]
+    k, s = tuple(a.get("kernel_size", (2, 2))), tuple(a.get("stride", (2, 2)))
+    pt, pb, pl, pr = a.get("padding", (0, 0, 0, 0))
+    ceil = bool(a.get("ceil_mode", False))
+    # ONNX sizes a ceil-mode output without dropping a last window that starts in the end padding: only export
+    # where that gives our size
+    _, _, h, wd = w.shape(x)
+    onnx_out = tuple((math.ceil if ceil else math.floor)((size + lo + hi - kk) / ss) + 1
+                     for size, lo, hi, kk, ss in ((h, pt, pb, k[0], s[0]), (wd, pl, pr, k[1], s[1])))
+    if onnx_out != w.shape(n.outputs[0])[2:]:
+        w.fail(f"with ceil_mode its output is {w.shape(n.outputs[0])[2:]}, ONNX's rule gives {onnx_out}",
+               fix="pad explicitly instead of using ceil_mode")
+    attrs = dict(kernel_shape=list(k), strides=list(s), pads=[pt, pl, pb, pr], ceil_mode=int(ceil))
+    if n.op == "avg_pool2d":
+        if ceil and (pb or pr) and a.get("exclusive", True) is False:
+            w.fail("an inclusive average pool in ceil mode with end padding is divided differently in ONNX")
+        w.node("AveragePool", [x], list(n.outputs), count_include_pad=int(not a.get("exclusive", True)), **attrs)
+    else:
+        w.node("MaxPool", [x], list(n.outputs), **attrs)
+
+
+def _adaptive(w, n):
+    x, (out,) = n.inputs[0], n.outputs
+    oh, ow = tuple(n.attrs.get("output_size", (1, 1)))
+    _, _, h, wd = w.shape(x)
+    avg = n.op == "adaptive_avg_pool2d"
+    if (oh, ow) == (1, 1):
+        w.node("GlobalAveragePool" if avg else "GlobalMaxPool", [x], [out])
+    elif h % oh == 0 and wd % ow == 0:  # equal windows, side by side: a plain pool
+        k = [h // oh, wd // ow]
+        w.node("AveragePool" if avg else "MaxPool", [x], [out], kernel_shape=k, strides=k)
+    else:
+        w.fail(f"adaptive pooling of {h}x{wd} to {oh}x{ow} has windows of unequal size, which ONNX cannot say",
+               fix="pool to a size that divides the input")
+
+
+def _reshape(w, n):
+    (out,) = n.outputs
+    w.node("Reshape", [n.inputs[0], w.ints(w.shape(out))], [out], allowzero=1)  # the static shape: 0 is 0
+
+
+def _transpose(w, n):
+    w.node("Transpose", [n.inputs[0]], list(n.outputs), perm=[int(p) for p in n.attrs["perm"]])
+
+
+def _concat(w, n):
+    dt = w.dtype(n.outputs[0])
+    ins = [i if w.dtype(i) == dt else _cast_to(w, i, dt) for i in n.inputs]
+    w.node("Concat", ins, list(n.outputs), axis=int(n.attrs.get("axis", 0)))
+
+
+def _cast_to(w, ref, dt) -> str:
+    from onnx import helper
+    return w.node("Cast", [ref], to=helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+
+
+def _split(w, n):
+    w.node("Split", [n.inputs[0], w.ints(n.attrs["sections"])], list(n.outputs), axis=int(n.attrs.get("axis", 0)))
+
+
+def _slice(w, n):
+    a = n.attrs
+    ends = []
+    for end, step in zip(a["ends"], a["steps"]):
+        if end is None or end < 0:  # past the beginning (a negative step): ONNX reads -1 as the last element
+            ends.append(_INT64_MIN if step < 0 else _INT64_MAX)
+        else:
+            ends.append(int(end))
+    w.node("Slice", [n.inputs[0], w.ints(a["starts"]), w.ints(ends), w.ints(a["axes"]), w.ints(a["steps"])],
+           list(n.outputs))
+
+
+def _gather(w, n):
+    w.node("Gather", list(n.inputs), list(n.outputs), axis=int(n.attrs.get("axis", 0)))
+
+
+def _expand(w, n):
+    w.node("Expand", [n.inputs[0], w.ints(n.attrs["shape"])], list(n.outputs))
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
+
+
+def _pad(w, n):
+    x, (out,) = n.inputs[0], n.outputs
+    if not w.shape(x):
+        w.node("Identity", [x], [out])
+        return
+    mode = n.attrs.get("mode", "constant")
+    if mode not in _PAD_MODES:
+        w.fail(f"pad mode {mode!r} needs ONNX opset 19 (wrap); hwadapter exports opset {OPSET}")
+    pads = [int(lo) for lo, _ in n.attrs["pads"]] + [int(hi) for _, hi in n.attrs["pads"]]
+    ins = [x, w.ints(pads)]
+    if mode == "constant":
+        ins.append(w.const(np.asarray(n.attrs.get("value", 0.0)).astype(w.dtype(x))))
+    w.node("Pad", ins, [out], mode=_PAD_MODES[mode])
+
+
+_BITWISE = {"bitwise_and": ("BitwiseAnd", "And"), "bitwise_or": ("BitwiseOr", "Or"),
+            "bitwise_xor": ("BitwiseXor", "Xor"), "bitwise_not": ("BitwiseNot", "Not")}
+
+
+def _bitwise(w, n):
+    integer, boolean = _BITWISE[n.op]
+    w.node(boolean if w.dtype(n.inputs[0]) == np.bool_ else integer, list(n.inputs), list(n.outputs))
+
+
+def _shift(w, n):
+    if w.dtype(n.inputs[0]).kind != "u":
+        w.fail(f"ONNX BitShift takes unsigned integers only, not {w.dtype(n.inputs[0])}")
+    w.node("BitShift", list(n.inputs), list(n.outputs), direction="LEFT" if n.op == "left_shift" else "RIGHT")
+
+
+def _topk(w, n):
+    a = n.attrs
+    # ONNX TopK also puts the lower index first among equal values; its results are always sorted here
+    w.node("TopK", [n.inputs[0], w.ints([a["k"]])], list(n.outputs), axis=int(a.get("axis", -1)),
+           largest=int(bool(a.get("largest", True))), sorted=1)
+
+
+def _cumulative(w, n):
+    if n.op == "cumprod":
+        w.fail(f"ONNX has CumProd from opset 24 only; hwadapter exports opset {OPSET}")
+    x = n.inputs[0]
+    if not w.shape(x):
+        w.fail("ONNX CumSum needs an input of rank 1 or more")
+    w.node("CumSum", [x, w.const(np.asarray(int(n.attrs.get("axis", 0)), np.int64))], list(n.outputs),
+           exclusive=int(bool(n.attrs.get("exclusive", False))), reverse=int(bool(n.attrs.get("reverse", False))))
+
+
+def _gather_scatter(w, n):
+    a = n.attrs
+    if n.op == "gather_elements":
+        w.node("GatherElements", list(n.inputs), list(n.outputs), axis=int(a.get("axis", 0)))
+    elif n.op == "scatter_elements":
+        w.node("ScatterElements", list(n.inputs), list(n.outputs), axis=int(a.get("axis", 0)),
+               reduction=a.get("reduction", "none"))
+    elif n.op == "gather_nd":
+        w.node("GatherND", list(n.inputs), list(n.outputs), batch_dims=int(a.get("batch_dims", 0)))
+    else:
+        w.node("ScatterND", list(n.inputs), list(n.outputs), reduction=a.get("reduction", "none"))
+
+
+def _lrn(w, n):
+    a = n.attrs
+    w.node("LRN", [n.inputs[0]], list(n.outputs), size=int(a["size"]), alpha=float(a.get("alpha", 1e-4)),
+           beta=float(a.get("beta", 0.75)), bias=float(a.get("bias", 1.0)))
+
+
+def _conv_transpose2d(w, n):
+    a = n.attrs
+    pt, pb, pl, pr = a.get("padding", (0, 0, 0, 0))
+    w.node("ConvTranspose", list(n.inputs), list(n.outputs), strides=list(a.get("stride", (1, 1))),
+           pads=[pt, pl, pb, pr], output_padding=list(a.get("output_padding", (0, 0))),
+           dilations=list(a.get("dilation", (1, 1))), group=int(a.get("groups", 1)),
+           kernel_shape=list(w.shape(n.inputs[1])[2:]))
+
+
+WRITERS: dict = {}
+WRITERS.update(dict.fromkeys([*UNARY, "rsqrt", "gelu"], _unary))
+WRITERS.update(dict.fromkeys([*BINARY, "not_equal", "mod"], _binary))
+WRITERS.update(dict.fromkeys(REDUCE, _reduce))
+WRITERS.update(dict.fromkeys(("argmax", "argmin"), _argreduce))
+WRITERS.update(dict.fromkeys(("softmax", "log_softmax"), _softmax))
+WRITERS.update(dict.fromkeys(("max_pool2d", "avg_pool2d"), _pool2d))
+WRITERS.update(dict.fromkeys(("adaptive_avg_pool2d", "adaptive_max_pool2d"), _adaptive))
+WRITERS.update({"where": _where, "cast": _cast, "clip": _clip, "matmul": _matmul, "layer_norm": _layer_norm,
+                "batch_norm": _batch_norm, "conv2d": _conv2d, "reshape": _reshape, "transpose": _transpose,
+                "concat": _concat, "split": _split, "slice": _slice, "gather": _gather, "expand": _expand,
+                "pad": _pad, "topk": _topk, "lrn": _lrn, "conv_transpose2d": _conv_transpose2d})
+WRITERS.update(dict.fromkeys(_BITWISE, _bitwise))
+WRITERS.update(dict.fromkeys(("left_shift", "right_shift"), _shift))
+WRITERS.update(dict.fromkeys(("cumsum", "cumprod"), _cumulative))
+WRITERS.update(dict.fromkeys(("gather_elements", "scatter_elements", "gather_nd", "scatter_nd"), _gather_scatter))
+
+
+def _value_info(graph, name: str, as_name: str | None = None):
+    from onnx import helper
+    v = graph.values[name]
+    return helper.make_tensor_value_info(as_name or name, helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype)),
+                                         list(v.shape))
+
+
+def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
+    """The Graph as an ONNX ModelProto (opset OPSET), checked by onnx.checker; ExportError for an op without an
+    ONNX form."""
+    import onnx
+    from onnx import helper, numpy_helper
+    w = _Writer(graph)
+    unsupported = sorted({n.op for n in graph.nodes if n.op not in WRITERS})
+    if unsupported:
+        first = next(n for n in graph.nodes if n.op not in WRITERS)
+        w.current = first
+        why = ("a node made by the graph passes (export the graph of hwadapter.jit.get_graph, taken before them)"
+               if first.op == "fused" else "it has no ONNX form in hwadapter's exporter")
+        w.fail(f"cannot export op(s) {', '.join(map(repr, unsupported))}: {why}")
+    for node in graph.nodes:
+        w.current = node
+        WRITERS[node.op](w, node)
+    w.current = None
+    inits = [numpy_helper.from_array(np.asarray(a), k) for k, a in graph.constants.items()]
+    outputs, seen = [], set(graph.inputs) | set(graph.constants)
+    for i, o in enumerate(graph.outputs):
+        if o in seen:  # an input, a constant or an output listed twice: ONNX outputs are each made by a node
+            alias = f"output_{i}"
+            w.node("Identity", [o], [alias])
+            outputs.append(_value_info(graph, o, alias))
+        else:
+            outputs.append(_value_info(graph, o))
+        seen.add(o)
+    g = helper.make_graph(w.nodes, name, [_value_info(graph, i) for i in graph.inputs], outputs,
+                          initializer=inits + w.inits)
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hwadapter",
+                              producer_version=producer_version)
+    model.ir_version = min(model.ir_version, 9)  # IR 9 (onnx 1.15): what onnxruntimes of the last years read
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def save(graph, path, name: str = "hwadapter") -> str:
+    """Write the Graph as an ONNX model file; its path."""
+    import os
+
+    import onnx
+
+    from .. import __version__
+    model = to_model(graph, name, __version__)
+    onnx.save_model(model, os.fspath(path))
+    return os.fspath(path)
