@@ -490,7 +490,9 @@ def lp_norm(ctx, node):
         norm = ctx.op("sum", ctx.op("abs", x), axis=(axis,), keepdim=True)
     else:
         ctx.fail(node, f"its p {p} is not 1 or 2")
-    return ctx.op("div", x, norm)
+    # a zero norm means a vector of zeros: it stays zeros (onnx's expected outputs), not 0/0 = NaN
+    zero = ctx.constant(np.zeros((), ctx.dtype(x)))
+    return ctx.op("where", ctx.op("equal", norm, zero), zero, ctx.op("div", x, norm))
 
 
 @converter("LRN")
@@ -549,7 +551,16 @@ def softmax(ctx, node):
     op = "softmax" if node.op_type == "Softmax" else "log_softmax"
     if not ctx.shape(x):
         ctx.fail(node, "its input is 0-d")
+    if ctx.dtype(x) == np.float16 and op == "softmax":
+        return _coerced(ctx, node, x, lambda v, axis: _softmax_steps(ctx, v, axis))
     return _coerced(ctx, node, x, lambda v, axis: ctx.op(op, v, axis=axis))
+
+
+def _softmax_steps(ctx, x, axis):
+    """Softmax as ONNX defines it (its function body), each step rounded to x's dtype: for float16 the fused softmax
+    (float32 throughout, rounded once) is closer to the truth but a float16 ulp off the spec's result."""
+    e = ctx.op("exp", ctx.op("sub", x, ctx.op("max", x, axis=(axis,), keepdim=True)))
+    return ctx.op("div", e, ctx.op("sum", e, axis=(axis,), keepdim=True))
 
 
 @converter("Hardmax")
