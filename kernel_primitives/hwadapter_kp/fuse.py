@@ -47,11 +47,19 @@ def fuse(nodes, inputs, outputs, name="fused") -> Kernel:
         env = {n: dsl.read_broadcast(refs[n]) for n in in_types}
         for node in nodes:
             args = [env[a] if isinstance(a, str) else a for a in node.inputs]
-            env[node.output] = _apply(node, args)
+            env[node.output] = _rounded(_apply(node, args))
         for n in outputs:
             dsl.write(refs[n], env[n])
 
     return Kernel(name, params, body, doc=f"fusion of {len(nodes)} ops")
+
+
+def _rounded(value):
+    """A float16 result rounded to float16 now, as the unfused op writes it: a fused chain computes in float32
+    registers, and carrying the extra precision on would make its result differ from the ops run one by one."""
+    if isinstance(value, dsl.Value) and value.dtype == "float16":
+        return dsl.unary("cast", value, dtype="float16")
+    return value
 
 
 def _apply(node, args):
