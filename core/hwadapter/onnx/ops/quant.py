@@ -249,7 +249,7 @@ def _scalar_scale(ctx, node, s, what):
     return ctx.op("reshape", s, shape=())
 
 
-def _requantize(ctx, node, acc, multiplier, yzp, out_dtype, round_then_clip=True):
+def _requantize(ctx, node, acc, multiplier, yzp, out_dtype):
     """round_half_even(acc * multiplier + y_zero_point) clamped to out_dtype, in float64: onnx's reference
     multiplies the int32 accumulator by a float scale in float64 (numpy's int32 x float promotion)."""
     lo, hi = _RANGES[out_dtype]
