@@ -53,11 +53,11 @@ def test_is_the_cpu_devices_kernel_and_keeps_its_epilogues():
     import hwadapter as hw
     from hwadapter.runtime.device import get
     kernel = get("cpu").kernels.find("conv2d", (np.dtype("float32"),) * 2)
+    assert kernel.__name__ == "conv2d" and kernel.epilogues == reference.CONV_ACTIVATIONS
     x = hw.to_tensor(np.ones((1, 2, 5, 5), "float32"))
     w = hw.to_tensor(np.ones((3, 2, 3, 3), "float32"))
     y = hw.nn.functional.conv2d(x, w, padding=1)
     assert y.numpy()[0, 0, 2, 2] == 18 and y.numpy()[0, 0, 0, 0] == 8
-    assert kernel is conv.conv2d
     assert conv.conv2d.epilogues == reference.CONV_ACTIVATIONS
 
 
@@ -86,3 +86,32 @@ def test_max_pool_matches_the_reference_kernel(case):
     got = pool.max_pool2d(x, **attrs)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shapes", [((64, 147), (1, 147, 3136)), ((100, 300), (3, 300, 50)), ((17, 5000), (1, 5000, 90))])
+def test_workers_split_a_product_into_row_blocks_with_the_same_result(shapes):
+    """Blocks of rows of the left matrix, any count and remainder, batched right operands: np.matmul's result."""
+    from hwadapter_cpu.workers import Workers
+    rng = np.random.default_rng(3)
+    a, b = (rng.standard_normal(s).astype("float32") for s in shapes)
+    got = Workers(2).matmul(a, b)
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-4)
+    assert Workers(1).matmul(a, b).shape == got.shape
+
+
+def test_the_device_conv_runs_large_products_on_workers_and_matches_the_reference():
+    from hwadapter_cpu.workers import Workers
+    calls = []
+
+    class Counting(Workers):
+        def matmul(self, a, b):
+            calls.append(a.shape)
+            return super().matmul(a, b)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 64, 28, 28)).astype("float32")
+    w = rng.standard_normal((96, 64, 3, 3)).astype("float32")
+    b = rng.standard_normal(96).astype("float32")
+    got = conv.kernel(Counting(2))(x, w, b, padding=(1, 1, 1, 1), activation="relu")
+    want = reference.KERNELS["conv2d"](x, w, b, padding=(1, 1, 1, 1), activation="relu")
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert calls == [(96, 576)]

@@ -11,6 +11,7 @@ import numpy as np
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
 from . import conv, pool
+from .workers import Workers
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
@@ -50,7 +51,7 @@ class CpuPlugin(Plugin):
                     fn.writes_out = True  # the graph executor may run it in place (a bare ufunc it knows itself)
                 kernels.register(op, fn)
         # the reference's semantics, faster: conv2d without its two output transposes, max_pool2d over whole planes
-        kernels.register("conv2d", conv.conv2d)
+        kernels.register("conv2d", conv.kernel(Workers()))
         kernels.register("max_pool2d", pool.max_pool2d)
 
     def codegen_backend(self, device):

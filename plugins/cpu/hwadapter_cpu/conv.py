@@ -40,7 +40,18 @@ def _depthwise(xp, w, stride, dilation, acc):
     return out
 
 
-def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None):
+def kernel(workers):
+    """conv2d whose large products run on `workers` (the device's Workers)."""
+    def conv2d_kernel(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
+                      activation=None):
+        return conv2d(x, w, bias, stride, padding, dilation, groups, activation, matmul=workers.matmul)
+    conv2d_kernel.__name__ = conv2d_kernel.__qualname__ = "conv2d"
+    conv2d_kernel.epilogues = conv2d.epilogues
+    return conv2d_kernel
+
+
+def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None,
+           matmul=np.matmul):
     """The reference conv2d's semantics (float16 accumulates in float32; the epilogue runs before rounding)."""
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape
@@ -54,7 +65,7 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
         cols, oh, ow = _columns(xp, kh, kw, stride, dilation)
         wm = w.astype(acc, copy=False).reshape(o, cg * kh * kw)
         if groups == 1:
-            out = np.matmul(wm, cols).reshape(n, o, oh, ow)
+            out = matmul(wm, cols).reshape(n, o, oh, ow)
         else:
             og, k = o // groups, cg * kh * kw
             out = np.empty((n, o, oh * ow), acc)
