@@ -16,6 +16,7 @@ import numpy as np
 
 MIN_FLOPS = 1 << 22  # below this, one BLAS call on this thread is faster than handing blocks out
 BLOCKS_PER_WORKER = 4
+TILE_ROWS = 32  # a multiple of the row tile of OpenBLAS's and MKL's sgemm/dgemm kernels (4 to 16 rows)
 
 
 def _cores() -> int:
@@ -41,7 +42,9 @@ class Workers:
         if self.count < 2 or m < 16 or 2 * m * k * p * n < MIN_FLOPS:
             return np.matmul(a, b)
         out = np.empty((n, m, p), np.result_type(a, b))
-        step = max(8, -(-m // (BLOCKS_PER_WORKER * self.count)))
+        # blocks of whole BLAS tiles: rows left over in a partial tile take another code path, whose summation
+        # order differs in the last bit (a model whose output channels must agree exactly would see it)
+        step = -(-m // (BLOCKS_PER_WORKER * self.count) // TILE_ROWS) * TILE_ROWS
         pool = self._executor()
         with self._one_blas_thread():
             blocks = [pool.submit(np.matmul, a[i:i + step], b, out=out[:, i:i + step]) for i in range(0, m, step)]
