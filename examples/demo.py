@@ -1,5 +1,12 @@
-"""The demo: list devices, run a small MLP on every available device, check it against numpy, show what fell back."""
+"""The demo: the light ResNet-50 the onnx wheel ships, on every available device: the devices, the partition
+picture written to a file, the result checked against the expected output (and, with random weights, against
+onnxruntime), the latency beside onnxruntime's and the top kernels of the profile; then a small MLP, one
+kernel-primitive op and one compiled subgraph on every device, and what fell back."""
 from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
 
 import numpy as np
 from rich.console import Console
@@ -9,7 +16,7 @@ import hwadapter as hw
 import hwadapter.nn.functional as F
 from hwadapter import cli, kp
 
-console = Console()
+console = Console(width=max(Console().width, 120))  # tables whole in a pipe or a narrow terminal
 
 
 def mlp_numpy(x, params):
@@ -77,20 +84,126 @@ def subgraph_demo() -> None:
     console.print(t)
 
 
-def main() -> None:
-    console.rule("[bold]hwadapter devices")
-    cli.main(["devices"])
+RUNS = 5  # timed runs per runtime (median), after a warm-up
+PICTURES = Path("build") / "demo"  # the plan pictures (build/ is ignored by git)
+TOP = 8
+
+
+def _onnxruntime():
+    """The onnxruntime module, or None (the demo says so and goes on without it)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return onnxruntime
+
+
+def _median_ms(fn, runs: int = RUNS) -> float:
+    fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def resnet_demo() -> None:
+    """The light ResNet-50 on every device: plan picture, result check, latency against onnxruntime, profile."""
+    import hwadapter.onnx as hwonnx
+    from hwadapter.onnx import light
+    from hwadapter.onnx.backend import devices_for
+
+    model, feeds, expected, (rtol, atol) = light.load("resnet50")
+    m = hwonnx.load(model)
+    graph = m.graph()
+    console.print(f"{light.path('resnet50').name}: {len(model.graph.node)} ONNX nodes (opset "
+                  f"{model.opset_import[0].version}) -> {len(graph.nodes)} hwadapter ops, input "
+                  f"{m.inputs[0]} {tuple(feeds[m.inputs[0]].shape)}")
+    ort = _onnxruntime()
+    session = None
+    if ort is None:
+        console.print("[yellow]onnxruntime is not installed[/]: no latency comparison and no random-weight check "
+                      "(pip install onnxruntime)")
+    else:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    # the shipped weights are fills of one value (the expected output is a uniform softmax): the same network with
+    # seeded random weights, its logits exposed, is checked against onnxruntime too
+    random_model = light.with_random_weights(model, seed=1)
+    random_m = hwonnx.load(random_model)
+    random_expected = None
+    if session is not None:
+        random_sess = ort.InferenceSession(random_model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        random_expected = random_sess.run(None, feeds)
+
+    checks = Table("device", "plan", "max |error| vs expected", "random weights: vs onnxruntime", "status")
+    checks.add_column("picture", no_wrap=True)
+    latency = Table("runtime", "median ms", "x onnxruntime", title=f"ResNet-50, batch 1: median of {RUNS} runs")
+    ort_ms = _median_ms(lambda: session.run(None, feeds)) if session is not None else None
+    profiles = []
+    for name in hw.device.get_available_device():
+        devs = devices_for(name)
+        plan = m.plan(devs)
+        picture = PICTURES / f"resnet50-plan-{name.replace(':', '')}.svg"
+        picture.parent.mkdir(parents=True, exist_ok=True)
+        plan.save_svg(picture)
+        n_sub = len(plan.subgraphs)
+        where = ", ".join(f"{sum(1 for v in plan.assignment.values() if v == d)} on {d}"
+                          for d in dict.fromkeys(plan.assignment.values()))
+        got = m.run(feeds, devs)
+        err = max(float(np.abs(g - e).max()) for g, e in zip(got, expected))
+        ok = all(np.allclose(g, e, rtol=rtol, atol=atol) for g, e in zip(got, expected))
+        random_text = "-"
+        if random_expected is not None:
+            rgot = random_m.run(feeds, devs)
+            scale = max(float(np.abs(e).max()) for e in random_expected)
+            rerr = max(float(np.abs(g - e).max()) for g, e in zip(rgot, random_expected))
+            rok = all(np.allclose(g, e, rtol=rtol, atol=1e-4 * float(np.abs(e).max()))
+                      for g, e in zip(rgot, random_expected))
+            ok = ok and rok
+            random_text = f"{rerr:.1e} (logits up to {scale:.1f})"
+        checks.add_row(name, f"{where}; {n_sub} subgraph(s)", f"{err:.1e}", random_text,
+                       "[green]OK" if ok else "[red]MISMATCH", str(picture))
+        if not ok:
+            console.print(checks)
+            raise SystemExit(f"{name}: ResNet-50 differs from the expected output")
+        ms = _median_ms(lambda: m.run(feeds, devs))
+        latency.add_row(f"hwadapter {name}", f"{ms:.1f}", f"{ms / ort_ms:.2f}x" if ort_ms else "n/a")
+        # op by op (no compiled subgraph), so that the profile names the kernels
+        m.run(feeds, devs, min_subgraph=1 << 30)
+        start = time.perf_counter()
+        with hw.profiler.profile() as prof:
+            m.run(feeds, devs, min_subgraph=1 << 30)
+            hw.device.synchronize(name)
+        profiles.append((name, prof, time.perf_counter() - start))
+    if ort_ms is not None:
+        latency.add_row("onnxruntime (CPU EP)", f"{ort_ms:.1f}", "1.00x")
+    console.print(checks)
+    console.print(latency)
+    for name, prof, wall in profiles:
+        rows = prof.table()
+        recorded = sum(r["seconds"] for r in rows)
+        t = Table("op", "route", "calls", "host ms", "share of run",
+                  title=f"top kernels on {name}: one profiled run, op by op, {wall * 1e3:.0f} ms")
+        for r in rows[:TOP]:
+            t.add_row(r["op"], r["route"], str(r["calls"]), f"{r['seconds'] * 1e3:.1f}", f"{r['seconds'] / wall:.0%}")
+        console.print(t)
+        if recorded < 0.5 * wall:
+            console.print(f"{name} runs kernels asynchronously: the steps took {recorded * 1e3:.0f} ms to queue, the "
+                          f"other {(wall - recorded) * 1e3:.0f} ms the run waited for the device to finish them")
+
+
+def mlp_demo() -> None:
     rng = np.random.default_rng(0)
     sizes = [64, 128, 64, 10]
     params = [((rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), rng.standard_normal(o).astype(np.float32))
               for i, o in zip(sizes, sizes[1:])]
     x = rng.standard_normal((32, sizes[0])).astype(np.float32)
     expected = mlp_numpy(x, params)
-
-    console.rule("[bold]MLP 64-128-64-10 forward pass, batch 32, on every device")
     assert expected.dtype == np.float32
     results = Table("device", "max |error| vs numpy", "argmax agrees", "fallbacks", "status")
-    hw.profiler.reset_fallback()
     for name in hw.device.get_available_device():
         with hw.device_guard(name):
             dev_params = [(hw.to_tensor(w), hw.to_tensor(b)) for w, b in params]
@@ -103,6 +216,24 @@ def main() -> None:
         if not ok:
             raise SystemExit(f"{name}: result differs from numpy (max error {err})")
     console.print(results)
+    return x
+
+
+def main() -> None:
+    console.rule("[bold]hwadapter devices")
+    cli.main(["devices"])
+    hw.profiler.reset_fallback()
+
+    console.rule("[bold]ResNet-50 (ONNX, the light model onnx ships) on every device")
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        console.print("[yellow]onnx is not installed[/]: no ResNet-50 (pip install 'hwadapter[onnx]')")
+    else:
+        resnet_demo()
+
+    console.rule("[bold]MLP 64-128-64-10 forward pass, batch 32, eager on every device")
+    x = mlp_demo()
 
     console.rule("[bold]one kernel-primitive op, compiled for every device")
     kernel_primitive_demo(x)

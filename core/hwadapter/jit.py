@@ -12,7 +12,7 @@ from .errors import InvalidArgumentError
 from .graph import trace as _trace
 from .tensor import Tensor
 
-__all__ = ["to_static", "get_graph", "StaticFunction"]
+__all__ = ["to_static", "get_graph", "save", "StaticFunction"]
 
 
 log = logging.getLogger("hwadapter")
@@ -200,3 +200,37 @@ def get_graph(fn, *args, **kwargs):
     if not isinstance(fn, StaticFunction):
         fn = StaticFunction(fn)
     return fn.get_graph(*args, **kwargs)
+
+
+def _example(spec, i: int):
+    """An input of `input_spec` as a Tensor: a Tensor as is, an array, or (shape, dtype) / an object with .shape and
+    .dtype (zeros: only the signature is traced)."""
+    import numpy as np
+
+    from .tensor import to_tensor
+    if isinstance(spec, Tensor):
+        return spec
+    if isinstance(spec, np.ndarray):
+        return to_tensor(spec)
+    if isinstance(spec, tuple) and len(spec) == 2 and isinstance(spec[0], (tuple, list)):
+        shape, dtype = spec
+    elif hasattr(spec, "shape") and hasattr(spec, "dtype"):
+        shape, dtype = spec.shape, spec.dtype
+    else:
+        fix = "pass a Tensor, a numpy array, or (shape, dtype) for each input"
+        raise InvalidArgumentError(f"jit.save: input_spec[{i}] is a {type(spec).__name__}, not an input. Fix: {fix}",
+                                   fix=fix)
+    return to_tensor(np.zeros(tuple(shape), np.dtype(dtype)))
+
+
+def save(fn, path, input_spec, name: str | None = None) -> str:
+    """Trace `fn` for `input_spec` (one Tensor, array or (shape, dtype) per positional argument) and write its graph
+    as an ONNX model (opset 18) that onnx.checker accepts; the path. An op without an ONNX form raises ExportError
+    naming it, before anything is written. Needs the onnx package (pip install 'hwadapter[onnx]')."""
+    from .onnx import export
+    from .onnx.reader import _onnx
+    _onnx()  # the clear "not installed" error
+    args = [_example(s, i) for i, s in enumerate(input_spec)]
+    graph = get_graph(fn, *args)
+    label = name or getattr(fn, "__name__", None) or "hwadapter"
+    return export.save(graph, path, name=label)

@@ -1,4 +1,4 @@
-"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition` (`run`, `conformance`, `new-plugin` come
+"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition`, `run` (`conformance`, `new-plugin` come
 later).
 
 Each subcommand is a function in `SUBCOMMANDS` that adds its argparse subparser, whose `func` runs it and returns
@@ -25,12 +25,13 @@ from .ops import _add_ops
 from .partition import _add_partition, _partitioner  # noqa: F401 (tests and tools look it up here)
 from .probe import probe_all
 from .probe_child import probe_main
+from .run import _add_run
 
 __all__ = ["SUBCOMMANDS", "build_parser", "codegen_status", "devices", "load_graph", "main", "plugin_info",
            "probe_all", "probe_main"]
 
-#: (add_parser(subparsers), ...) for every subcommand; `run`, `conformance` and `new-plugin` are added here later.
-SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops, _add_cache, _add_partition]
+#: (add_parser(subparsers), ...) for every subcommand; `conformance` and `new-plugin` are added here later.
+SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops, _add_cache, _add_partition, _add_run]
 
 
 def build_parser() -> argparse.ArgumentParser:

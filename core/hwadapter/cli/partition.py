@@ -1,4 +1,5 @@
-"""`hwadapter partition GRAPH.json`: partition a graph file over devices and print (or draw) the plan."""
+"""`hwadapter partition GRAPH.json|MODEL.onnx`: partition a graph file or an ONNX model over devices and print (or
+draw) the plan."""
 from __future__ import annotations
 
 import inspect
@@ -13,10 +14,13 @@ from .graph_file import _BadInput, load_graph
 def _add_partition(sub) -> None:
     p = sub.add_parser("partition", help="split a graph over devices and show the plan (nodes, copies, memory)",
                        description="Read a graph written by Graph.to_json() (a JSON file: json.dump(graph.to_json(), "
-                                   "f)), run the optimisation passes, partition it over the devices in priority "
-                                   "order, and print the plan's summary: nodes per device, subgraphs, fallbacks, "
-                                   "copies, planned vs naive peak memory, passes.")
-    p.add_argument("graph", metavar="GRAPH.json", help="the graph, as written by Graph.to_json()")
+                                   "f)) or an ONNX model (.onnx), run the optimisation passes, partition it over "
+                                   "the devices in priority order, and print the plan's summary: nodes per device, "
+                                   "subgraphs, fallbacks, copies, planned vs naive peak memory, passes.")
+    p.add_argument("graph", metavar="GRAPH.json|MODEL.onnx",
+                   help="the graph, as written by Graph.to_json(), or an ONNX model (a name ending in .onnx)")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...", dest="shapes",
+                   help="ONNX models: a shape for an input whose dims the model leaves open (default: 1 each)")
     p.add_argument("--device", action="append", metavar="DEVICE", dest="devices",
                    help="a device to place nodes on, highest priority first; repeat it (default: cpu)")
     p.add_argument("--svg", metavar="FILE", help="also draw the plan as SVG: nodes coloured by device, subgraphs boxed")
@@ -47,6 +51,29 @@ def _partitioner():
     return None
 
 
+def _load_onnx(args):
+    """The hwadapter Graph of an ONNX model file (its declared input shapes, --shape for open dims)."""
+    from pathlib import Path
+    if not Path(args.graph).is_file():
+        raise _BadInput(f"{args.graph}: no such file")
+    shapes = {}
+    for item in args.shapes:
+        name, _, dims = item.partition("=")
+        try:
+            shapes[name] = tuple(int(d) for d in dims.split(",") if d.strip())
+        except ValueError:
+            raise _BadInput(f"--shape {item!r}: expected NAME=D0,D1,... with whole numbers") from None
+    try:
+        import hwadapter.onnx as hwonnx
+        model = hwonnx.load(args.graph)
+        unknown = set(shapes) - set(model.inputs)
+        if unknown:
+            raise _BadInput(f"--shape: the model has no input {sorted(unknown)[0]!r}; its inputs are {model.inputs}")
+        return model.graph(shapes)
+    except HwAdapterError as err:
+        raise _BadInput(str(err)) from None
+
+
 def _cmd_partition(args) -> int:
     console, err_console = _console(), _console(stderr=True)
 
@@ -55,7 +82,7 @@ def _cmd_partition(args) -> int:
         return status
 
     try:
-        graph = load_graph(args.graph)
+        graph = _load_onnx(args) if args.graph.lower().endswith(".onnx") else load_graph(args.graph)
     except _BadInput as err:
         return fail(str(err), 2)
     names = args.devices or ["cpu"]
