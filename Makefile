@@ -36,7 +36,7 @@ test-slow: $(STAMP)
 test-gpu: $(STAMP)
 	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
 	$(PY) -m pytest -q -m gpu tests/test_cuda.py
-	$(PY) benchmarks/cuda.py
+	$(PY) benchmarks/cuda_plugin.py
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'

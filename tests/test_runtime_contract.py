@@ -126,3 +126,15 @@ def test_synchronize_through_the_device_api(device):
     t = hw.to_tensor(np.ones(10, np.float32), device=device)
     hw.device.synchronize(device)
     assert t.numpy().sum() == 10
+
+
+def test_device_array_reshape_takes_one_minus_one_as_the_reshape_op_does():
+    """The reshape op's shape rule infers one -1 (numpy's); a subgraph reshaping a DeviceArray by that attribute
+    failed on cuda:0 with "cannot reshape (3, 4, 2, 2) to (3, 2, -1)" (ONNX GroupNormalization, found on an H100)."""
+    dev = get("testdev:0")
+    arr = DeviceArray.empty(dev, (3, 4, 2, 2), np.dtype("float32"))
+    assert arr.reshape((3, 2, -1)).shape == (3, 2, 8)
+    assert arr.reshape((-1,)).shape == (48,)
+    for bad in [(3, -1, -1), (5, -1), (7, 7)]:
+        with pytest.raises(ValueError, match="cannot reshape"):
+            arr.reshape(bad)

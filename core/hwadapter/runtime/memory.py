@@ -83,9 +83,13 @@ class DeviceArray:
         return contiguous_strides(self.shape)
 
     def reshape(self, shape) -> "DeviceArray":
-        """The same memory with another shape of the same size."""
+        """The same memory with another shape of the same size (one -1 stands for the size left, as in numpy and
+        the reshape op's shape rule)."""
         shape = tuple(int(s) for s in shape)
-        if math.prod(shape) != self.size:
+        if shape.count(-1) == 1:
+            known = math.prod(s for s in shape if s != -1)
+            shape = tuple(self.size // known if s == -1 and known else s for s in shape)
+        if math.prod(shape) != self.size or any(s < 0 for s in shape):
             raise ValueError(f"cannot reshape {self.shape} to {shape}")
         return DeviceArray(self.device, self.block, shape, self.dtype)
 

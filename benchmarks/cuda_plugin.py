@@ -4,7 +4,7 @@ cupy.matmul, all measured in the same run with CUDA events on the plugin's strea
 Targets: the fused chain over 16M float32 reaches ≥ 80% of the device-to-device copy bandwidth cupy measures (the
 better of cudaMemcpy and cupy.copyto); hw.matmul of 4096² float32 reaches ≥ 90% of cupy.matmul. Device times are
 taken with the launches queued behind a long memset, so host overhead cannot leave the GPU idle; the eager op's
-wall time per call is reported too. Run: `python benchmarks/cuda.py` (make test-gpu); without a GPU it says why.
+wall time per call is reported too. Run: `python benchmarks/cuda_plugin.py` (make test-gpu); without a GPU it says why.
 """
 from __future__ import annotations
 
@@ -14,15 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).parent))
 from _util import best_seconds, table  # noqa: E402
 from fused_elementwise import CHAIN, numpy_chain  # noqa: E402  the same chain as the CPU/OpenCL benchmark
-
-# This script is named cuda.py: while its folder is on sys.path (python puts it first), `import cuda` finds it instead
-# of NVIDIA's `cuda` namespace package (cuda-pathfinder, cuda-python), which cupy 14 imports, and cupy then fails with
-# "No module named 'cuda.pathfinder'; 'cuda' is not a package". The helpers are imported: drop the folder.
-sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != HERE]
 
 import hwadapter as hw  # noqa: E402
 from hwadapter import kp  # noqa: E402
@@ -52,7 +46,7 @@ def main() -> int:
         from hwadapter.runtime.discovery import registry
         rec = registry.get("cuda")
         why = rec.explain() if rec else "the hwadapter-cuda plugin is not installed (pip install -e plugins/cuda)"
-        print(f"benchmarks/cuda.py: no usable NVIDIA GPU, nothing to measure. {why}")
+        print(f"benchmarks/cuda_plugin.py: no usable NVIDIA GPU, nothing to measure. {why}")
         return 0
     import cupy as cp
     from hwadapter.plugin import DeviceArray
