@@ -2,7 +2,7 @@
 onnxruntime's CPU execution provider, in the same run (issue 10).
 
 Each model is checked first (its expected output, onnx's tolerances: a fast wrong result is an error, not a
-figure), then timed in interleaved rounds (one call of each runtime per round, after a warm-up); the table shows
+figure), then timed in rounds (per round, each runtime one untimed call, then BLOCK timed ones); the table shows
 medians and hwadapter's time as a multiple of onnxruntime's. Target: ResNet-50 on cpu at most 1.5x onnxruntime.
 ResNet-50 is then profiled on each device (hwadapter.profiler: where the time goes, by op and route).
 
@@ -32,6 +32,9 @@ from hwadapter.onnx import light
 ROUNDS = int(os.environ.get("HWADAPTER_BENCH_ROUNDS", 7))
 TARGET = ("resnet50", "cpu", 1.5)  # model, device, at most this multiple of onnxruntime's time
 PROFILE_MODEL = "resnet50"
+# Each runtime runs in blocks: one untimed call, then BLOCK timed ones. Alternating single calls measured how each
+# runtime's spinning worker threads slow the other down (onnxruntime took 184 ms interleaved, 53 ms alone).
+BLOCK = 2
 TOP = 12
 
 console = Console(width=120)
@@ -112,7 +115,7 @@ def _check(name: str, dev: str, got, expected, tol) -> None:
 
 
 def bench(names, devices, rounds: int, blas=None):
-    """[(model, {runtime: [seconds per round]})], every model checked, timed in interleaved rounds."""
+    """[(model, {runtime: [seconds per round]})], every model checked, timed in rounds of blocks."""
     results = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
@@ -135,9 +138,11 @@ def bench(names, devices, rounds: int, blas=None):
             times = {k: [] for k in calls}
             for _ in range(rounds):
                 for label, call in calls.items():
+                    call()  # untimed: the other runtime's threads may still be spinning from its last call
                     start = time.perf_counter()
-                    call()
-                    times[label].append(time.perf_counter() - start)
+                    for _ in range(BLOCK):
+                        call()
+                    times[label].append((time.perf_counter() - start) / BLOCK)
                 progress.advance(task)
             progress.remove_task(task)
             progress.advance(overall)
@@ -155,7 +160,7 @@ def print_table(results, devices, rounds: int) -> dict:
     variants = [(d, f"hwadapter {d}") for d in devices]
     if results and ONE_BLAS in results[0][1]:
         variants.append(("cpu 1 BLAS thr", ONE_BLAS))
-    t = Table(title=f"light models, batch 1: median ms of {rounds} interleaved rounds; x = hwadapter's time / "
+    t = Table(title=f"light models, batch 1: median ms of {rounds} rounds; x = hwadapter's time / "
                     f"onnxruntime's", title_justify="left")
     t.add_column("model")
     for c in ["onnxruntime ms"] + [f"{v} ms" for v, _ in variants] + [f"{v} x" for v, _ in variants]:
