@@ -35,7 +35,7 @@ test-slow: $(STAMP)
 # On a machine with an NVIDIA GPU: cupy for CUDA 13, the CUDA plugin's GPU tests, and its benchmarks.
 test-gpu: $(STAMP)
 	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
-	$(PY) -m pytest -q -m gpu tests/test_cuda.py
+	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_onnx_conformance.py
 	$(PY) benchmarks/cuda_plugin.py
 
 bench: $(STAMP)

@@ -44,6 +44,8 @@ class HwAdapterBackend(base.Backend):
             registry.get(d)  # an unknown or unusable device fails here, naming it, before the model is converted
         proto = read_model(model)
         m = OnnxModel(proto, kwargs.get("input_shapes"))
+        if any(dims is None and name not in m.input_shapes for name, (dims, _) in m.declared().items()):
+            return HwAdapterRep(m, devices)  # an input of unknown rank: converted when it first runs
         try:
             m.graph()  # convert now: an unsupported op or attribute fails in prepare, before anything runs
         except NeedsValue:

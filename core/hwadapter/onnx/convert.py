@@ -52,12 +52,27 @@ class OnnxNode:
         if isinstance(v, list) and v and isinstance(v[0], bytes):
             return [s.decode() for s in v]
         if type(v).__name__ == "TensorProto":
-            from onnx import numpy_helper
-            return numpy_helper.to_array(v)
+            return tensor_array(v, f"attribute {name!r} of {self.where()}")
         return v
 
     def where(self) -> str:
         return f"node {self.name!r} ({self.op_type}, opset {self.opset})"
+
+
+def tensor_array(tensor, what: str) -> np.ndarray:
+    """A TensorProto's numpy array; an error naming `what` when its data does not fit its shape and type, and never
+    a read of external data (the reader loads that, from beside the model only)."""
+    from onnx import numpy_helper
+    from onnx.external_data_helper import uses_external_data
+    if uses_external_data(tensor):
+        raise InvalidArgumentError(f"onnx: {what} keeps its data in an external file that was not loaded",
+                                   fix="load the model with hwadapter.onnx.load(path), its data files beside it")
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as err:  # noqa: BLE001 - protobuf fields that disagree: a malformed model
+        raise InvalidArgumentError(f"onnx: {what} of shape {tuple(tensor.dims)} holds data that does not fit it "
+                                   f"({type(err).__name__}: {str(err).strip()[:200]})",
+                                   fix="the model is malformed: check it with onnx.checker.check_model") from None
 
 
 def to_dtype(elem_type: int, what: str) -> np.dtype:
@@ -131,10 +146,36 @@ class Context:
             raise NeedsValue(ref, f"onnx: {node.where()}: its {what} (input {i}) is graph input {ref!r}, whose value "
                              "must be known to convert the model", fix="run it: the model is converted per value of "
                              "this input (or pass the input as an initializer)")
+        source = self._small_input_behind(ref) if arr is None else None
+        if source is not None:  # computed from a small graph input (a size, a target shape): convert per its value
+            raise NeedsValue(source, f"onnx: {node.where()}: its {what} (input {i}) is computed from graph input "
+                             f"{source!r}, whose value must be known to convert the model",
+                             fix="run it: the model is converted per value of this input")
         if arr is None:
             self.fail(node, f"its {what} (input {i}) must be known before running, but it is computed at run time",
                       fix="export the model with this input as an initializer or constant")
         return arr
+
+    #: the most elements a graph input may have for the model to be converted per its value when a value a
+    #: converter needs is computed from it (sizes, shapes, axes are small; data is not)
+    VALUE_INPUT_LIMIT = 64
+
+    def _small_input_behind(self, ref):
+        """The first small graph input that the (not constant) `ref` is computed from, or None."""
+        producer = {out: n for n in self.nodes for out in n.outputs}
+        todo, seen = [ref], set()
+        while todo:
+            r = todo.pop()
+            if r in seen or r is None:
+                continue
+            seen.add(r)
+            if r in self.graph_inputs:
+                if int(np.prod(self.shape(r))) <= self.VALUE_INPUT_LIMIT:
+                    return r
+                continue
+            if r in producer:
+                todo.extend(producer[r].inputs)
+        return None
 
     def constant(self, array, dtype=None) -> str:
         """A new constant ref holding `array`."""
@@ -216,16 +257,24 @@ WHY_NOT: dict = {
     **dict.fromkeys(["SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
                      "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
                      "OptionalGetElement", "OptionalHasElement"], _SEQUENCE),
-    **dict.fromkeys(["NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit"], _DATA_SHAPE),
+    **dict.fromkeys(["NonZero", "Unique", "NonMaxSuppression", "Compress"], _DATA_SHAPE),
     **dict.fromkeys(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
                      "Multinomial"], _RANDOM),
     **dict.fromkeys(["QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
                      "QLinearMatMul", "ConvInteger", "MatMulInteger"], _QUANT),
-    **dict.fromkeys(["StringNormalizer", "StringConcat", "RegexFullMatch", "TfIdfVectorizer"], _STRINGS),
+    **dict.fromkeys(["StringNormalizer", "StringConcat", "StringSplit", "RegexFullMatch"], _STRINGS),
+    "TfIdfVectorizer": "n-gram counting is not converted (no hwadapter primitive for it)",
     **dict.fromkeys(["DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"], _SIGNAL),
     **dict.fromkeys(["LSTM", "GRU", "RNN"], _RNN),
     **dict.fromkeys(["ai.onnx.preview.training:Adagrad", "ai.onnx.preview.training:Adam",
                      "ai.onnx.preview.training:Momentum", "Gradient"], _TRAINING),
+    **dict.fromkeys(["CausalConvWithState", "LinearAttention", "SwiGLU", "TensorScatter", "Attention",
+                     "RotaryEmbedding"], "an op of opset 23 or newer that no converter implements yet"),
+    "AffineGrid": "no converter: sampling grids (spatial transformers) are not implemented",
+    "Col2Im": "no converter: hwadapter has no col2im (patch folding) primitive",
+    "DeformConv": "no converter: deformable convolution samples at data-dependent offsets",
+    "RoiAlign": "no converter: regions of interest are sampled at data-dependent positions",
+    "Det": "no converter: a determinant needs an LU factorisation, which hwadapter has no primitive for",
     "ImageDecoder": "image decoding (encoded bytes in, pixels out) is not a tensor op",
     "BitCast": "reinterpreting bits across dtypes is not converted",
 }
@@ -297,7 +346,6 @@ _LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "
 def convert(model, shapes: dict, values: dict | None = None) -> Graph:
     """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape}); `values` ({name:
     array}) turns those inputs into constants (converters that need an input's value: see NeedsValue)."""
-    from onnx import numpy_helper
     converters = load_all()
     opset = opset_of(model)
     values = values or {}
@@ -306,8 +354,8 @@ def convert(model, shapes: dict, values: dict | None = None) -> Graph:
     ctx = Context(opset)
     g = model.graph
     for init in g.initializer:
-        arr = numpy_helper.to_array(init)
         to_dtype(init.data_type, f"initializer {init.name!r}")
+        arr = tensor_array(init, f"initializer {init.name!r}")
         ctx.values[init.name] = Value(init.name, tuple(arr.shape), arr.dtype)
         ctx.constants[init.name] = arr
         ctx.names[init.name] = init.name

@@ -25,11 +25,13 @@ class OnnxModel:
         check_supported(proto)
 
     def declared(self) -> dict:
-        """{input name: (shape with None for unknown dims, dtype)} as the model declares them."""
+        """{input name: (shape with None for unknown dims, dtype)} as the model declares them; the shape is None
+        when the model does not declare the input's rank."""
         out = {}
         for vi in self._inputs:
             tt = vi.type.tensor_type
-            dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+            dims = None if not tt.HasField("shape") else \
+                tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
             out[vi.name] = (dims, value_dtype(vi, f"graph input {vi.name!r}"))
         return out
 
@@ -38,7 +40,14 @@ class OnnxModel:
         shapes = {**self.input_shapes, **(shapes or {})}
         out = {}
         for name, (dims, _) in self.declared().items():
-            out[name] = tuple(shapes.get(name) or tuple(1 if d is None else d for d in dims))
+            if name in shapes:
+                out[name] = tuple(shapes[name])
+            elif dims is None:
+                raise InvalidArgumentError(f"onnx: input {name!r} has no declared shape, so the model cannot be "
+                                           "converted before it runs", fix=f"pass input_shapes={{{name!r}: (...)}} to "
+                                           "load, or run it: each input signature is converted when it first runs")
+            else:
+                out[name] = tuple(1 if d is None else d for d in dims)
         return out
 
     def graph(self, shapes: dict | None = None, values: dict | None = None):
@@ -107,7 +116,8 @@ class OnnxModel:
             if arr.dtype != dtype:
                 raise InvalidArgumentError(f"onnx: input {name!r} is {arr.dtype}, the model declares {dtype}",
                                            fix=f"pass it as .astype({dtype.name!r})")
-            if len(dims) != arr.ndim or any(d is not None and d != s for d, s in zip(dims, arr.shape)):
+            if dims is not None and (len(dims) != arr.ndim or
+                                     any(d is not None and d != s for d, s in zip(dims, arr.shape))):
                 raise InvalidArgumentError(f"onnx: input {name!r} has shape {arr.shape}, the model declares "
                                            f"{tuple('?' if d is None else d for d in dims)}",
                                            fix="pass an array of the declared shape")

@@ -153,7 +153,7 @@ def eye_like(ctx, node):
 
 @converter("Range")
 def range_op(ctx, node):
-    """Folded when start, limit and delta are constant (as ONNX's reference: np.arange)."""
+    """A constant computed as ONNX's reference does (np.arange) from start, limit and delta."""
     stash = node.attr("stash_type")
 
     def run(start, limit, delta):
@@ -166,7 +166,9 @@ def range_op(ctx, node):
         if float(delta) == 0:
             ctx.fail(node, "its delta is 0")
         return np.arange(start.item(), limit.item(), delta.item()).astype(dtype)
-    return fold(ctx, node, "start, limit and delta must be constant", run, 0, 1, 2)
+    # its output's shape is its inputs' values: known at conversion (per value, when they are graph inputs)
+    start, limit, delta = (ctx.require_const(node, i, what) for i, what in enumerate(("start", "limit", "delta")))
+    return ctx.constant(np.asarray(run(start, limit, delta)))
 
 
 # --- reshaping -------------------------------------------------------------------------------------------------
