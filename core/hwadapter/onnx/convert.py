@@ -345,12 +345,11 @@ _LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "
 
 def convert(model, shapes: dict, values: dict | None = None) -> Graph:
     """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape}); `values` ({name:
-    array}) turns those inputs into constants (converters that need an input's value: see NeedsValue)."""
+    array}) turns those inputs into constants (converters that need an input's value: see NeedsValue). The model's
+    functions are inlined and its ops checked already (OnnxModel does both once, not per signature)."""
     converters = load_all()
     opset = opset_of(model)
     values = values or {}
-    model = inline_functions(model)
-    check_supported(model)
     ctx = Context(opset)
     g = model.graph
     for init in g.initializer:

@@ -36,6 +36,8 @@ def _kernel(fn, quiet=False):
             return out if out.__class__ is _ndarray or isinstance(out, list) else np.asarray(out)
     kernel.__name__ = kernel.__qualname__ = getattr(fn, "__name__", "kernel")
     kernel.__doc__ = getattr(fn, "__doc__", None)
+    # a ufunc writes into out= and returns it, and so does this wrapper: the graph executor may run it in place
+    kernel.writes_out = isinstance(fn, np.ufunc)
     return kernel
 
 

@@ -7,7 +7,6 @@ of the primitive-expressible ops so those run compiled too.
 """
 from __future__ import annotations
 
-import numpy as np
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
 from . import conv, pool
@@ -15,19 +14,6 @@ from .workers import Workers
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
-
-
-def _writes_out(fn, op: str) -> bool:
-    """Whether elementwise kernel `fn` writes its result into `out=` and returns it (the noisy ops' wrappers hand their
-    keywords to a ufunc; relu, sigmoid, gelu, ... take none), found by calling it once on two floats."""
-    arity = 1 if op in reference.UNARY else 2 if op in reference.BINARY else 0
-    if not arity:
-        return False
-    x, out = np.ones(2, np.float32), np.empty(2, np.float32)
-    try:
-        return fn(*[x] * arity, out=out) is out
-    except Exception:  # noqa: BLE001  a kernel without out= refuses it somehow: it runs out of place
-        return False
 
 
 class CpuPlugin(Plugin):
@@ -47,8 +33,6 @@ class CpuPlugin(Plugin):
         skip = primitive_ops() if compiled else frozenset()
         for op, fn in reference.KERNELS.items():
             if op not in skip:
-                if not isinstance(fn, np.ufunc) and _writes_out(fn, op):
-                    fn.writes_out = True  # the graph executor may run it in place (a bare ufunc it knows itself)
                 kernels.register(op, fn)
         # the reference's semantics, faster: conv2d without its two output transposes, max_pool2d over whole planes
         kernels.register("conv2d", conv.kernel(Workers()))

@@ -45,15 +45,19 @@ def floats(ctx, node, *refs):
 
 
 # --- arithmetic --------------------------------------------------------------------------------------------------
-_ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul"}
+#: ONNX op -> (hwadapter op, the dtype kinds it takes, in words): binary ops of one dtype, converted as they are.
+_SAME_DTYPE = {"Add": ("add", "fiu", "numeric"), "Sub": ("sub", "fiu", "numeric"), "Mul": ("mul", "fiu", "numeric"),
+               "BitwiseAnd": ("bitwise_and", "iu", "integer"), "BitwiseOr": ("bitwise_or", "iu", "integer"),
+               "BitwiseXor": ("bitwise_xor", "iu", "integer")}
 
 
-@converter(*_ARITH)
-def arithmetic(ctx, node):
+@converter(*_SAME_DTYPE)
+def same_dtype_binary(ctx, node):
     a, b = ctx.input(node, 0), ctx.input(node, 1)
-    kinds(ctx, node, (a, b), "fiu", "numeric")
+    op, allowed, what = _SAME_DTYPE[node.op_type]
+    kinds(ctx, node, (a, b), allowed, what)
     same_dtype(ctx, node, (a, b))
-    return ctx.op(_ARITH[node.op_type], a, b)
+    return ctx.op(op, a, b)
 
 
 @converter("Div")
@@ -172,17 +176,6 @@ def logical_not(ctx, node):
 
 
 # --- bitwise (primitives bitwise_*, left_shift, right_shift) ----------------------------------------------------
-_BITWISE = {"BitwiseAnd": "bitwise_and", "BitwiseOr": "bitwise_or", "BitwiseXor": "bitwise_xor"}
-
-
-@converter(*_BITWISE)
-def bitwise(ctx, node):
-    a, b = ctx.input(node, 0), ctx.input(node, 1)
-    kinds(ctx, node, (a, b), "iu", "integer")
-    same_dtype(ctx, node, (a, b))
-    return ctx.op(_BITWISE[node.op_type], a, b)
-
-
 @converter("BitwiseNot")
 def bitwise_not(ctx, node):
     x = ctx.input(node, 0)
