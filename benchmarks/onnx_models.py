@@ -18,7 +18,6 @@ import platform
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 from rich.console import Console
@@ -48,7 +47,7 @@ def _ort_session(model):
         return None
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
-    # one thread per core this process may use, as hwadapter's CPU workers (onnxruntime's default counts the
+    # one thread per core this process may use, as hwadapter's CPU conv2d threads (onnxruntime's default counts the
     # machine's cores, which oversubscribes a process pinned to fewer with taskset)
     opts.intra_op_num_threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
     return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
@@ -66,38 +65,6 @@ def _devices(wanted) -> list:
     return out
 
 
-class _BlasThreads:
-    """numpy's OpenBLAS thread count, set through its own library (None where numpy links another BLAS): the
-    cpu variant with one BLAS thread shows what the thread pool costs on a small, shared machine."""
-
-    def __init__(self):
-        import ctypes
-        import re
-        self.set = self.get = None
-        maps = Path("/proc/self/maps")
-        libs = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", maps.read_text()))) if maps.exists() else []
-        for lib in libs:
-            handle = ctypes.CDLL(lib)
-            for prefix in ("scipy_openblas_", "openblas_"):
-                for suffix in ("64_", ""):
-                    if hasattr(handle, f"{prefix}set_num_threads{suffix}"):
-                        self.set = getattr(handle, f"{prefix}set_num_threads{suffix}")
-                        self.get = getattr(handle, f"{prefix}get_num_threads{suffix}")
-                        return
-
-    def one_thread(self, call):
-        """call, run with one BLAS thread (the count restored after)."""
-        def wrapped():
-            before = self.get()
-            self.set(1)
-            try:
-                return call()
-            finally:
-                self.set(before)
-        return wrapped
-
-
-ONE_BLAS = "hwadapter cpu, 1 BLAS thread"
 
 
 def _runner(model, dev: str, feeds: dict):
@@ -114,7 +81,7 @@ def _check(name: str, dev: str, got, expected, tol) -> None:
         np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{name} on {dev}: wrong result")
 
 
-def bench(names, devices, rounds: int, blas=None):
+def bench(names, devices, rounds: int):
     """[(model, {runtime: [seconds per round]})], every model checked, timed in rounds of blocks."""
     results = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -128,8 +95,6 @@ def bench(names, devices, rounds: int, blas=None):
                 _, call = _runner(model, dev, feeds)
                 _check(name, dev, call(), expected, tol)  # the warm-up too: kernels built, constants uploaded
                 calls[f"hwadapter {dev}"] = call
-                if dev == "cpu" and blas is not None and blas.set is not None:
-                    calls[ONE_BLAS] = blas.one_thread(call)
             session = _ort_session(model)
             if session is not None:
                 _check(name, "onnxruntime", session.run(None, feeds), expected, tol)
@@ -155,11 +120,8 @@ def _ms(xs) -> str:
 
 
 def print_table(results, devices, rounds: int) -> dict:
-    """The latency table; {(model, variant): hwadapter / onnxruntime median time} (variant: a device, or
-    ONE_BLAS)."""
+    """The latency table; {(model, device): hwadapter / onnxruntime median time}."""
     variants = [(d, f"hwadapter {d}") for d in devices]
-    if results and ONE_BLAS in results[0][1]:
-        variants.append(("cpu 1 BLAS thr", ONE_BLAS))
     t = Table(title=f"light models, batch 1: median ms of {rounds} rounds; x = hwadapter's time / "
                     f"onnxruntime's", title_justify="left")
     t.add_column("model")
@@ -177,9 +139,6 @@ def print_table(results, devices, rounds: int) -> dict:
                 row.append("n/a")
         t.add_row(*row)
     console.print(t)
-    if any(label == ONE_BLAS for _, label in variants):
-        console.print("cpu 1 BLAS thr: the cpu again with numpy's OpenBLAS held to one thread (a diagnosis, not a "
-                      "setting hwadapter makes)")
     return ratios
 
 
@@ -297,7 +256,7 @@ def main(argv=None) -> int:
         console.print("[yellow]onnxruntime is not installed[/]: hwadapter is timed alone (pip install onnxruntime)")
     console.print(f"[bold]light ONNX models[/]: hwadapter {hw.__version__}, onnxruntime {ort_version or 'missing'}, "
                   f"{platform.machine()} with {os.cpu_count()} cores, {args.rounds} rounds")
-    results = bench(names, devices, args.rounds, _BlasThreads())
+    results = bench(names, devices, args.rounds)
     ratios = print_table(results, devices, args.rounds)
     model, dev, target = TARGET
     if (model, dev) in ratios:

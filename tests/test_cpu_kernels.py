@@ -88,30 +88,90 @@ def test_max_pool_matches_the_reference_kernel(case):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("shapes", [((64, 147), (1, 147, 3136)), ((100, 300), (3, 300, 50)), ((17, 5000), (1, 5000, 90))])
-def test_workers_split_a_product_into_row_blocks_with_the_same_result(shapes):
-    """Blocks of rows of the left matrix, any count and remainder, batched right operands: np.matmul's result."""
-    from hwadapter_cpu.workers import Workers
-    rng = np.random.default_rng(3)
-    a, b = (rng.standard_normal(s).astype("float32") for s in shapes)
-    got = Workers(2).matmul(a, b)
-    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-4)
-    assert Workers(1).matmul(a, b).shape == got.shape
+def _device_conv():
+    from hwadapter.runtime.device import get
+    return conv.kernel(get("cpu"))
 
 
-def test_the_device_conv_runs_large_products_on_workers_and_matches_the_reference():
-    from hwadapter_cpu.workers import Workers
-    calls = []
+@settings(max_examples=150, deadline=None)
+@given(cases())
+def test_the_compiled_form_matches_the_reference_kernel(case):
+    """The device's kernel: float32 ungrouped convolutions run the C kernel, every other case the numpy form."""
+    x, w, bias, attrs = case
+    want = reference.KERNELS["conv2d"](x, w, bias, **attrs)
+    got = DEVICE_CONV(x, w, bias, **attrs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    tol = TOL[x.dtype.name]
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
 
-    class Counting(Workers):
-        def matmul(self, a, b):
-            calls.append(a.shape)
-            return super().matmul(a, b)
+
+DEVICE_CONV = _device_conv()
+RESNET_LAYERS = [  # (batch, in channels, size, out channels, kernel, stride, padding): every kind in a ResNet-50
+    (1, 64, 56, 64, 3, 1, 1), (2, 64, 56, 256, 1, 1, 0), (1, 256, 56, 128, 1, 2, 0), (1, 128, 28, 128, 3, 2, 1),
+    (1, 512, 7, 512, 3, 1, 1), (1, 3, 224, 64, 7, 2, 3), (3, 20, 13, 70, 3, 1, 1)]
+
+
+@pytest.mark.parametrize("n, c, size, o, k, stride, pad", RESNET_LAYERS)
+def test_the_c_kernel_runs_resnet_layers_as_the_reference(n, c, size, o, k, stride, pad):
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((2, 64, 28, 28)).astype("float32")
-    w = rng.standard_normal((96, 64, 3, 3)).astype("float32")
-    b = rng.standard_normal(96).astype("float32")
-    got = conv.kernel(Counting(2))(x, w, b, padding=(1, 1, 1, 1), activation="relu")
-    want = reference.KERNELS["conv2d"](x, w, b, padding=(1, 1, 1, 1), activation="relu")
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
-    assert calls == [(96, 576)]
+    x = rng.standard_normal((n, c, size, size)).astype("float32")
+    w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32")
+    b = rng.standard_normal(o).astype("float32")
+    attrs = dict(stride=(stride, stride), padding=(pad,) * 4, activation="relu")
+    got = DEVICE_CONV(x, w, b, **attrs)
+    want = reference.KERNELS["conv2d"](x.astype("float64"), w.astype("float64"), b.astype("float64"), **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_the_device_kernel_runs_float32_in_c_not_numpy(monkeypatch):
+    monkeypatch.setattr(conv, "conv2d", lambda *a, **k: pytest.fail("the numpy form ran for float32"))
+    x = np.ones((1, 8, 12, 12), "float32")
+    got = _device_conv()(x, np.ones((16, 8, 3, 3), "float32"), padding=(1, 1, 1, 1))
+    assert got[0, 0, 5, 5] == 72 and got[0, 0, 0, 0] == 32
+
+
+def test_calls_from_several_threads_at_once_each_get_their_own_result():
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(5)
+    cases = [(rng.standard_normal((1, 32, 20, 20)).astype("float32"),
+              rng.standard_normal((48, 32, 3, 3)).astype("float32")) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xw: DEVICE_CONV(*xw, padding=(1, 1, 1, 1)), cases * 3))
+    for (x, w), g in zip(cases * 3, got):
+        np.testing.assert_allclose(g, reference.KERNELS["conv2d"](x, w, padding=(1, 1, 1, 1)), rtol=1e-4, atol=1e-3)
+
+
+def test_a_helper_thread_that_starts_after_the_call_is_done_finds_nothing_left():
+    """A descheduled pool thread may run its share after the caller has returned: it must neither compute nor
+    touch freed memory (the call is freed by the last thread to let go)."""
+    from hwadapter.runtime.device import get
+    native = conv.Native(get("cpu"))
+    lib = native.lib()
+    if lib is None:
+        pytest.skip("no C compiler: the C kernel is not built")
+    late = []
+
+    class Late:
+        def submit(self, fn, *args):
+            late.append((fn, args))
+    native.threads, native._pool = 3, Late()
+    x = np.random.default_rng(6).standard_normal((1, 16, 30, 30)).astype("float32")
+    w = np.random.default_rng(7).standard_normal((32, 16, 3, 3)).astype("float32")
+    got = native(lib, x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), None)
+    np.testing.assert_allclose(got, reference.KERNELS["conv2d"](x, w, padding=(1, 1, 1, 1)), rtol=1e-4, atol=1e-3)
+    assert len(late) == 2
+    for fn, args in late:
+        fn(*args)  # after the call: nothing to do, and the last one frees it
+
+
+def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog):
+    from hwadapter.plugin import CompileError
+    from hwadapter.runtime.device import get
+
+    def no_compiler(*args):
+        raise CompileError("cpu: no C compiler found")
+    monkeypatch.setattr(conv, "load_source", no_compiler)
+    kernel = conv.kernel(get("cpu"))
+    x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
+    np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
+    assert "its C kernel is unavailable: cpu: no C compiler found" in caplog.text

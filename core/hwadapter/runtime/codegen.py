@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .. import cache
+from ..errors import CompileError
 from .memory import DeviceArray
 from .signature import BoundedCache, signature
 
@@ -46,6 +47,17 @@ def register(op: str, spec: PrimitiveOp) -> None:
     """Make `op` runnable on every device with a codegen backend (callers forget the devices' routes of `op`)."""
     op_set()
     _OPS[op] = spec
+
+
+def load_source(device, source: str, name: str):
+    """A plugin's own source in its codegen backend's language, compiled once (disk cache) and loaded: the Program
+    of entry point `name` (hand-written kernels beside the generated ones, e.g. the CPU's conv2d)."""
+    backend = device.codegen
+    if backend is None:
+        raise CompileError(f"{device}: no codegen backend to compile {name!r}: {device.codegen_unavailable}")
+    return cache.default().get_or_load(
+        device.type, {"source": source, **backend.cache_key()}, build=lambda: backend.compile(source, name),
+        load=lambda binary: backend.load(binary, name), what=f"{device}: kernel {name!r}")
 
 
 class Binding(NamedTuple):

@@ -10,7 +10,6 @@ from __future__ import annotations
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
 from . import conv, pool
-from .workers import Workers
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
@@ -34,8 +33,9 @@ class CpuPlugin(Plugin):
         for op, fn in reference.KERNELS.items():
             if op not in skip:
                 kernels.register(op, fn)
-        # the reference's semantics, faster: conv2d without its two output transposes, max_pool2d over whole planes
-        kernels.register("conv2d", conv.kernel(Workers()))
+        # the reference's semantics, faster: conv2d compiled (float32) or without the reference's two output
+        # transposes, max_pool2d over whole planes
+        kernels.register("conv2d", conv.kernel(kernels.device))
         kernels.register("max_pool2d", pool.max_pool2d)
 
     def codegen_backend(self, device):

@@ -45,8 +45,9 @@ def _accepted(cc: str, flags: list[str]) -> list[str]:
 class CProgram(Program):
     """One compiled entry point; the whole grid runs in one call, GIL released (ctypes)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, library=None):
         self.fn = fn
+        self.library = library  # the loaded shared library: its other entry points, for hand-written kernels
 
     def launch(self, global_size, buffers, scalars, stream=None):
         args = [ctypes.c_void_p(b.ctypes.data) for b in buffers] + [ctypes.c_int64(s) for s in scalars]
@@ -123,4 +124,4 @@ class CpuCodegenBackend(CodegenBackend):
                     lib = self._libs[digest] = ctypes.CDLL(str(path))
         fn = getattr(lib, name)
         fn.restype = None
-        return CProgram(fn)
+        return CProgram(fn, lib)

@@ -1,16 +1,29 @@
-"""conv2d for the CPU: im2col laid out for NCHW, so each group is one BLAS product written straight into the output.
+"""conv2d for the CPU: float32 in compiled C (conv2d.c), everything else as im2col products laid out for NCHW.
 
-The reference kernel (hwadapter.plugin.reference.conv2d) multiplies (N*OH*OW, C*k*k) by the transposed weights and
-transposes the result back to NCHW: two copies of the output per call. Here the weights are on the left, so the
-product's rows are output channels and no transpose follows; 1x1 convolutions (most of a ResNet) need no im2col at
-all, and depthwise convolutions accumulate k*k scaled windows instead of running C products of one row each.
+The C kernel packs the patches once per image (no im2col array, no padded copy) and runs the product on all cores
+with bias and relu applied as it stores; it is compiled once per machine through the device's codegen backend and
+its disk cache. Without a C compiler, and for the other dtypes and grouped convolutions, the numpy form runs: the
+weights on the left, so the product's rows are output channels and no transpose follows (the reference kernel,
+hwadapter.plugin.reference.conv2d, transposes the output twice); depthwise convolutions accumulate k*k scaled
+windows instead of running C products of one row each.
 """
 from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hwadapter.plugin import reference
+from hwadapter.plugin import OutOfMemoryError, load_source, reference
+
+log = logging.getLogger(__name__)
+SOURCE = Path(__file__).with_name("conv2d.c")
+MIN_FLOPS = 1 << 21  # below this, handing work to another thread costs more than it saves
 
 
 def _columns(x, kh, kw, stride, dilation):
@@ -40,18 +53,105 @@ def _depthwise(xp, w, stride, dilation, acc):
     return out
 
 
-def kernel(workers):
-    """conv2d whose large products run on `workers` (the device's Workers)."""
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+class Native:
+    """The compiled float32 conv2d of one device (loaded at its first call; None when it cannot be built here) and
+    the threads that share its calls.
+
+    Each call is planned in C (hwa_conv2d_new), then worked on by this thread and the pool's: every thread takes
+    strips to pack and then tasks from shared counters until none is left (hwa_conv2d_work). So on a busy machine
+    a descheduled thread holds back one task, not the whole call, and no thread spins waiting for the others (an
+    OpenMP loop or OpenBLAS's threads, splitting the work evenly up front, ran 2-4x slower there).
+    """
+
+    def __init__(self, device):
+        self.device = device
+        self.threads = _cores()
+        self._lib = None
+        self._pool = None
+        self._lock = threading.Lock()
+
+    def lib(self):
+        if self._lib is None:
+            with self._lock:
+                if self._lib is None:
+                    self._lib = self._load() or False
+                    if self._lib and self.threads > 1:
+                        self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix=f"{self.device}-conv")
+        return self._lib or None
+
+    def _load(self):
+        try:
+            lib = load_source(self.device, SOURCE.read_text(), "hwa_conv2d_new").library
+        except Exception as err:  # no compiler, or a compiler that fails: the numpy form serves, and says so once
+            log.warning("%s: conv2d runs in numpy, its C kernel is unavailable: %s", self.device, err)
+            return None
+        lib.hwa_conv2d_new.restype = ctypes.c_void_p
+        lib.hwa_conv2d_new.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 17
+        for name in ("hwa_conv2d_work", "hwa_conv2d_wait", "hwa_conv2d_release"):
+            getattr(lib, name).restype = None
+            getattr(lib, name).argtypes = [ctypes.c_void_p]
+        return lib
+
+    def _work(self, call) -> None:
+        """A pool thread's share: it may start after the call is done, and then finds nothing left."""
+        self._lib.hwa_conv2d_work(call)
+        self._lib.hwa_conv2d_release(call)
+
+    def __call__(self, lib, x, w, bias, stride, padding, dilation, activation):
+        n, c, h, wd = x.shape
+        o, _, kh, kw = w.shape
+        (sh, sw), (dh, dw), (pt, pb, pl, pr) = stride, dilation, padding
+        oh, ow = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+        if kh == kw == 1 and not any(padding) and (sh, sw) != (1, 1):
+            x, h, wd, sh, sw = x[:, :, ::sh, ::sw], oh, ow, 1, 1  # a strided 1x1 reads a subsampled copy, densely
+        x = np.ascontiguousarray(x)
+        wm = np.ascontiguousarray(w.reshape(o, c * kh * kw))
+        b = np.ascontiguousarray(bias) if bias is not None else None
+        out = np.empty((n, o, oh, ow), np.float32)
+        if out.size == 0:
+            return out
+        helpers = self.threads - 1 if self._pool is not None and 2 * o * c * kh * kw * oh * ow * n >= MIN_FLOPS else 0
+        call = lib.hwa_conv2d_new(x.ctypes.data, wm.ctypes.data, None if b is None else b.ctypes.data,
+                                  out.ctypes.data, n, c, h, wd, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow,
+                                  activation == "relu", helpers + 1)
+        if not call:
+            raise OutOfMemoryError(f"conv2d on {self.device}: no host memory for the packed patches of a "
+                                   f"{x.shape} input. Fix: free memory or run a smaller batch")
+        for _ in range(helpers):
+            self._pool.submit(self._work, call)
+        lib.hwa_conv2d_work(call)
+        lib.hwa_conv2d_wait(call)
+        lib.hwa_conv2d_release(call)
+        if activation not in (None, "relu"):
+            out = _EPILOGUE[activation](out)
+        return out
+
+
+def kernel(device):
+    """conv2d for `device`: float32 ungrouped convolutions in C, the rest in numpy."""
+    native = Native(device)
+
     def conv2d_kernel(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
                       activation=None):
-        return conv2d(x, w, bias, stride, padding, dilation, groups, activation, matmul=workers.matmul)
+        if x.dtype == w.dtype == np.float32 and groups == 1 and x.size and w.size and (
+                bias is None or bias.dtype == np.float32):
+            lib = native.lib()
+            if lib is not None:
+                return native(lib, x, w, bias, tuple(stride), tuple(padding), tuple(dilation), activation)
+        return conv2d(x, w, bias, stride, padding, dilation, groups, activation)
     conv2d_kernel.__name__ = conv2d_kernel.__qualname__ = "conv2d"
-    conv2d_kernel.epilogues = conv2d.epilogues
+    conv2d_kernel.epilogues = reference.CONV_ACTIVATIONS
     return conv2d_kernel
 
 
-def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None,
-           matmul=np.matmul):
+def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None):
     """The reference conv2d's semantics (float16 accumulates in float32; the epilogue runs before rounding)."""
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape
@@ -65,7 +165,7 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
         cols, oh, ow = _columns(xp, kh, kw, stride, dilation)
         wm = w.astype(acc, copy=False).reshape(o, cg * kh * kw)
         if groups == 1:
-            out = matmul(wm, cols).reshape(n, o, oh, ow)
+            out = np.matmul(wm, cols).reshape(n, o, oh, ow)
         else:
             og, k = o // groups, cg * kh * kw
             out = np.empty((n, o, oh * ow), acc)
