@@ -98,8 +98,10 @@ def _device_conv():
 def test_the_compiled_form_matches_the_reference_kernel(case):
     """The device's kernel: float32 ungrouped convolutions run the C kernel, every other case the numpy form."""
     x, w, bias, attrs = case
-    want = reference.KERNELS["conv2d"](x, w, bias, **attrs)
-    got = DEVICE_CONV(x, w, bias, **attrs)
+    shape = reference.KERNELS["conv2d"](x, w, bias, **attrs).shape
+    residual = np.random.default_rng(x.size).standard_normal(shape).astype(x.dtype) if x.size % 2 else None
+    want = reference.KERNELS["conv2d"](x, w, bias, residual, **attrs)
+    got = DEVICE_CONV(x, w, bias, residual, **attrs)
     assert got.dtype == want.dtype and got.shape == want.shape
     tol = TOL[x.dtype.name]
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
@@ -118,8 +120,10 @@ def test_the_c_kernel_runs_resnet_layers_as_the_reference(n, c, size, o, k, stri
     w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32")
     b = rng.standard_normal(o).astype("float32")
     attrs = dict(stride=(stride, stride), padding=(pad,) * 4, activation="relu")
-    got = DEVICE_CONV(x, w, b, **attrs)
-    want = reference.KERNELS["conv2d"](x.astype("float64"), w.astype("float64"), b.astype("float64"), **attrs)
+    out = (size + 2 * pad - k) // stride + 1
+    r = rng.standard_normal((n, o, out, out)).astype("float32")  # a fused residual, added before the relu
+    got = DEVICE_CONV(x, w, b, r, **attrs)
+    want = reference.KERNELS["conv2d"](*(a.astype("float64") for a in (x, w, b, r)), **attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
@@ -157,7 +161,7 @@ def test_a_helper_thread_that_starts_after_the_call_is_done_finds_nothing_left()
     native.threads, native._pool = 3, Late()
     x = np.random.default_rng(6).standard_normal((1, 16, 30, 30)).astype("float32")
     w = np.random.default_rng(7).standard_normal((32, 16, 3, 3)).astype("float32")
-    got = native(lib, x, w, None, (1, 1), (1, 1, 1, 1), (1, 1), None)
+    got = native(lib, x, w, None, None, (1, 1), (1, 1, 1, 1), (1, 1), None)
     np.testing.assert_allclose(got, reference.KERNELS["conv2d"](x, w, padding=(1, 1, 1, 1)), rtol=1e-4, atol=1e-3)
     assert len(late) == 2
     for fn, args in late:

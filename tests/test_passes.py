@@ -12,7 +12,7 @@ from hwadapter.dispatch.dispatcher import dispatch
 from hwadapter.errors import InvalidArgumentError
 from hwadapter.graph import GraphBuilder
 from hwadapter.graph.executor import run as reference_run
-from hwadapter.graph.passes import (PassReport, conv_epilogues, cse, dce, fold, fold_batch_norm, fuse, infer,
+from hwadapter.graph.passes import (PassReport, conv_epilogues, conv_residual, cse, dce, fold, fold_batch_norm, fuse, infer,
                                     optimize, run_fused)
 from hwadapter.ops import reference
 from hwadapter.tensor import to_tensor
@@ -323,6 +323,65 @@ def test_no_epilogue_where_the_device_conv_does_not_declare_it():
         ["conv2d", "sigmoid"]
     assert ops_of(fuse(opt, {**where, "sig": "opencl:0"}, lambda d: False)[0]) == ["conv2d", "sigmoid"]
     assert ops_of(fuse(opt, where, lambda d: False)[0]) == ["conv2d"]
+
+
+# --- fuse: residual adds into conv2d --------------------------------------------------------------------------
+def residual_block(bias=True, shortcut_shape=(2, 6, 7, 7), relu=True, swap=False):
+    """conv2d(x) + shortcut (then relu), ResNet's block end; the shortcut is computed after the conv."""
+    b = GraphBuilder()
+    x, s = b.input("x", (2, 4, 7, 7)), b.input("s", shortcut_shape)
+    ins = [x, b.input("w", (6, 4, 3, 3))] + ([b.input("b", (6,))] if bias else [])
+    y = b.op("conv2d", ins, stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    t = b.op("tanh", [s])
+    out = b.op("add", [t, y] if swap else [y, t])
+    graph = b.build(b.op("relu", [out]) if relu else out)
+    return with_constants(graph, {"w": rand(6, 4, 3, 3), **({"b": rand(6)} if bias else {})})
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_residual_add_and_relu_fold_into_the_conv_where_its_kernel_takes_them(dev, swap):
+    graph = residual_block(swap=swap)
+    where = {n.name: dev for n in graph.nodes}
+    reports = []
+    fused, assignment = fuse(graph, where, lambda d: False, reports=reports)
+    inputs = {"x": rand(2, 4, 7, 7), "s": rand(2, 6, 7, 7)}
+    assert_same(execute(fused, inputs, dev), oracle(graph, inputs), rtol=1e-4, atol=1e-4)
+    if conv_residual(dev):  # the CPU's conv2d declares it; a device whose kernel does not keeps the add
+        conv = next(n for n in fused.nodes if n.op == "conv2d")
+        assert ops_of(fused) == ["tanh", "conv2d"] and len(conv.inputs) == 4
+        assert conv.attrs["activation"] == "relu" and set(assignment) == {n.name for n in fused.nodes}
+        assert reports[0].name == "conv_residual" and "1 residual adds" in reports[0].note
+    else:
+        assert "add" in ops_of(fused)
+
+
+@pytest.mark.parametrize("case", ["no bias", "broadcast", "read twice", "other device", "disabled", "not declared"])
+def test_a_residual_add_stays_an_add_where_it_is_not_exactly_out_plus_residual(case):
+    graph = residual_block(bias=case != "no bias", shortcut_shape=(6, 1, 1) if case == "broadcast" else (2, 6, 7, 7),
+                           relu=False)
+    where = {n.name: "cpu" for n in graph.nodes}
+    kw = {}
+    if case == "read twice":  # the conv's own output is also a graph output
+        graph.outputs = graph.outputs + [next(n for n in graph.nodes if n.op == "conv2d").outputs[0]]
+    if case == "other device":
+        where[next(n.name for n in graph.nodes if n.op == "add")] = "opencl:0"
+    if case == "disabled":
+        kw["disable"] = {"conv_residual"}
+    if case == "not declared":
+        kw["residual"] = lambda d, t: False
+    fused, _ = fuse(graph, where, lambda d: False, **kw)
+    assert "add" in ops_of(fused)
+
+
+def test_the_reference_and_cpu_conv2d_add_the_residual_before_the_activation():
+    x, w, b, r = rand(1, 3, 5, 5), rand(4, 3, 3, 3), rand(4), rand(1, 4, 3, 3)
+    want = np.maximum(reference.conv2d(x, w, b) + r, 0)
+    np.testing.assert_allclose(reference.conv2d(x, w, b, r, activation="relu"), want, rtol=1e-5, atol=1e-5)
+    got = dispatch("conv2d", tuple(to_tensor(a) for a in (x, w, b, r)), {"activation": "relu"}).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(InvalidArgumentError, match="the residual input has shape"):
+        dispatch("conv2d", tuple(to_tensor(a) for a in (x, w, b, rand(1, 4, 5, 5))), {})
 
 
 # --- random graphs: every pass together equals the unoptimised graph -------------------------------------------

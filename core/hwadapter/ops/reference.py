@@ -262,8 +262,10 @@ def _windows(x, kh, kw, stride, dilation):
     return win[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
-def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None):
-    """im2col + one matmul per group; `activation` (a fused epilogue: CONV_ACTIVATIONS) applies after the bias."""
+def conv2d(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
+           activation=None):
+    """im2col + one matmul per group; a fused `residual` (the output's shape) is added after the bias, then the
+    fused `activation` (CONV_ACTIVATIONS) applies."""
     n, c, _, _ = x.shape
     o, cg, kh, kw = w.shape
     pt, pb, pl, pr = padding
@@ -280,9 +282,19 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
         out[:, g * og:(g + 1) * og] = res.reshape(n, oh, ow, og).transpose(0, 3, 1, 2)
     if bias is not None:
         out += bias.astype(acc).reshape(1, o, 1, 1)
+    if residual is not None:
+        out += _residual(residual, out.shape).astype(acc, copy=False)
     if activation is not None:  # on the accumulator, before rounding to x's dtype, as the device kernels do
         out = _CONV_EPILOGUE[activation](out)
     return out.astype(x.dtype, copy=False)
+
+
+def _residual(residual, shape):
+    """conv2d's fused residual, checked: it is added as it is, so it must have the output's shape."""
+    if tuple(residual.shape) != tuple(shape):
+        raise InvalidArgumentError(f"conv2d: the residual input has shape {tuple(residual.shape)}, the output "
+                                   f"{tuple(shape)}. Fix: fuse only an add of the output's own shape")
+    return residual
 
 
 #: The activations conv2d applies as an epilogue (attribute "activation"); a device's conv2d kernel declares the
@@ -422,6 +434,7 @@ KERNELS.update({k: _quietly(v) for k, v in {
     "avg_pool2d": avg_pool2d,
 }.items()})
 KERNELS["conv2d"].epilogues = CONV_ACTIVATIONS  # the CPU plugin registers this very function
+KERNELS["conv2d"].residual = True  # it takes a fused residual input too
 
 
 # --- more math, bitwise, ordering, scans, index movement (the ONNX import's primitives) -----------------------------

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hwadapter.plugin import OutOfMemoryError, load_source, reference
+from hwadapter.plugin import InvalidArgumentError, OutOfMemoryError, load_source, reference
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("conv2d.c")
@@ -93,7 +93,7 @@ class Native:
             log.warning("%s: conv2d runs in numpy, its C kernel is unavailable: %s", self.device, err)
             return None
         lib.hwa_conv2d_new.restype = ctypes.c_void_p
-        lib.hwa_conv2d_new.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64] * 17
+        lib.hwa_conv2d_new.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 17
         for name in ("hwa_conv2d_work", "hwa_conv2d_wait", "hwa_conv2d_release"):
             getattr(lib, name).restype = None
             getattr(lib, name).argtypes = [ctypes.c_void_p]
@@ -104,7 +104,7 @@ class Native:
         self._lib.hwa_conv2d_work(call)
         self._lib.hwa_conv2d_release(call)
 
-    def __call__(self, lib, x, w, bias, stride, padding, dilation, activation):
+    def __call__(self, lib, x, w, bias, residual, stride, padding, dilation, activation):
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
         (sh, sw), (dh, dw), (pt, pb, pl, pr) = stride, dilation, padding
@@ -114,12 +114,16 @@ class Native:
         x = np.ascontiguousarray(x)
         wm = np.ascontiguousarray(w.reshape(o, c * kh * kw))
         b = np.ascontiguousarray(bias) if bias is not None else None
+        r = np.ascontiguousarray(residual) if residual is not None else None
         out = np.empty((n, o, oh, ow), np.float32)
+        if residual is not None and residual.shape != out.shape:  # read in the output's layout: never past its end
+            raise InvalidArgumentError(f"conv2d on {self.device}: the residual input has shape {residual.shape}, "
+                                       f"the output {out.shape}. Fix: fuse only an add of the output's own shape")
         if out.size == 0:
             return out
         helpers = self.threads - 1 if self._pool is not None and 2 * o * c * kh * kw * oh * ow * n >= MIN_FLOPS else 0
         call = lib.hwa_conv2d_new(x.ctypes.data, wm.ctypes.data, None if b is None else b.ctypes.data,
-                                  out.ctypes.data, n, c, h, wd, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow,
+                                  None if r is None else r.ctypes.data, out.ctypes.data, n, c, h, wd, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow,
                                   activation == "relu", helpers + 1)
         if not call:
             raise OutOfMemoryError(f"conv2d on {self.device}: no host memory for the packed patches of a "
@@ -138,20 +142,22 @@ def kernel(device):
     """conv2d for `device`: float32 ungrouped convolutions in C, the rest in numpy."""
     native = Native(device)
 
-    def conv2d_kernel(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
-                      activation=None):
-        if x.dtype == w.dtype == np.float32 and groups == 1 and x.size and w.size and (
-                bias is None or bias.dtype == np.float32):
+    def conv2d_kernel(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
+                      groups=1, activation=None):
+        if x.dtype == w.dtype == np.float32 and groups == 1 and x.size and w.size and all(
+                a is None or a.dtype == np.float32 for a in (bias, residual)):
             lib = native.lib()
             if lib is not None:
-                return native(lib, x, w, bias, tuple(stride), tuple(padding), tuple(dilation), activation)
-        return conv2d(x, w, bias, stride, padding, dilation, groups, activation)
+                return native(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation), activation)
+        return conv2d(x, w, bias, residual, stride, padding, dilation, groups, activation)
     conv2d_kernel.__name__ = conv2d_kernel.__qualname__ = "conv2d"
     conv2d_kernel.epilogues = reference.CONV_ACTIVATIONS
+    conv2d_kernel.residual = True  # takes a fused residual input (graph fusion asks before emitting one)
     return conv2d_kernel
 
 
-def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1, activation=None):
+def conv2d(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1,
+           activation=None):
     """The reference conv2d's semantics (float16 accumulates in float32; the epilogue runs before rounding)."""
     n, c = x.shape[:2]
     o, cg, kh, kw = w.shape
@@ -174,6 +180,11 @@ def conv2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1)
             out = out.reshape(n, o, oh, ow)
     if bias is not None:
         out += bias.astype(acc, copy=False).reshape(1, o, 1, 1)
+    if residual is not None:
+        if residual.shape != out.shape:
+            raise InvalidArgumentError(f"conv2d: the residual input has shape {residual.shape}, the output "
+                                       f"{out.shape}. Fix: fuse only an add of the output's own shape")
+        out += residual.astype(acc, copy=False)
     if activation is not None:
         out = _EPILOGUE[activation](out)
     return out.astype(x.dtype, copy=False)

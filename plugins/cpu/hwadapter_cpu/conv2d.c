@@ -1,7 +1,8 @@
 /* float32 conv2d as one product per image: out (O x P) = weights (O x K) @ patches (K x P), P the output positions,
  * K = C*kh*kw. The patches are packed once per image, in strips of 16 positions (im2col and packing in one pass,
  * reading the unpadded input, padding as zeros), then consumed by a 6x16 register tile of FMAs (6 output channels,
- * their weight rows read in place, by 16 positions) with bias and relu applied as the last block of K is stored.
+ * their weight rows read in place, by 16 positions) with bias, a residual and relu applied as the last block of K is
+ * stored.
  * The OpenMP threads share the strips out for packing, then take tasks (a block of channels by a block of strips)
  * in turn. */
 #define _POSIX_C_SOURCE 200112L /* posix_memalign under -std=c99 */
@@ -77,7 +78,7 @@ static void pack_strip(const float *x, const Shape *s, int64_t p0, float *dst) {
 #ifdef __AVX2__
 #define TILE(NAME, ROW)                                                                                            \
   static void NAME(int64_t kc, const float *const *a, const float *b, float *const *c, int accumulate,            \
-                   const float *bias, int relu) {                                                                \
+                   const float *bias, const float *const *res, int relu) {                                        \
     __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;                                            \
     if (accumulate) {                                                                                             \
       c00 = _mm256_loadu_ps(c[0]); c01 = _mm256_loadu_ps(c[0] + 8);                                               \
@@ -112,14 +113,38 @@ static void pack_strip(const float *x, const Shape *s, int64_t p0, float *dst) {
       for (int v = 0; v < 2; v++) {                                                                               \
         __m256 t = acc[r][v];                                                                                     \
         if (bias) t = _mm256_add_ps(t, _mm256_broadcast_ss(bias + r));                                            \
+        if (res) t = _mm256_add_ps(t, _mm256_loadu_ps(res[r] + 8 * v));                                            \
         if (relu) t = _mm256_max_ps(zero, t); /* max(0, NaN) is NaN, as numpy's maximum */                        \
         _mm256_storeu_ps(c[r] + 8 * v, t);                                                                        \
       }                                                                                                           \
   }
+/* The same for a strip of at most 8 positions (the last of a small image): half the FMAs. */
+static void tile8(int64_t kc, const float *const *a, const float *b, float *const *c, int accumulate,
+                  const float *bias, const float *const *res, int relu) {
+  __m256 acc[MR];
+  for (int r = 0; r < MR; r++) acc[r] = accumulate ? _mm256_loadu_ps(c[r]) : _mm256_setzero_ps();
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
+  for (int64_t k = 0; k < kc; k++, b += NR) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    acc[0] = _mm256_fmadd_ps(_mm256_broadcast_ss(a0 + k), b0, acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_broadcast_ss(a1 + k), b0, acc[1]);
+    acc[2] = _mm256_fmadd_ps(_mm256_broadcast_ss(a2 + k), b0, acc[2]);
+    acc[3] = _mm256_fmadd_ps(_mm256_broadcast_ss(a3 + k), b0, acc[3]);
+    acc[4] = _mm256_fmadd_ps(_mm256_broadcast_ss(a4 + k), b0, acc[4]);
+    acc[5] = _mm256_fmadd_ps(_mm256_broadcast_ss(a5 + k), b0, acc[5]);
+  }
+  for (int r = 0; r < MR; r++) {
+    __m256 t = acc[r];
+    if (bias) t = _mm256_add_ps(t, _mm256_broadcast_ss(bias + r));
+    if (res) t = _mm256_add_ps(t, _mm256_loadu_ps(res[r]));
+    if (relu) t = _mm256_max_ps(_mm256_setzero_ps(), t);
+    _mm256_storeu_ps(c[r], t);
+  }
+}
 #else
 #define TILE(NAME, ROW)                                                                                            \
   static void NAME(int64_t kc, const float *const *a, const float *b, float *const *c, int accumulate,            \
-                   const float *bias, int relu) {                                                                \
+                   const float *bias, const float *const *res, int relu) {                                        \
     float acc[MR][NR];                                                                                            \
     for (int r = 0; r < MR; r++)                                                                                  \
       for (int q = 0; q < NR; q++) acc[r][q] = accumulate ? c[r][q] : 0.0f;                                      \
@@ -130,20 +155,23 @@ static void pack_strip(const float *x, const Shape *s, int64_t p0, float *dst) {
     }                                                                                                             \
     for (int r = 0; r < MR; r++)                                                                                  \
       for (int q = 0; q < NR; q++) {                                                                              \
-        float t = acc[r][q] + (bias ? bias[r] : 0.0f);                                                            \
+        float t = acc[r][q] + (bias ? bias[r] : 0.0f) + (res ? res[r][q] : 0.0f);                                 \
         if (relu && t < 0.0f) t = 0.0f;                                                                           \
         c[r][q] = t;                                                                                              \
       }                                                                                                           \
   }
 #endif
 TILE(tile, b + k * NR)
+#ifndef __AVX2__
+#define tile8 tile
+#endif
 
 /* One task: channels m0..m1 by strips s0..s1 of one image, over all of K, from the packed strips. */
-static void task(const float *packed, const float *wt, const float *bias, float *out, const Shape *s, int64_t m0,
-                 int64_t m1, int64_t s0, int64_t s1, int relu, const float *zeros) {
+static void task(const float *packed, const float *wt, const float *bias, const float *residual, float *out,
+                 const Shape *s, int64_t m0, int64_t m1, int64_t s0, int64_t s1, int relu, const float *zeros) {
   const int64_t kdim = s->c * s->kh * s->kw, npos = s->oh * s->ow;
-  float edge[MR * NR], scratch[NR], brow[MR];
-  const float *a[MR];
+  float edge[MR * NR], edge_res[MR * NR] = {0}, scratch[NR], brow[MR];
+  const float *a[MR], *res[MR];
   float *c[MR];
   for (int64_t k0 = 0; k0 < kdim; k0 += KC) {
     const int64_t kc = kdim - k0 < KC ? kdim - k0 : KC;
@@ -158,10 +186,14 @@ static void task(const float *packed, const float *wt, const float *bias, float 
           a[r] = live ? wt + (m + r) * kdim + k0 : zeros;
           c[r] = cols < NR ? edge + r * NR : live ? out + (m + r) * npos + p0 : scratch;
           brow[r] = live && bias ? bias[m + r] : 0.0f;
+          res[r] = cols < NR ? edge_res + r * NR : live ? residual + (m + r) * npos + p0 : zeros;
         }
+        if (last && residual && cols < NR)
+          for (int r = 0; r < MR && m + r < m1; r++) memcpy(edge_res + r * NR, residual + (m + r) * npos + p0, cols * 4);
         if (cols < NR && k0 > 0)
           for (int r = 0; r < MR && m + r < m1; r++) memcpy(edge + r * NR, out + (m + r) * npos + p0, cols * 4);
-        tile(kc, a, b, c, k0 > 0, last && bias ? brow : NULL, last && relu);
+        (cols <= 8 ? tile8 : tile)(kc, a, b, c, k0 > 0, last && bias ? brow : NULL, last && residual ? res : NULL,
+                                   last && relu);
         if (cols < NR)
           for (int r = 0; r < MR && m + r < m1; r++) memcpy(out + (m + r) * npos + p0, edge + r * NR, cols * 4);
       }
@@ -171,7 +203,7 @@ static void task(const float *packed, const float *wt, const float *bias, float 
 
 /* One convolution, shared by the threads that work on it: its arguments, plan, scratch and work counters. */
 typedef struct {
-  const float *x, *wt, *bias;
+  const float *x, *wt, *bias, *residual;
   float *out, *packed;
   Shape s;
   int64_t n, relu, kdim, spi, nblocks, per, mblocks, mb, ntasks;
@@ -182,13 +214,14 @@ typedef struct {
 #define ADD(p, v) __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL)
 
 /* A convolution to run by `threads` calls of hwa_conv2d_work, each of which may start late or never run: x (n, c,
- * h, w), wt (o, c*kh*kw), bias (o) or NULL, out (n, o, oh*ow), all float32 and contiguous. NULL: out of memory. */
-void *hwa_conv2d_new(const float *x, const float *wt, const float *bias, float *out, int64_t n, int64_t c, int64_t h,
+ * h, w), wt (o, c*kh*kw), bias (o) or NULL, residual (added before relu) and out (n, o, oh*ow), all float32 and
+ * contiguous. NULL: out of memory. */
+void *hwa_conv2d_new(const float *x, const float *wt, const float *bias, const float *residual, float *out, int64_t n, int64_t c, int64_t h,
                      int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,
                      int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t relu, int64_t threads) {
   Call *call = calloc(1, sizeof(Call));
   if (!call) return NULL;
-  *call = (Call){x, wt, bias, out, NULL, {c, h, w, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow}, n, relu};
+  *call = (Call){x, wt, bias, residual, out, NULL, {c, h, w, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow}, n, relu};
   call->kdim = c * kh * kw;
   call->spi = (oh * ow + NR - 1) / NR;
   call->nblocks = (call->spi + STRIPS - 1) / STRIPS;
@@ -227,7 +260,8 @@ void hwa_conv2d_work(void *arg) {
     const int64_t m0 = rest / call->nblocks * call->mb, m1 = m0 + call->mb < o ? m0 + call->mb : o;
     const int64_t s0 = rest % call->nblocks * call->per, s1 = s0 + call->per < call->spi ? s0 + call->per : call->spi;
     if (s0 < s1)
-      task(call->packed + img * call->spi * kdim * NR, call->wt, call->bias, call->out + img * o * s->oh * s->ow, s,
+      task(call->packed + img * call->spi * kdim * NR, call->wt, call->bias,
+           call->residual ? call->residual + img * o * s->oh * s->ow : NULL, call->out + img * o * s->oh * s->ow, s,
            m0, m1, s0, s1, (int)call->relu, zeros);
     ADD(&call->done_tasks, 1);
   }

@@ -8,16 +8,16 @@ from .cse import cse
 from .dce import dce
 from .fold import fold
 from .fused_op import fused_kernel, run_fused
-from .fusion import ACTIVATIONS, conv_epilogues, fuse
+from .fusion import ACTIVATIONS, conv_epilogues, conv_residual, fuse
 from .infer import infer
 
 #: The device-independent passes, in the order `optimize` runs them.
 PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold_batch_norm", fold_batch_norm))
 #: Every pass name `disable` accepts: optimize's, fuse's ("fuse" switches off both of its parts), and the memory
 #: planner's "inplace" (no step writes its output over an input; hwadapter.graph.memory).
-PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_epilogue", "fuse_chains", "inplace"}
+PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_residual", "conv_epilogue", "fuse_chains", "inplace"}
 
-__all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "cse", "dce", "fold",
+__all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "conv_residual", "cse", "dce", "fold",
            "fold_batch_norm", "fuse", "fused_kernel", "infer", "optimize", "run_fused"]
 
 

@@ -29,6 +29,57 @@ def conv_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
     return frozenset(getattr(fn, "epilogues", None) or ())
 
 
+def conv_residual(device, dtypes=("float32", "float32", "float32")) -> bool:
+    """Whether `device`'s conv2d kernel for inputs of `dtypes` takes a fused residual input (its `residual`
+    attribute: a fourth input, the output's shape, added after the bias and before the activation)."""
+    from ...runtime.device import devices  # lazy: device lookup loads plugins
+    try:
+        dev = devices.get(device) if isinstance(device, str) else device
+        fn = dev.kernels.find("conv2d", tuple(np.dtype(d) for d in dtypes))
+    except HwAdapterError:
+        return False
+    return bool(getattr(fn, "residual", False))
+
+
+def fuse_conv_residual(graph, assignment: dict, takes_residual=conv_residual):
+    """conv2d with a bias and no epilogue whose only reader is an `add` of a tensor of the same shape and dtype (a
+    residual connection), on one device whose conv2d kernel takes a residual -> one conv2d with that tensor as its
+    fourth input, producing the add's output (an activation after it is folded next, by fuse_conv_activation)."""
+    readers = consumers(graph.nodes)
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    outputs, assignment = set(graph.outputs), dict(assignment)
+    replaced, dropped = {}, set()
+    for add in graph.nodes:
+        if add.op != "add" or len(add.inputs) != 2 or add.inputs[0] == add.inputs[1]:
+            continue
+        for side in (0, 1):
+            conv = producer.get(add.inputs[side])
+            other = add.inputs[1 - side]
+            if conv is None or conv.op != "conv2d" or len(conv.inputs) != 3 or conv.attrs.get("activation"):
+                continue
+            y, dev = conv.outputs[0], assignment.get(conv.name)
+            if conv.name in replaced or y in outputs or len(readers.get(y, ())) != 1 or dev is None or \
+                    assignment.get(add.name) != dev:
+                continue
+            yv, ov, av = graph.values[y], graph.values[other], graph.values[add.outputs[0]]
+            if not (yv.shape == ov.shape == av.shape and yv.dtype == ov.dtype == av.dtype):
+                continue  # no broadcasting and no type promotion: the add is exactly out + residual
+            if not takes_residual(dev, tuple(graph.values[i].dtype for i in conv.inputs) + (ov.dtype,)):
+                continue
+            replaced[conv.name] = replace(conv, inputs=tuple(conv.inputs) + (other,), outputs=add.outputs)
+            dropped.add(add.name)
+            assignment.pop(add.name, None)
+            break
+    if not dropped:
+        return graph, assignment, 0
+    nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
+    gone = {graph.node(c).outputs[0] for c in replaced}
+    values = {k: v for k, v in graph.values.items() if k not in gone}
+    # the residual may be computed after the conv in the old order (the add came after both): order again
+    new = make_graph(toposort(nodes), values, graph.inputs, graph.outputs, constants_of(graph))
+    return new, assignment, len(dropped)
+
+
 def _is_activation(node) -> bool:
     return node.op in ACTIVATIONS and not (node.op == "gelu" and node.attrs.get("approximate", False))
 
@@ -192,13 +243,21 @@ def fuse_chains(graph, assignment: dict, can_fuse):
     return new, assignment, fused_count, ops_fused
 
 
-def fuse(graph, assignment: dict, can_fuse, *, epilogues=conv_epilogues, disable=frozenset(), reports=None):
+def fuse(graph, assignment: dict, can_fuse, *, epilogues=conv_epilogues, residual=conv_residual,
+         disable=frozenset(), reports=None):
     """Device-dependent fusion of a graph whose nodes are assigned to devices (node name -> device string):
-    conv2d + activation -> conv2d with an epilogue ("conv_epilogue"), then elementwise chains -> "fused" nodes
-    ("fuse_chains"), never across devices. Returns (graph, assignment); PassReports go to `reports` if given."""
+    conv2d + add of a residual -> conv2d with a residual input ("conv_residual"), conv2d + activation -> conv2d with
+    an epilogue ("conv_epilogue"), then elementwise chains -> "fused" nodes ("fuse_chains"), never across devices.
+    Returns (graph, assignment); PassReports go to `reports` if given."""
     n0 = len(graph.nodes)
     if "fuse" in disable:
         return graph, dict(assignment)
+    if "conv_residual" not in disable:
+        graph, assignment, folded = fuse_conv_residual(graph, assignment, residual)
+        if reports is not None:
+            reports.append(PassReport("conv_residual", n0, len(graph.nodes), f"{folded} residual adds folded into "
+                                      f"conv2d"))
+        n0 = len(graph.nodes)
     if "conv_epilogue" not in disable:
         graph, assignment, folded = fuse_conv_activation(graph, assignment, epilogues)
         if reports is not None:
