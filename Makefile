@@ -32,10 +32,12 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n auto -m slow
 
-# On a machine with an NVIDIA GPU: cupy for CUDA 13, the CUDA plugin's GPU tests, and its benchmarks.
+# On a machine with an NVIDIA GPU: cupy for CUDA 13, the CUDA plugin's GPU tests, the conformance kit on cuda, and
+# its benchmarks.
 test-gpu: $(STAMP)
 	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
 	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_onnx_conformance.py
+	$(VENV)/bin/hwadapter conformance cuda --timeout 600  # cold kernel builds on a GPU take longer than the default 120 s
 	$(PY) benchmarks/cuda_plugin.py
 
 bench: $(STAMP)

@@ -1,5 +1,4 @@
-"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition`, `run` (`conformance`, `new-plugin` come
-later).
+"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition`, `run`, `conformance`, `new-plugin`.
 
 Each subcommand is a function in `SUBCOMMANDS` that adds its argparse subparser, whose `func` runs it and returns
 the exit status; one module per command family. rich is imported here only (`hwadapter` does not import this
@@ -18,9 +17,11 @@ from hwadapter.runtime.device import devices
 
 from .cache import _add_cache
 from .common import _versions, codegen_status, plugin_info
+from .conformance import _add_conformance
 from .device_list import _add_devices
 from .doctor import _add_doctor
 from .graph_file import load_graph
+from .new_plugin import _add_new_plugin
 from .ops import _add_ops
 from .partition import _add_partition, _partitioner  # noqa: F401 (tests and tools look it up here)
 from .probe import probe_all
@@ -30,8 +31,9 @@ from .run import _add_run
 __all__ = ["SUBCOMMANDS", "build_parser", "codegen_status", "devices", "load_graph", "main", "plugin_info",
            "probe_all", "probe_main"]
 
-#: (add_parser(subparsers), ...) for every subcommand; `conformance` and `new-plugin` are added here later.
-SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops, _add_cache, _add_partition, _add_run]
+#: (add_parser(subparsers), ...) for every subcommand.
+SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops, _add_cache, _add_partition, _add_run,
+                               _add_new_plugin, _add_conformance]
 
 
 def build_parser() -> argparse.ArgumentParser:

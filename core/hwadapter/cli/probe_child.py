@@ -30,7 +30,7 @@ def _deep_checks(record, stage) -> tuple[list, dict]:
     if not levels:
         checks.append(_check("FAIL", "the plugin provides no level: it overrides none of register_kernels (op), "
                                      "codegen_backend or subgraph_backend, so no op could run on it",
-                             "implement at least one level (docs/writing-a-plugin.md); a plugin bug: report it to "
+                             "implement at least one level (docs/vendor-guide.md); a plugin bug: report it to "
                              "its vendor"))
     dev = devices.get(f"{record.name}:0")
     stage("create_runtime")

@@ -90,7 +90,8 @@ class Native:
         try:
             lib = load_source(self.device, SOURCE.read_text(), "hwa_conv2d_new").library
         except Exception as err:  # no compiler, or a compiler that fails: the numpy form serves, and says so once
-            log.warning("%s: conv2d runs in numpy, its C kernel is unavailable: %s", self.device, err)
+            # the message only: a record holding the exception would keep its frames (and their arrays) alive
+            log.warning("%s: conv2d runs in numpy, its C kernel is unavailable: %s", self.device, str(err))
             return None
         lib.hwa_conv2d_new.restype = ctypes.c_void_p
         lib.hwa_conv2d_new.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int64] * 17

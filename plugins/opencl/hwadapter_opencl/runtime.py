@@ -13,7 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from hwadapter.plugin import (BoundedCache, CompileError, DeviceProperties, DeviceUnavailableError, Event,
-                              OutOfMemoryError, Runtime, Stream)
+                              InvalidArgumentError, OutOfMemoryError, Runtime, Stream)
 
 # Errors by which OpenCL says "no memory left" (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
 # CL_OUT_OF_HOST_MEMORY, CL_INVALID_BUFFER_SIZE: one buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE).
@@ -171,6 +171,7 @@ class OpenCLRuntime(Runtime):
         self.total = self.device.global_mem_size
         self.max_alloc = self.device.max_mem_alloc_size
         self.used = 0  # bytes held; CPU drivers (PoCL) do not enforce the size they advertise, so we do
+        self._live: dict[int, cl.Buffer] = {}  # id -> buffer of every allocation not yet freed: a second free raises
         self.is_cpu = bool(self.device.type & cl.device_type.CPU)
         self.fp64 = "cl_khr_fp64" in self.device.extensions
         self._build_lock = threading.Lock()
@@ -257,10 +258,16 @@ class OpenCLRuntime(Runtime):
             if getattr(err, "code", None) in _OOM_CODES:
                 raise self._oom(nbytes, str(err)) from None
             raise
+        with self._lock:
+            self._live[id(buf)] = buf
         return buf
 
     def free(self, handle: cl.Buffer) -> None:
         with self._lock:
+            if self._live.get(id(handle)) is not handle:  # releasing twice crashes the driver (a segfault in PoCL)
+                raise InvalidArgumentError(f"{self.name}: free() of a buffer that is not allocated here (freed "
+                                           f"already, or not from this device's allocate). Fix: free each buffer once")
+            del self._live[id(handle)]
             self.used -= handle.size
         handle.release()  # OpenCL keeps it alive until the queued commands that use it are done
 

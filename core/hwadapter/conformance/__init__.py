@@ -1,0 +1,24 @@
+"""The conformance kit: checks that a device plugin keeps hwadapter's contracts, section by section.
+
+`run("acme")` runs every section in a child pytest process with a time limit and returns a KitResult; the same
+sections run from a vendor's own `pytest --hwadapter-device acme` (pytest_plugin, entry point pytest11 `hwadapter`).
+Importing this package imports nothing heavy: the pytest plugin loads it in every pytest run where hwadapter is
+installed.
+"""
+from __future__ import annotations
+
+from .results import Failure, KitResult, SectionResult
+
+#: The kit's sections, in the order they run.
+SECTIONS = ("discovery", "runtime", "kernels", "subgraph", "codegen", "onnx")
+
+
+def run(device_type: str, sections=None, *, timeout: float = 120, report: str | None = None,
+        junit: str | None = None, progress: bool = True) -> KitResult:
+    """Run the kit's sections (all by default) against `device_type`, each in a child process limited to `timeout`
+    seconds; write a Markdown report and/or a JUnit XML file when asked."""
+    from .runner import run_kit  # the runner needs hwadapter's device discovery: imported only when used
+    return run_kit(device_type, sections, timeout=timeout, report=report, junit=junit, progress=progress)
+
+
+__all__ = ["SECTIONS", "run", "KitResult", "SectionResult", "Failure"]

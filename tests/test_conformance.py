@@ -1,0 +1,167 @@
+"""The conformance kit (hwadapter.conformance, `hwadapter conformance`, `pytest --hwadapter-device`): every section
+passes on cpu and opencl:0; the defects it exists for are caught, each by a test plugin with that one defect
+(tests/plugins/kitbad_site, seen only by the processes these tests start); a plugin that crashes or hangs fails its
+section and the report still comes out; every failure names a command that reproduces it."""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import hwadapter as hw
+from hwadapter import conformance
+from hwadapter.runtime.device import get
+
+SITE = Path(__file__).parent / "plugins" / "kitbad_site"  # not on sys.path: only the child processes see it
+
+
+def _env() -> dict:
+    paths = [str(SITE), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+def _cli(cwd, *args, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hwadapter.cli", "conformance", *args], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _junit(path) -> dict:
+    """{section: {test name: outcome}} of a JUnit file the kit wrote."""
+    out = {}
+    for suite in ET.parse(path).getroot():
+        tests = out[suite.get("name")] = {}
+        for case in suite:
+            kinds = [child.tag for child in case]
+            tests[case.get("name")] = kinds[0] if kinds else "passed"
+    return out
+
+
+def _explain(result) -> str:
+    return "\n".join(f"{f.test}: {f.message}\n  {f.reproducer}" for f in result.failures)
+
+
+def _check_full_run(result, tmp_path, device_type):
+    assert result.ok, _explain(result)
+    assert list(result.sections) == list(conformance.SECTIONS)
+    assert result.sections["kernels"].passed == len(get(f"{device_type}:0").kernels.ops())
+    assert result.sections["runtime"].passed >= 25 and result.sections["codegen"].passed >= 40
+    md = (tmp_path / "out.md").read_text()
+    assert f"# hwadapter conformance: {device_type}" in md and "| kernels | passed |" in md and "PASS" in md
+    junit = _junit(tmp_path / "out.xml")
+    assert list(junit) == list(conformance.SECTIONS)
+    for name, section in result.sections.items():
+        assert len(junit[name]) == section.passed + section.failed + section.skipped + section.error
+        assert all(kind in ("passed", "skipped") for kind in junit[name].values())
+
+
+def test_the_kit_passes_on_cpu(tmp_path):
+    result = conformance.run("cpu", progress=False, report=str(tmp_path / "out.md"), junit=str(tmp_path / "out.xml"))
+    _check_full_run(result, tmp_path, "cpu")
+    assert result.sections["subgraph"].status == "skipped"
+    assert "cpu:0 has no subgraph backend" in result.sections["subgraph"].note
+    assert result.levels == ["op", "compiler"]
+
+
+@pytest.mark.skipif(not hw.device.is_available("opencl"), reason="no OpenCL device (install pocl-opencl-icd and "
+                    "pip install -e plugins/opencl)")
+def test_the_kit_passes_on_opencl(tmp_path):
+    result = conformance.run("opencl", progress=False, report=str(tmp_path / "out.md"),
+                             junit=str(tmp_path / "out.xml"))
+    _check_full_run(result, tmp_path, "opencl")
+    assert result.sections["subgraph"].passed == 5
+    assert result.levels == ["op", "subgraph", "compiler"]
+
+
+def _failed(path, section) -> set:
+    return {name for name, kind in _junit(path)[section].items() if kind in ("failure", "error")}
+
+
+def _reproduce(line: str, cwd) -> subprocess.CompletedProcess:
+    """Run a reproducer line the kit printed (`pytest ...`) with this interpreter's pytest."""
+    args = shlex.split(line)
+    assert args[0] == "pytest"
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args[1:]], cwd=cwd, env=_env(),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_correct_plugin_with_separate_memory_passes(tmp_path):
+    proc = _cli(tmp_path, "kitgood", "--section", "runtime", "--section", "kernels", "--junit", "out.xml")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    junit = _junit(tmp_path / "out.xml")
+    assert set(junit["runtime"].values()) == set(junit["kernels"].values()) == {"passed"}  # nothing skipped either
+    assert len(junit["kernels"]) == 4 and len(junit["runtime"]) >= 25
+
+
+def test_a_kernel_that_returns_a_numpy_array_fails_with_a_reproducer_that_works(tmp_path):
+    proc = _cli(tmp_path, "kitnumpy", "--section", "kernels", "--junit", "out.xml", "--report", "out.md")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _failed(tmp_path / "out.xml", "kernels") == {"test_kernel[add]"}  # neg, relu, matmul are right
+    assert "a numpy.ndarray where a DeviceArray on kitnumpy:0 is due" in (tmp_path / "out.md").read_text()
+    line = next(ln.split("reproduce: ", 1)[1] for ln in proc.stdout.splitlines() if "reproduce: " in ln)
+    assert line == ("pytest --hwadapter-device kitnumpy --pyargs hwadapter.conformance.sections.test_kernels "
+                    "-k 'test_kernel[add]'")
+    again = _reproduce(line, tmp_path)
+    assert again.returncode == 1 and "1 failed, 3 deselected" in again.stdout, again.stdout[-2000:]
+    assert "a numpy.ndarray where a DeviceArray on kitnumpy:0 is due" in again.stdout
+
+
+def test_an_allocate_that_never_runs_out_of_memory_fails(tmp_path):
+    proc = _cli(tmp_path, "kitnooom", "--section", "runtime", "--junit", "out.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert _failed(tmp_path / "out.xml", "runtime") == {"test_out_of_memory_at_the_stated_capacity"}
+    assert "must raise hwadapter.errors.OutOfMemoryError" in proc.stdout
+
+
+def test_a_free_that_breaks_the_memory_accounting_fails(tmp_path):
+    proc = _cli(tmp_path, "kitfree", "--section", "runtime", "--junit", "out.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    failed = _failed(tmp_path / "out.xml", "runtime")
+    assert {"test_free_gives_the_bytes_back", "test_memory_info"} <= failed
+    assert "test_copy_round_trip[float32]" not in failed
+    assert "more free than there is" in proc.stdout
+
+
+def test_a_plugin_that_crashes_fails_its_section_and_the_report_comes_out(tmp_path):
+    proc = _cli(tmp_path, "kitabort", "--section", "discovery", "--section", "kernels", "--report", "out.md",
+                "--junit", "out.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    md = (tmp_path / "out.md").read_text()
+    assert "| discovery | passed |" in md and "| kernels | crashed |" in md
+    assert "the process died of SIGABRT in test_kernel[neg]" in md
+    assert "-k 'test_kernel[neg]'" in md
+    junit = _junit(tmp_path / "out.xml")
+    assert junit["kernels"] == {"test_kernel[add]": "passed", "test_kernel[matmul]": "passed",
+                                "test_kernel[neg]": "error"}
+
+
+def test_a_plugin_that_hangs_fails_its_section_at_the_time_limit(tmp_path):
+    start = time.monotonic()
+    proc = _cli(tmp_path, "kithang", "--section", "kernels", "--timeout", "6", "--report", "out.md")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert time.monotonic() - start < 60
+    assert "did not finish within 6 s (killed) in test_kernel[neg]" in (tmp_path / "out.md").read_text()
+
+
+def test_an_unknown_device_type_is_exit_status_2(tmp_path):
+    proc = _cli(tmp_path, "nosuchdev")
+    assert proc.returncode == 2
+    assert "no plugin of device type 'nosuchdev' is installed" in proc.stderr
+
+
+def test_the_pytest_plugin_does_nothing_without_its_option_and_collects_the_kit_with_it(tmp_path):
+    (tmp_path / "test_mine.py").write_text("def test_mine():\n    pass\n")
+    plain = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "1 test collected" in plain.stdout, plain.stdout + plain.stderr
+    kit = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q",  # no -p hwadapter:
+                          "--hwadapter-device", "cpu"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert kit.returncode == 0, kit.stdout[-2000:] + kit.stderr
+    for section in conformance.SECTIONS:
+        assert f"test_{section}.py::test_" in kit.stdout
+    assert "test_mine" not in kit.stdout  # no explicit arguments: the kit alone
