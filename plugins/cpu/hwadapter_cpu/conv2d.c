@@ -19,6 +19,7 @@
 #define KC 256    /* rows of K per block: a block of a strip (KC x NR floats, 16 KiB) stays in L1 */
 #define TASKS 16  /* tasks to aim for per image, at least: the threads take them in turn */
 #define STRIPS 12 /* strips of NR positions per task, at most */
+#define MAX_TAPS 16 /* kernel height and width packed by the one-row path; larger ones take the general path */
 
 typedef struct {
   int64_t c, h, w, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow;
@@ -46,6 +47,35 @@ static void pack_strip(const float *x, const Shape *s, int64_t p0, float *dst) {
     q += rlen[nruns++];
   }
   const int64_t taps = s->kh * s->kw, plane = s->h * s->w, sw = s->sw;
+  if (nruns == 1 && rlen[0] == NR && s->kh <= MAX_TAPS && s->kw <= MAX_TAPS) {
+    /* the common case, one output row: which taps read inside the input depends on (i, j) only, not on the
+     * channel, so it is worked out once and the rows are copied channel by channel */
+    int64_t iy[MAX_TAPS], ix0[MAX_TAPS], lo[MAX_TAPS], hi[MAX_TAPS];
+    for (int64_t i = 0; i < s->kh; i++) iy[i] = ry[0] * s->sh - s->pt + i * s->dh;
+    for (int64_t j = 0; j < s->kw; j++) {
+      ix0[j] = rx[0] * sw - s->pl + j * s->dw;
+      lo[j] = ix0[j] >= 0 ? 0 : (-ix0[j] + sw - 1) / sw;
+      hi[j] = ix0[j] >= s->w ? 0 : (s->w - ix0[j] + sw - 1) / sw;
+      if (hi[j] > NR) hi[j] = NR;
+      if (lo[j] > hi[j]) lo[j] = hi[j];
+    }
+    for (int64_t ch = 0; ch < s->c; ch++)
+      for (int64_t i = 0; i < s->kh; i++) {
+        const int inside = iy[i] >= 0 && iy[i] < s->h;
+        const float *row = x + ch * plane + (inside ? iy[i] : 0) * s->w;
+        for (int64_t j = 0; j < s->kw; j++, dst += NR) {
+          if (inside && sw == 1 && lo[j] == 0 && hi[j] == NR) {
+            for (int t = 0; t < NR; t++) dst[t] = row[ix0[j] + t];
+            continue;
+          }
+          const int64_t a = inside ? lo[j] : NR, b = inside ? hi[j] : NR;
+          for (int64_t t = 0; t < a; t++) dst[t] = 0.0f;
+          for (int64_t t = a; t < b; t++) dst[t] = row[ix0[j] + t * sw];
+          for (int64_t t = b; t < NR; t++) dst[t] = 0.0f;
+        }
+      }
+    return;
+  }
   for (int64_t k = 0; k < s->c * taps; k++, dst += NR) {
     const int64_t i = (k % taps) / s->kw, j = k % s->kw;
     const float *src = x + k / taps * plane;
