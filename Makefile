@@ -5,14 +5,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # The reference plugins are separate distributions, installed editable beside the core.
 PLUGINS := $(patsubst %/pyproject.toml,%,$(wildcard plugins/opencl/pyproject.toml plugins/cuda/pyproject.toml))
+# hwadapter-paddle (bridges/paddle): hwadapter devices as PaddlePaddle custom devices; the `paddle` extra brings the
+# CPU paddlepaddle its tests run against (one venv: ~25 s more to install, measured cold; tests/test_paddle_bridge.py).
+BRIDGES := $(patsubst %/pyproject.toml,%,$(wildcard bridges/paddle/pyproject.toml))
 
 .PHONY: demo devices doctor test test-slow test-gpu bench clean
 
-$(STAMP): pyproject.toml setup.py core/native/native.cpp $(addsuffix /pyproject.toml,$(PLUGINS)) scripts/ensure-opencl.sh
+$(STAMP): pyproject.toml setup.py core/native/native.cpp core/hwadapter/include/hwadapter/device_api.h $(addsuffix /pyproject.toml,$(PLUGINS) $(BRIDGES)) scripts/ensure-opencl.sh
 	./scripts/ensure-opencl.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]' $(addprefix -e ,$(PLUGINS))
+	$(PY) -m pip install -q -e '.[test,paddle]' $(addprefix -e ,$(PLUGINS) $(BRIDGES))
 	touch $@
 
 demo: $(STAMP)
@@ -49,4 +52,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/onnx_models.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info core/*.egg-info plugins/*/*.egg-info
+	rm -rf $(VENV) build *.egg-info core/*.egg-info plugins/*/*.egg-info bridges/*/*.egg-info

@@ -4,6 +4,6 @@ from setuptools import setup
 
 setup(
     ext_modules=[Pybind11Extension("hwadapter._native", ["core/native/native.cpp"],
-                                   include_dirs=["core/native/include"], cxx_std=17)],
+                                   include_dirs=["core/hwadapter/include"], cxx_std=17)],
     cmdclass={"build_ext": build_ext},
 )

@@ -23,7 +23,7 @@ from hwadapter.interfaces import HostStream
 from hwadapter.runtime.native import NativeRuntime, load_library
 
 ROOT = Path(__file__).parents[1]
-HEADER_DIR = ROOT / "core" / "native" / "include"
+HEADER_DIR = ROOT / "core" / "hwadapter" / "include"
 EXAMPLE = ROOT / "examples" / "native_plugin"
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is needed to build a test device library")
 

@@ -21,7 +21,7 @@ from .ops import shapes  # shape rules, to size outputs
 from .runtime import codegen
 from .runtime.codegen import load_source  # a plugin's hand-written source, compiled through the disk cache
 from .runtime.memory import DeviceArray, contiguous_strides
-from .runtime.native import NATIVE_API_VERSION, NativePlugin, NativeRuntime
+from .runtime.native import NATIVE_API_VERSION, NATIVE_INCLUDE, NativePlugin, NativeRuntime
 from .runtime.signature import BoundedCache, freeze, signature  # launch-plan caches
 
 
@@ -32,7 +32,7 @@ def primitive_ops() -> frozenset:
 
 __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBufferRuntime", "Stream", "Event", "HostStream",
            "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
-           "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "DeviceArray", "contiguous_strides",
+           "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "NATIVE_INCLUDE", "DeviceArray", "contiguous_strides",
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
            "node_primitive", "load_source",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",

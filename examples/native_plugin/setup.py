@@ -1,5 +1,5 @@
 """Builds libhwadapter_cdemo.so (a plain C library, not a Python extension) into the package with the system
-C compiler ($CC, else cc) against hwadapter's device_api.h ($HWADAPTER_INCLUDE, else this checkout's)."""
+C compiler ($CC, else cc) against hwadapter's device_api.h ($HWADAPTER_INCLUDE, else the installed hwadapter's)."""
 import os
 import subprocess
 from pathlib import Path
@@ -12,11 +12,17 @@ HERE = Path(__file__).resolve().parent
 
 def include_dir() -> str:
     """The folder that holds hwadapter/device_api.h."""
-    for folder in filter(None, [os.environ.get("HWADAPTER_INCLUDE"), HERE.parents[1] / "core" / "native" / "include"]):
+    folders = [os.environ.get("HWADAPTER_INCLUDE"), HERE.parents[1] / "core" / "hwadapter" / "include"]  # a checkout
+    try:  # installed with hwadapter (visible to a build without isolation: pip install --no-build-isolation)
+        from hwadapter.plugin import NATIVE_INCLUDE
+        folders.insert(1, NATIVE_INCLUDE)
+    except ImportError:
+        pass
+    for folder in filter(None, folders):
         if (Path(folder) / "hwadapter" / "device_api.h").exists():
             return str(folder)
     raise SystemExit("hwadapter-cdemo: hwadapter/device_api.h not found; set HWADAPTER_INCLUDE to the folder that "
-                     "holds it (core/native/include in a hwadapter checkout)")
+                     "holds it (core/hwadapter/include in a hwadapter checkout)")
 
 
 def compile_library(out: Path) -> None:

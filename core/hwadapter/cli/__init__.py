@@ -1,4 +1,5 @@
-"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition`, `run`, `conformance`, `new-plugin`.
+"""The `hwadapter` command: `devices`, `doctor`, `ops`, `cache`, `partition`, `run`, `conformance`, `new-plugin`
+(and `paddle`, the Paddle bridge's).
 
 Each subcommand is a function in `SUBCOMMANDS` that adds its argparse subparser, whose `func` runs it and returns
 the exit status; one module per command family. rich is imported here only (`hwadapter` does not import this
@@ -23,6 +24,7 @@ from .doctor import _add_doctor
 from .graph_file import load_graph
 from .new_plugin import _add_new_plugin
 from .ops import _add_ops
+from .paddle import _add_paddle
 from .partition import _add_partition, _partitioner  # noqa: F401 (tests and tools look it up here)
 from .probe import probe_all
 from .probe_child import probe_main
@@ -33,7 +35,7 @@ __all__ = ["SUBCOMMANDS", "build_parser", "codegen_status", "devices", "load_gra
 
 #: (add_parser(subparsers), ...) for every subcommand.
 SUBCOMMANDS: list[Callable] = [_add_devices, _add_doctor, _add_ops, _add_cache, _add_partition, _add_run,
-                               _add_new_plugin, _add_conformance]
+                               _add_new_plugin, _add_conformance, _add_paddle]
 
 
 def build_parser() -> argparse.ArgumentParser:

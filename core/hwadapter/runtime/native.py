@@ -1,7 +1,8 @@
-"""Adapts a vendor's C device library (core/native/include/hwadapter/device_api.h) to the Runtime interface."""
+"""Adapts a vendor's C device library (hwadapter/include/hwadapter/device_api.h) to the Runtime interface."""
 from __future__ import annotations
 
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -11,6 +12,8 @@ from . import native_kernels
 
 #: (MAJOR, MINOR) of the C device ABI (HWA_API_MAJOR/MINOR in device_api.h), versioned apart from the Python plugin API.
 NATIVE_API_VERSION = (1, 1)
+#: The folder holding hwadapter/device_api.h, installed with hwadapter: compile a vendor library with -I this.
+NATIVE_INCLUDE = Path(__file__).resolve().parents[1] / "include"
 
 
 def load_library(path: str):

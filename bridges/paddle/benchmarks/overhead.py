@@ -1,0 +1,55 @@
+"""Per-op overhead of a small `add` and an MLP's latency on a bridged device against Paddle's own CPU, same run.
+
+    hwadapter paddle install cdemo --dir /tmp/pd && CUSTOM_DEVICE_ROOT=/tmp/pd python bridges/paddle/benchmarks/overhead.py [cdemo:0]
+
+Every op on a bridged device falls back to Paddle's CPU kernel today (runtime only), so `add` on the device is
+Paddle's CPU kernel plus the copies through the device library: this measures that price.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import numpy as np
+import paddle
+
+
+def per_call(fn, n: int, repeats: int = 7) -> float:
+    """Median over `repeats` runs of the mean seconds per call of fn() over n calls."""
+    fn()
+    runs = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        runs.append((time.perf_counter() - t0) / n)
+    return statistics.median(runs)
+
+
+def main(device: str) -> None:
+    print(f"paddle {paddle.__version__}; custom devices {paddle.device.get_all_custom_device_type()}")
+    rows = []
+    for place in ("cpu", device):
+        paddle.set_device(place)
+        a = paddle.to_tensor(np.ones(16, "float32"))
+        b = paddle.to_tensor(np.ones(16, "float32"))
+        add = per_call(lambda: paddle.add(a, b), 5000)
+        paddle.seed(0)
+        net = paddle.nn.Sequential(paddle.nn.Linear(64, 256), paddle.nn.ReLU(), paddle.nn.Linear(256, 256),
+                                   paddle.nn.ReLU(), paddle.nn.Linear(256, 10))
+        net.eval()
+        x = paddle.to_tensor(np.random.default_rng(0).standard_normal((32, 64)).astype("float32"))
+        with paddle.no_grad():
+            eager = per_call(lambda: net(x), 500)
+            static_net = paddle.jit.to_static(net, full_graph=True)
+            static = per_call(lambda: static_net(x), 500)
+            round_trip = per_call(lambda: net(x).numpy(), 500)
+        rows.append((place, add, eager, static, round_trip))
+    print(f"{'device':10} {'add [16] us':>12} {'MLP eager us':>13} {'MLP to_static us':>17} {'MLP + .numpy() us':>18}")
+    for place, add, eager, static, rt in rows:
+        print(f"{place:10} {add * 1e6:12.1f} {eager * 1e6:13.1f} {static * 1e6:17.1f} {rt * 1e6:18.1f}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "cdemo:0")

@@ -1,0 +1,156 @@
+"""`hwadapter paddle install|status|remove`: hwadapter devices as PaddlePaddle custom devices (hwadapter-paddle).
+
+The work is in the separate distribution hwadapter-paddle (bridges/paddle), imported when a subcommand runs; paddle
+itself is never imported here (the bridge finds it through importlib and checks a new shim in a child process).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from .common import _console, _text, _usage
+
+_MISSING = ("hwadapter-paddle is not installed: pip install hwadapter-paddle (in a checkout: pip install -e "
+            "bridges/paddle)")
+
+
+def _add_paddle(sub) -> None:
+    p = sub.add_parser("paddle", help="make hwadapter devices PaddlePaddle custom devices (install, status, remove)",
+                       description="Each hwadapter device type whose runtime is a native library (device_api.h) "
+                                   "becomes a PaddlePaddle custom device: a shim compiled against the installed "
+                                   "Paddle's headers, placed where Paddle loads custom devices. Runtime only: ops "
+                                   "fall back to Paddle's CPU kernels.")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    inst = actions.add_parser("install", help="build and place the shims",
+                              description="Compile a shim per device type (all bridgeable ones when none is named) "
+                                          "against the installed Paddle, check in a child process that Paddle "
+                                          "registers it, and place it in --dir, else $CUSTOM_DEVICE_ROOT, else "
+                                          "site-packages/paddle_custom_device.")
+    inst.add_argument("types", nargs="*", metavar="TYPE", help="device types (default: every bridgeable one)")
+    inst.add_argument("--dir", help="the folder for the shims (Paddle reads it when CUSTOM_DEVICE_ROOT names it)")
+    inst.add_argument("--no-verify", action="store_true", help="do not check the shims with `import paddle`")
+    inst.set_defaults(func=_cmd_install)
+    st = actions.add_parser("status", help="which Paddle the shims were built for, where they are, what they cover",
+                            description="The Paddle found, the shim folder and whether Paddle reads it, each shim "
+                                        "(built for which Paddle, which library, ok or stale) and every hwadapter "
+                                        "plugin: bridgeable or why not.")
+    st.add_argument("--dir", help="the shim folder (default as for install)")
+    st.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    st.set_defaults(func=_cmd_status)
+    rm = actions.add_parser("remove", help="delete shims", description="Delete the shims of the types named (all of "
+                            "hwadapter-paddle's when none); other files in the folder stay.")
+    rm.add_argument("types", nargs="*", metavar="TYPE")
+    rm.add_argument("--dir", help="the shim folder (default as for install)")
+    rm.set_defaults(func=_cmd_remove)
+    p.set_defaults(func=lambda args: _usage(p))
+
+
+def _bridge():
+    try:
+        import hwadapter_paddle
+    except ImportError:
+        _console(stderr=True).print(_text(f"hwadapter paddle: {_MISSING}", "red"))
+        return None
+    return hwadapter_paddle
+
+
+def _cmd_install(args) -> int:
+    bridge = _bridge()
+    if bridge is None:
+        return 2
+    err = _console(stderr=True)
+    try:
+        report = bridge.install(args.types or None, args.dir, verify=not args.no_verify)
+    except bridge.BridgeError as e:
+        err.print(_text(f"hwadapter paddle install: {e}", "red"))
+        return 1
+    console = _console()
+    console.print(_text(f"Paddle: {report.paddle.label} (custom-runtime ABI {report.paddle.abi_text}); shims in "
+                        f"{report.directory}"))
+    for o in report.outcomes:
+        if o.ok:
+            console.print(_text(f"  {o.device_type}: installed {o.message}", "green"))
+        else:
+            console.print(_text(f"  {o.device_type}: skipped: {o.message}", "yellow"))
+    placed = [o for o in report.outcomes if o.ok]
+    if placed:
+        from hwadapter_paddle.bridge import paddle_reads
+        reads, why = paddle_reads(report.directory, report.paddle)
+        console.print(_text(f"Paddle loads them at `import paddle`: {'yes' if reads else 'no'} ({why})",
+                            "" if reads else "yellow"))
+        console.print(_text("Covers: " + bridge.COVERS + ". Strided views (x.T, slicing) need "
+                            "FLAGS_use_stride_kernel=0 until kernels are bridged (docs/paddle-bridge.md)."))
+    if not report.outcomes:
+        console.print(_text("no hwadapter plugin installed"))
+    named_failed = args.types and any(not o.ok for o in report.outcomes)
+    return 1 if (named_failed or not placed) else 0
+
+
+def _cmd_status(args) -> int:
+    bridge = _bridge()
+    if bridge is None:
+        return 2
+    data = bridge.status(args.dir)
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    console = _console()
+    if data["paddle"]:
+        console.print(_text(f"Paddle: {data['paddle']} at {data['paddle_dir']} (custom-runtime ABI "
+                            f"{data['custom_runtime_abi']})"))
+    else:
+        console.print(_text(f"Paddle: {data['paddle_error']}", "yellow"))
+    if data["abi_error"]:
+        console.print(_text(f"  refused: {data['abi_error']}", "bold red"))
+    if data["directory"]:
+        console.print(_text(f"Shims in {data['directory']}: Paddle reads this folder: "
+                            f"{'yes' if data['paddle_reads_directory'] else 'no'} ({data['paddle_reads_why']})",
+                            "" if data["paddle_reads_directory"] else "yellow"))
+    table = Table(title="Paddle custom devices from hwadapter", title_justify="left")
+    for column in ("device type", "state", "built for", "library", "shim"):
+        table.add_column(column, overflow="fold")
+    for s in data["shims"]:
+        table.add_row(_text(s["type"], "bold"), _text(s["state"], "green" if s["state"] == "ok" else "bold red"),
+                      _text(f"{s['built_for']} (ABI {s['custom_runtime_abi']})"), _text(s["library"]),
+                      _text(Path(s["path"]).name))
+    if data["shims"]:
+        console.print(table)
+        for s in data["shims"]:
+            for problem in s["problems"]:
+                console.print(_text(f"  {s['type']}: {problem}", "red"))
+        console.print(_text(f"Each covers: {data['covers']}. Strided views (x.T, slicing) need "
+                            f"FLAGS_use_stride_kernel=0 until kernels are bridged."))
+    else:
+        console.print(_text("no shims installed: `hwadapter paddle install`"))
+    plugins = Table(title="hwadapter plugins", title_justify="left")
+    for column in ("device type", "distribution", "bridge", "library or why not"):
+        plugins.add_column(column, overflow="fold")
+    for p in data["plugins"]:
+        state = "installed" if p["installed"] else ("bridgeable" if p["bridgeable"] else "not bridgeable")
+        style = "green" if p["installed"] else ("" if p["bridgeable"] else "yellow")
+        plugins.add_row(_text(p["type"], "bold"), _text(p["distribution"]), _text(state, style),
+                        _text(p["library"] if p["bridgeable"] else p["short"]))
+    console.print(plugins)
+    for p in data["plugins"]:
+        if not p["bridgeable"]:
+            console.print(_text(f"  {p['type']}: {p['reason']}", "yellow"))
+    return 0 if not any(s["state"] != "ok" for s in data["shims"]) and not data["abi_error"] else 1
+
+
+def _cmd_remove(args) -> int:
+    bridge = _bridge()
+    if bridge is None:
+        return 2
+    try:
+        folder, outcomes = bridge.remove(args.types or None, args.dir)
+    except bridge.BridgeError as e:
+        _console(stderr=True).print(_text(f"hwadapter paddle remove: {e}", "red"))
+        return 1
+    console = _console()
+    if not outcomes:
+        console.print(_text(f"no shims in {folder}"))
+    for o in outcomes:
+        console.print(_text(f"  {o.device_type}: {o.message}", "green" if o.ok else "yellow"))
+    return 1 if any(not o.ok for o in outcomes) else 0
