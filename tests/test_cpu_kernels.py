@@ -89,8 +89,9 @@ def test_max_pool_matches_the_reference_kernel(case):
 
 
 def _device_conv():
+    """The C conv2d (HWADAPTER_CPU_KERNELS=codegen), built for cpu:0 here whatever the setting."""
     from hwadapter.runtime.device import get
-    return conv.kernel(get("cpu"))
+    return conv.kernels(get("cpu"))["conv2d"]
 
 
 @settings(max_examples=150, deadline=None)
@@ -134,6 +135,38 @@ def test_the_device_kernel_runs_float32_in_c_not_numpy(monkeypatch):
     assert got[0, 0, 5, 5] == 72 and got[0, 0, 0, 0] == 32
 
 
+@pytest.mark.parametrize("mode, compiled", [("numpy", False), ("codegen", True)])
+def test_the_setting_chooses_the_numpy_or_the_compiled_conv2d_and_matmul(monkeypatch, mode, compiled):
+    from hwadapter.runtime.device import get
+    from hwadapter_cpu import CpuPlugin
+    monkeypatch.setenv("HWADAPTER_CPU_KERNELS", mode)
+    registered = {}
+
+    class Registrar:
+        device = get("cpu")
+
+        def register(self, op, fn, dtypes=None):
+            registered[op] = fn
+    CpuPlugin().register_kernels(Registrar())
+    assert (registered["conv2d"] is conv.conv2d) is not compiled
+    assert (registered["matmul"] is reference.KERNELS["matmul"]) is not compiled
+    assert registered["conv2d"].residual and registered["conv2d"].epilogues == reference.CONV_ACTIVATIONS
+
+
+def test_the_compiled_matmul_gives_numpys_products():
+    from hwadapter.runtime.device import get
+    matmul = conv.kernels(get("cpu"))["matmul"]
+    rng = np.random.default_rng(8)
+    for xs, ys, tx, ty in [((1, 2048), (2048, 1000), False, False), ((3, 5, 300), (300, 700), False, False),
+                           ((200, 300), (500, 300), False, True), ((2, 64, 300), (64, 129), True, False),
+                           ((7,), (7, 3), False, False), ((2, 3, 4), (2, 4, 5), False, False)]:
+        x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
+        want = reference.matmul(x.astype("float64"), y.astype("float64"), tx, ty)
+        got = matmul(x, y, tx, ty)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
 def test_calls_from_several_threads_at_once_each_get_their_own_result():
     from concurrent.futures import ThreadPoolExecutor
     rng = np.random.default_rng(5)
@@ -175,7 +208,7 @@ def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog
     def no_compiler(*args):
         raise CompileError("cpu: no C compiler found")
     monkeypatch.setattr(conv, "load_source", no_compiler)
-    kernel = conv.kernel(get("cpu"))
+    kernel = conv.kernels(get("cpu"))["conv2d"]
     x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
     np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
     assert "its C kernel is unavailable: cpu: no C compiler found" in caplog.text

@@ -23,7 +23,8 @@ class Config:
 
 config = Config()
 FALLBACK_MODES = ("warn", "error")
-#: What HWADAPTER_CPU_KERNELS may say: the CPU plugin's numpy kernels (default) or its compiled C for the primitive ops.
+#: What HWADAPTER_CPU_KERNELS may say: the CPU plugin's numpy kernels (default) or its compiled C for the primitive ops
+#: (and float32 conv2d and matmul).
 CPU_KERNEL_MODES = ("numpy", "codegen")
 #: Seconds `hwadapter doctor` and `hwadapter devices` give each plugin's probe (a child process) by default.
 PROBE_TIMEOUT = 20.0

@@ -3,7 +3,7 @@
 Found through its entry point "cpu" like any vendor plugin. Eager ops use the numpy kernels (a few µs per
 op); the C backend (OpenMP) runs everything written in kernel primitives that has no numpy kernel:
 custom `kp.register_op` ops and fused programs. `HWADAPTER_CPU_KERNELS=codegen` drops the numpy kernels
-of the primitive-expressible ops so those run compiled too.
+of the primitive-expressible ops so those run compiled too, and runs float32 conv2d and matmul in C (conv.py).
 """
 from __future__ import annotations
 
@@ -33,9 +33,10 @@ class CpuPlugin(Plugin):
         for op, fn in reference.KERNELS.items():
             if op not in skip:
                 kernels.register(op, fn)
-        # the reference's semantics, faster: conv2d compiled (float32) or without the reference's two output
-        # transposes, max_pool2d over whole planes
-        kernels.register("conv2d", conv.kernel(kernels.device))
+        # the reference's semantics, faster: conv2d without the reference's two output transposes (compiled, with
+        # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), max_pool2d over whole planes
+        for op, fn in (conv.kernels(kernels.device) if compiled else {"conv2d": conv.conv2d}).items():
+            kernels.register(op, fn)
         kernels.register("max_pool2d", pool.max_pool2d)
 
     def codegen_backend(self, device):

@@ -236,17 +236,23 @@ typedef struct {
   const float *x, *wt, *bias, *residual;
   float *out, *packed;
   Shape s;
-  int64_t n, relu, kdim, spi, nblocks, per, mblocks, mb, ntasks;
+  int64_t n, relu, kdim, spi, nblocks, per, mblocks, mb, ntasks, owns_packed;
   int64_t next_strip, packed_strips, next_task, done_tasks, refs; /* updated atomically */
 } Call;
 
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define ADD(p, v) __atomic_fetch_add(p, v, __ATOMIC_ACQ_REL)
 
+/* The floats of scratch a convolution packs its patches into: n * c*kh*kw * (oh*ow rounded up to NR). */
+int64_t hwa_conv2d_scratch(int64_t n, int64_t c, int64_t kh, int64_t kw, int64_t oh, int64_t ow) {
+  return n * c * kh * kw * ((oh * ow + NR - 1) / NR) * NR;
+}
+
 /* A convolution to run by `threads` calls of hwa_conv2d_work, each of which may start late or never run: x (n, c,
  * h, w), wt (o, c*kh*kw), bias (o) or NULL, residual (added before relu) and out (n, o, oh*ow), all float32 and
- * contiguous. NULL: out of memory. */
-void *hwa_conv2d_new(const float *x, const float *wt, const float *bias, const float *residual, float *out, int64_t n, int64_t c, int64_t h,
+ * contiguous; scratch (hwa_conv2d_scratch floats, 64-byte aligned) or NULL to allocate it. NULL: out of memory. */
+void *hwa_conv2d_new(const float *x, const float *wt, const float *bias, const float *residual, float *out,
+                     float *scratch, int64_t n, int64_t c, int64_t h,
                      int64_t w, int64_t o, int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl,
                      int64_t dh, int64_t dw, int64_t oh, int64_t ow, int64_t relu, int64_t threads) {
   Call *call = calloc(1, sizeof(Call));
@@ -263,12 +269,13 @@ void *hwa_conv2d_new(const float *x, const float *wt, const float *bias, const f
   call->mblocks = (o + call->mb - 1) / call->mb;
   call->ntasks = n * call->mblocks * call->nblocks;
   call->refs = threads;
-  void *packed = NULL;
-  if (posix_memalign(&packed, 64, sizeof(float) * call->kdim * n * call->spi * NR)) {
+  void *packed = scratch;
+  if (!packed && posix_memalign(&packed, 64, sizeof(float) * call->kdim * n * call->spi * NR)) {
     free(call);
     return NULL;
   }
   call->packed = packed;
+  call->owns_packed = scratch == NULL;
   return call;
 }
 
@@ -313,7 +320,7 @@ void hwa_conv2d_wait(void *arg) {
 void hwa_conv2d_release(void *arg) {
   Call *call = arg;
   if (ADD(&call->refs, -1) == 1) {
-    free(call->packed);
+    if (call->owns_packed) free(call->packed);
     free(call);
   }
 }
