@@ -165,3 +165,19 @@ def test_the_pytest_plugin_does_nothing_without_its_option_and_collects_the_kit_
     for section in conformance.SECTIONS:
         assert f"test_{section}.py::test_" in kit.stdout
     assert "test_mine" not in kit.stdout  # no explicit arguments: the kit alone
+
+
+def test_plugins_installed_beside_change_neither_the_kit_nor_the_core_suite(tmp_path):
+    """Vendor plugins installed beside hwadapter, among them one that aborts the process in a kernel and one that
+    hangs: the kit on cpu passes as before, and a device-parametrised module of the core suite gives the same
+    verdict with them as without (it tests this repository's devices only: conftest.OURS)."""
+    kit = _cli(tmp_path, "cpu", "--section", "discovery", "--section", "runtime")
+    assert kit.returncode == 0, kit.stdout + kit.stderr
+
+    def verdict(env) -> str:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                               str(Path(__file__).parent / "test_tensor.py")], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        return proc.stdout.strip().splitlines()[-1].split(" in ")[0]  # "73 passed"
+    assert verdict(_env()) == verdict(os.environ)
