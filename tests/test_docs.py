@@ -49,7 +49,8 @@ RUNNABLE = [page for page in PAGES if _blocks(page)]
 
 
 def test_pages_with_examples_are_all_run():
-    assert {"README.md", "docs/devices.md", "docs/kernel-primitives.md", "docs/vendor-guide.md"} <= {_name(p) for p in RUNNABLE}
+    assert {"README.md", "docs/devices.md", "docs/kernel-primitives.md", "docs/vendor-guide.md"} <= \
+        {_name(p) for p in RUNNABLE}
 
 
 def test_guide_has_examples_for_every_primitive():
