@@ -28,9 +28,10 @@ devices: $(STAMP)
 doctor: $(STAMP)
 	$(VENV)/bin/hwadapter doctor
 
-# -n auto: one pytest-xdist worker per core (2 on CI), each its own process with its own devices
+# -n auto: one pytest-xdist worker per core (2 on CI), each its own process with its own devices; worksteal: a worker
+# that runs out of tests takes queued ones from the other (the longest tests would otherwise end the run on one core)
 test: $(STAMP)
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -n auto -m slow
