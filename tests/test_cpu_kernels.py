@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hwadapter.plugin import reference
 
 conv = pytest.importorskip("hwadapter_cpu.conv")
+compiled = pytest.importorskip("hwadapter_cpu.compiled")
 pool = pytest.importorskip("hwadapter_cpu.pool")
 
 TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
@@ -91,7 +92,7 @@ def test_max_pool_matches_the_reference_kernel(case):
 def _device_conv():
     """The C conv2d (HWADAPTER_CPU_KERNELS=codegen), built for cpu:0 here whatever the setting."""
     from hwadapter.runtime.device import get
-    return conv.kernels(get("cpu"))["conv2d"]
+    return compiled.kernels(get("cpu"))["conv2d"]
 
 
 @settings(max_examples=150, deadline=None)
@@ -129,7 +130,7 @@ def test_the_c_kernel_runs_resnet_layers_as_the_reference(n, c, size, o, k, stri
 
 
 def test_the_device_kernel_runs_float32_in_c_not_numpy(monkeypatch):
-    monkeypatch.setattr(conv, "conv2d", lambda *a, **k: pytest.fail("the numpy form ran for float32"))
+    monkeypatch.setattr(compiled, "conv2d", lambda *a, **k: pytest.fail("the numpy form ran for float32"))
     x = np.ones((1, 8, 12, 12), "float32")
     got = _device_conv()(x, np.ones((16, 8, 3, 3), "float32"), padding=(1, 1, 1, 1))
     assert got[0, 0, 5, 5] == 72 and got[0, 0, 0, 0] == 32
@@ -155,7 +156,7 @@ def test_the_setting_chooses_the_numpy_or_the_compiled_conv2d_and_matmul(monkeyp
 
 def test_the_compiled_matmul_gives_numpys_products():
     from hwadapter.runtime.device import get
-    matmul = conv.kernels(get("cpu"))["matmul"]
+    matmul = compiled.kernels(get("cpu"))["matmul"]
     rng = np.random.default_rng(8)
     for xs, ys, tx, ty in [((1, 2048), (2048, 1000), False, False), ((3, 5, 300), (300, 700), False, False),
                            ((200, 300), (500, 300), False, True), ((2, 64, 300), (64, 129), True, False),
@@ -182,7 +183,7 @@ def test_a_helper_thread_that_starts_after_the_call_is_done_finds_nothing_left()
     """A descheduled pool thread may run its share after the caller has returned: it must neither compute nor
     touch freed memory (the call is freed by the last thread to let go)."""
     from hwadapter.runtime.device import get
-    native = conv.Native(get("cpu"))
+    native = compiled.Native(get("cpu"))
     lib = native.lib()
     if lib is None:
         pytest.skip("no C compiler: the C kernel is not built")
@@ -207,8 +208,8 @@ def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog
 
     def no_compiler(*args):
         raise CompileError("cpu: no C compiler found")
-    monkeypatch.setattr(conv, "load_source", no_compiler)
-    kernel = conv.kernels(get("cpu"))["conv2d"]
+    monkeypatch.setattr(compiled, "load_source", no_compiler)
+    kernel = compiled.kernels(get("cpu"))["conv2d"]
     x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
     np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
     assert "its C kernel is unavailable: cpu: no C compiler found" in caplog.text

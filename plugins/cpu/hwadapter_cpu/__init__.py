@@ -3,13 +3,13 @@
 Found through its entry point "cpu" like any vendor plugin. Eager ops use the numpy kernels (a few µs per
 op); the C backend (OpenMP) runs everything written in kernel primitives that has no numpy kernel:
 custom `kp.register_op` ops and fused programs. `HWADAPTER_CPU_KERNELS=codegen` drops the numpy kernels
-of the primitive-expressible ops so those run compiled too, and runs float32 conv2d and matmul in C (conv.py).
+of the primitive-expressible ops so those run compiled too, and runs float32 conv2d and matmul in C (compiled.py).
 """
 from __future__ import annotations
 
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
-from . import conv, pool
+from . import compiled, conv, pool
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
@@ -27,15 +27,15 @@ class CpuPlugin(Plugin):
         return CpuRuntime(index)
 
     def register_kernels(self, kernels) -> None:
-        compiled = cpu_kernels() == "codegen" and kernels.device.codegen is not None
+        codegen = cpu_kernels() == "codegen" and kernels.device.codegen is not None
         # The reference kernels accept every dtype the frontend lets through, so none are listed.
-        skip = primitive_ops() if compiled else frozenset()
+        skip = primitive_ops() if codegen else frozenset()
         for op, fn in reference.KERNELS.items():
             if op not in skip:
                 kernels.register(op, fn)
         # the reference's semantics, faster: conv2d without the reference's two output transposes (compiled, with
         # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), max_pool2d over whole planes
-        for op, fn in (conv.kernels(kernels.device) if compiled else {"conv2d": conv.conv2d}).items():
+        for op, fn in (compiled.kernels(kernels.device) if codegen else {"conv2d": conv.conv2d}).items():
             kernels.register(op, fn)
         kernels.register("max_pool2d", pool.max_pool2d)
 
