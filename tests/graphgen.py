@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import strategies as st
 
+from hwadapter.conformance.graphs import convnet  # noqa: F401 (the kit's fixed CNN, for the tests that import it here)
 from hwadapter.graph import GraphBuilder
 
 UNARY = ["relu", "tanh", "sigmoid", "neg"]
@@ -48,16 +49,7 @@ def graphs(draw, max_nodes: int = 12):
     return b.build(outs)
 
 
-def convnet(argmax: bool = False):
-    """conv (bias, padding) -> relu -> max pool -> flatten -> matmul (-> argmax): a small fixed CNN graph."""
-    b = GraphBuilder()
-    x, w, bias = b.input("x", (2, 3, 12, 12)), b.input("w", (8, 3, 3, 3)), b.input("bias", (8,))
-    fc = b.input("fc", (8 * 6 * 6, 5))
-    h = b.op("conv2d", [x, w, bias], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
-    h = b.op("max_pool2d", [b.op("relu", [h])], kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
-             ceil_mode=False)
-    logits = b.op("matmul", [b.op("reshape", [h], shape=(2, 8 * 6 * 6)), fc])
-    return b.build([logits, b.op("argmax", [logits], axis=1, keepdim=False)] if argmax else [logits])
+
 
 
 def inputs_for(graph, seed: int = 0) -> list:

@@ -19,6 +19,7 @@ pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -
 import hwadapter as hw  # noqa: E402
 from hwadapter.graph import GraphBuilder, run  # noqa: E402
 import graphgen  # noqa: E402
+from hwadapter.conformance.graphs import mlp  # noqa: E402
 from hwadapter.plugin import DeviceArray, pack_executable, unpack_executable  # noqa: E402
 from hwadapter.runtime.device import get  # noqa: E402
 
@@ -38,16 +39,8 @@ def backend():
     return dev.subgraph
 
 
-def mlp():
-    """matmul -> add bias -> relu -> softmax, with the hidden activation as a second output."""
-    b = GraphBuilder()
-    x, w, bias = b.input("x", (8, 40)), b.input("w", (40, 70)), b.input("bias", (70,))
-    h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
-    return b.build([b.op("softmax", [h], axis=1), h])
-
-
 def convnet():
-    """The fixed CNN graph ending in an argmax (graphgen.convnet)."""
+    """The kit's fixed CNN graph, ending in an argmax."""
     return graphgen.convnet(argmax=True)
 
 

@@ -7,33 +7,14 @@ import numpy as np
 import pytest
 
 import hwadapter as hw
-from hwadapter.graph import GraphBuilder, run
+from hwadapter.conformance.graphs import convnet, mlp
+from hwadapter.graph import run
 from hwadapter.runtime.memory import DeviceArray
 
 pytestmark = pytest.mark.usefixtures("kit_live_bytes")
 
 
-def mlp():
-    """matmul -> add bias -> relu -> softmax, with the hidden activation as a second output."""
-    b = GraphBuilder()
-    x, w, bias = b.input("x", (8, 40)), b.input("w", (40, 70)), b.input("bias", (70,))
-    h = b.op("relu", [b.op("add", [b.op("matmul", [x, w]), bias])])
-    return b.build([b.op("softmax", [h], axis=1), h])
-
-
-def convnet():
-    """conv (bias, padding) -> relu -> max pool -> flatten -> matmul -> argmax."""
-    b = GraphBuilder()
-    x, w, bias = b.input("x", (2, 3, 12, 12)), b.input("w", (8, 3, 3, 3)), b.input("bias", (8,))
-    fc = b.input("fc", (8 * 6 * 6, 5))
-    h = b.op("conv2d", [x, w, bias], stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
-    h = b.op("max_pool2d", [b.op("relu", [h])], kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0),
-             ceil_mode=False)
-    logits = b.op("matmul", [b.op("reshape", [h], shape=(2, 8 * 6 * 6)), fc])
-    return b.build([logits, b.op("argmax", [logits], axis=1, keepdim=False)])
-
-
-GRAPHS = {"mlp": mlp, "convnet": convnet}
+GRAPHS = {"mlp": mlp, "convnet": lambda: convnet(argmax=True)}
 
 
 @pytest.fixture
