@@ -16,9 +16,11 @@ def _reset_plugins():
     hw.device.reset_plugins()
 
 
-#: The distributions of this repository: the suite runs its device tests on their devices only, so a vendor plugin
+#: The distributions of this repository (the reference plugins, the test device, and the reference plugins registered
+#: under other names by test_clone.py): the suite runs its device tests on their devices only, so a vendor plugin
 #: installed beside hwadapter (of any name, working or broken) does not change its verdict.
-OURS = frozenset({"hwadapter", "hwadapter-opencl", "hwadapter-cuda", "hwadapter-testdev"})
+OURS = frozenset({"hwadapter", "hwadapter-opencl", "hwadapter-cuda", "hwadapter-testdev", "hwadapter-clone-cpu",
+                  "hwadapter-clone-opencl"})
 
 
 def test_devices() -> list[str]:
