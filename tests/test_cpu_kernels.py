@@ -129,6 +129,13 @@ def test_the_c_kernel_runs_resnet_layers_as_the_reference(n, c, size, o, k, stri
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_the_c_kernel_refuses_a_residual_of_another_shape_before_reading_it():
+    from hwadapter.plugin import InvalidArgumentError
+    x, w = np.ones((1, 4, 6, 6), "float32"), np.ones((8, 4, 3, 3), "float32")
+    with pytest.raises(InvalidArgumentError, match="the residual input has shape"):
+        DEVICE_CONV(x, w, np.zeros(8, "float32"), np.ones((1, 8, 2, 2), "float32"))
+
+
 def test_the_device_kernel_runs_float32_in_c_not_numpy(monkeypatch):
     monkeypatch.setattr(compiled, "conv2d", lambda *a, **k: pytest.fail("the numpy form ran for float32"))
     x = np.ones((1, 8, 12, 12), "float32")

@@ -11,7 +11,6 @@ import math
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
 from . import shapes as _shapes
 
 BOOL = np.dtype(np.bool_)
@@ -85,9 +84,8 @@ def _conv2d(shapes, dtypes, attrs):
     pt, pb, pl, pr = attrs.get("padding", (0, 0, 0, 0))
     oh = _shapes.window_out("conv2d", h, kh, sh, dh, pt + pb)
     ow = _shapes.window_out("conv2d", w, kw, sw, dw, pl + pr)
-    if len(shapes) > 3 and tuple(shapes[3]) != (n, o, oh, ow):  # a fused residual: added to the output as it is
-        raise InvalidArgumentError(f"conv2d: the residual input has shape {tuple(shapes[3])}, the output "
-                                   f"{(n, o, oh, ow)}. Fix: fuse only an add of the output's own shape")
+    if len(shapes) > 3:
+        _shapes.residual(shapes[3], (n, o, oh, ow))
     return (((n, o, oh, ow), dtypes[0]),)
 
 

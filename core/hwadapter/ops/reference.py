@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from ..errors import InvalidArgumentError
 from .shapes import pool_out
+from .shapes import residual as _residual_shape
 
 _ndarray = np.ndarray
 
@@ -283,18 +284,11 @@ def conv2d(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), 
     if bias is not None:
         out += bias.astype(acc).reshape(1, o, 1, 1)
     if residual is not None:
-        out += _residual(residual, out.shape).astype(acc, copy=False)
+        _residual_shape(residual.shape, out.shape)
+        out += residual.astype(acc, copy=False)
     if activation is not None:  # on the accumulator, before rounding to x's dtype, as the device kernels do
         out = _CONV_EPILOGUE[activation](out)
     return out.astype(x.dtype, copy=False)
-
-
-def _residual(residual, shape):
-    """conv2d's fused residual, checked: it is added as it is, so it must have the output's shape."""
-    if tuple(residual.shape) != tuple(shape):
-        raise InvalidArgumentError(f"conv2d: the residual input has shape {tuple(residual.shape)}, the output "
-                                   f"{tuple(shape)}. Fix: fuse only an add of the output's own shape")
-    return residual
 
 
 #: The activations conv2d applies as an epilogue (attribute "activation"); a device's conv2d kernel declares the

@@ -249,6 +249,13 @@ def conv_padding(op: str, padding, in_hw, kernel, stride, dilation) -> tuple:
     return p
 
 
+def residual(shape, out) -> None:
+    """conv2d's fused residual input is added to the output as it is: it must have the output's shape."""
+    if tuple(shape) != tuple(out):
+        raise InvalidArgumentError(f"conv2d: the residual input has shape {tuple(shape)}, the output {tuple(out)}. "
+                                   "Fix: fuse only an add of the output's own shape")
+
+
 def window_out(op: str, size: int, k: int, s: int, d: int, pad: int, ceil_mode=False) -> int:
     """Output length of a sliding window along one axis."""
     eff = (k - 1) * d + 1

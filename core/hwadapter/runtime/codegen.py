@@ -52,9 +52,14 @@ def register(op: str, spec: PrimitiveOp) -> None:
 def load_source(device, source: str, name: str):
     """A plugin's own source in its codegen backend's language, compiled once (disk cache) and loaded: the Program
     of entry point `name` (hand-written kernels beside the generated ones, e.g. the CPU's conv2d)."""
-    backend = device.codegen
-    if backend is None:
+    if device.codegen is None:
         raise CompileError(f"{device}: no codegen backend to compile {name!r}: {device.codegen_unavailable}")
+    return _compiled(device, device.codegen, source, name)
+
+
+def _compiled(device, backend, source: str, name: str):
+    """`source` compiled by `backend` through the disk cache and loaded (a cached binary that fails to load is
+    evicted and rebuilt once; a second failure names all: cache.py)."""
     return cache.default().get_or_load(
         device.type, {"source": source, **backend.cache_key()}, build=lambda: backend.compile(source, name),
         load=lambda binary: backend.load(binary, name), what=f"{device}: kernel {name!r}")
@@ -104,17 +109,11 @@ class PrimitiveKernel:
         return loaded
 
     def _compile_and_load(self, program, restrict: bool = True):
-        # a cached binary that fails to load is evicted and rebuilt once; a second failure names all (cache.py)
-        backend, name = self.backend, program.name
-        dialect = backend.dialect
+        dialect = self.backend.dialect
         if not restrict:
             from hwadapter_kp.dialects import get_dialect  # lazy: hwadapter_kp is imported at first use
             dialect = replace(get_dialect(dialect), restrict=False)
-        source = program.source(dialect)
-        return cache.default().get_or_load(
-            self.device.type, {"source": source, **backend.cache_key()},
-            build=lambda: backend.compile(source, name), load=lambda binary: backend.load(binary, name),
-            what=f"{self.device}: kernel {name!r}")
+        return _compiled(self.device, self.backend, program.source(dialect), program.name)
 
     def returned(self, program) -> tuple:
         """The names of the program outputs the op returns; any others are scratch."""

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import InvalidArgumentError, OutOfMemoryError, load_source, reference
+from hwadapter.plugin import OutOfMemoryError, load_source, meta, reference
 
 from .conv import _EPILOGUE, conv2d
 
@@ -104,8 +104,11 @@ class Native:
     def __call__(self, lib, x, w, bias, residual, stride, padding, dilation, activation):
         n, c, h, wd = x.shape
         o, _, kh, kw = w.shape
-        (sh, sw), (dh, dw), (pt, pb, pl, pr) = stride, dilation, padding
-        oh, ow = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+        (sh, sw), (dh, dw), (pt, _, pl, _) = stride, dilation, padding
+        # the op's own rule: it also refuses a residual of another shape, which C would read past its end
+        (((_, _, oh, ow), _),) = meta.result_meta(
+            "conv2d", (x.shape, w.shape, *(() if residual is None else ((o,), residual.shape))),
+            (x.dtype, w.dtype), {"stride": stride, "padding": padding, "dilation": dilation})
         if kh == kw == 1 and not any(padding) and (sh, sw) != (1, 1):
             x, h, wd, sh, sw = x[:, :, ::sh, ::sw], oh, ow, 1, 1  # a strided 1x1 reads a subsampled copy, densely
         x = np.ascontiguousarray(x)
@@ -113,16 +116,13 @@ class Native:
         b = np.ascontiguousarray(bias) if bias is not None else None
         r = np.ascontiguousarray(residual) if residual is not None else None
         out = np.empty((n, o, oh, ow), np.float32)
-        if residual is not None and residual.shape != out.shape:  # read in the output's layout: never past its end
-            raise InvalidArgumentError(f"conv2d on {self.device}: the residual input has shape {residual.shape}, "
-                                       f"the output {out.shape}. Fix: fuse only an add of the output's own shape")
         if out.size == 0:
             return out
         helpers = self.threads - 1 if self._pool is not None and 2 * o * c * kh * kw * oh * ow * n >= MIN_FLOPS else 0
         scratch = self._take(lib.hwa_conv2d_scratch(n, c, kh, kw, oh, ow))
         call = lib.hwa_conv2d_new(x.ctypes.data, wm.ctypes.data, None if b is None else b.ctypes.data,
-                                  None if r is None else r.ctypes.data, out.ctypes.data, scratch.ctypes.data, n, c, h, wd, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow,
-                                  activation == "relu", helpers + 1)
+                                  None if r is None else r.ctypes.data, out.ctypes.data, scratch.ctypes.data, n, c, h,
+                                  wd, o, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, activation == "relu", helpers + 1)
         if not call:
             raise OutOfMemoryError(f"conv2d on {self.device}: no host memory for the packed patches of a "
                                    f"{x.shape} input. Fix: free memory or run a smaller batch")
@@ -143,7 +143,7 @@ def kernels(device) -> dict:
     """conv2d and matmul for `device` under HWADAPTER_CPU_KERNELS=codegen, sharing one Native: float32 in C, the rest
     in numpy."""
     native = Native(device)
-    return {"conv2d": kernel(device, native), "matmul": matmul_kernel(native)}
+    return {"conv2d": conv_kernel(native), "matmul": matmul_kernel(native)}
 
 
 def matmul_kernel(native):
@@ -173,10 +173,8 @@ def matmul_kernel(native):
     return matmul
 
 
-def kernel(device, native=None):
-    """conv2d for `device`: float32 ungrouped convolutions in C, the rest in numpy (HWADAPTER_CPU_KERNELS=codegen)."""
-    native = native or Native(device)
-
+def conv_kernel(native):
+    """conv2d: float32 ungrouped convolutions through `native`, the rest in numpy."""
     def conv2d_kernel(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
                       groups=1, activation=None):
         if x.dtype == w.dtype == np.float32 and groups == 1 and x.size and w.size and all(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hwadapter.plugin import InvalidArgumentError, reference
+from hwadapter.plugin import reference, shapes
 
 def _columns(x, kh, kw, stride, dilation):
     """(N, C*kh*kw, OH*OW) patches of a padded NCHW array (a view when no copy is needed)."""
@@ -65,9 +65,7 @@ def conv2d(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), 
     if bias is not None:
         out += bias.astype(acc, copy=False).reshape(1, o, 1, 1)
     if residual is not None:
-        if residual.shape != out.shape:
-            raise InvalidArgumentError(f"conv2d: the residual input has shape {residual.shape}, the output "
-                                       f"{out.shape}. Fix: fuse only an add of the output's own shape")
+        shapes.residual(residual.shape, out.shape)
         out += residual.astype(acc, copy=False)
     if activation is not None:
         out = _EPILOGUE[activation](out)

@@ -16,29 +16,27 @@ from .fused_op import REDUCTIONS, functor_nodes, kernel_name
 ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})
 
 
+def _conv_kernel(device, dtypes):
+    """`device`'s own conv2d kernel for inputs of `dtypes`, or None."""
+    from ...runtime.device import devices  # lazy: device lookup loads plugins
+    try:
+        dev = devices.get(device) if isinstance(device, str) else device
+        return dev.kernels.find("conv2d", tuple(np.dtype(d) for d in dtypes))
+    except HwAdapterError:
+        return None
+
+
 def conv_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
     """The activations `device`'s conv2d kernel for inputs of `dtypes` applies as an epilogue: what the kernel
     declares in its `epilogues` attribute (the CPU reference kernel and the OpenCL GEMM do). Empty when the device
     has no conv2d kernel of its own or declares none; the partitioner may ask this too."""
-    from ...runtime.device import devices  # lazy: device lookup loads plugins
-    try:
-        dev = devices.get(device) if isinstance(device, str) else device
-        fn = dev.kernels.find("conv2d", tuple(np.dtype(d) for d in dtypes))
-    except HwAdapterError:
-        return frozenset()
-    return frozenset(getattr(fn, "epilogues", None) or ())
+    return frozenset(getattr(_conv_kernel(device, dtypes), "epilogues", None) or ())
 
 
 def conv_residual(device, dtypes=("float32", "float32", "float32")) -> bool:
     """Whether `device`'s conv2d kernel for inputs of `dtypes` takes a fused residual input (its `residual`
     attribute: a fourth input, the output's shape, added after the bias and before the activation)."""
-    from ...runtime.device import devices  # lazy: device lookup loads plugins
-    try:
-        dev = devices.get(device) if isinstance(device, str) else device
-        fn = dev.kernels.find("conv2d", tuple(np.dtype(d) for d in dtypes))
-    except HwAdapterError:
-        return False
-    return bool(getattr(fn, "residual", False))
+    return bool(getattr(_conv_kernel(device, dtypes), "residual", False))
 
 
 def fuse_conv_residual(graph, assignment: dict, takes_residual=conv_residual):
@@ -72,12 +70,16 @@ def fuse_conv_residual(graph, assignment: dict, takes_residual=conv_residual):
             break
     if not dropped:
         return graph, assignment, 0
-    nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
-    gone = {graph.node(c).outputs[0] for c in replaced}
-    values = {k: v for k, v in graph.values.items() if k not in gone}
     # the residual may be computed after the conv in the old order (the add came after both): order again
-    new = make_graph(toposort(nodes), values, graph.inputs, graph.outputs, constants_of(graph))
-    return new, assignment, len(dropped)
+    return _folded(graph, replaced, dropped, order=toposort), assignment, len(dropped)
+
+
+def _folded(graph, replaced: dict, dropped: set, order=list):
+    """`graph` with convs replaced (name -> new node, producing the dropped node's output) and `dropped` gone."""
+    nodes = order([replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped])
+    gone = {graph.node(c).outputs[0] for c in replaced}  # each conv's old output: now nothing produces it
+    values = {k: v for k, v in graph.values.items() if k not in gone}
+    return make_graph(nodes, values, graph.inputs, graph.outputs, constants_of(graph))
 
 
 def _is_activation(node) -> bool:
@@ -103,11 +105,7 @@ def fuse_conv_activation(graph, assignment: dict, epilogues=conv_epilogues):
         replaced[conv.name] = replace(conv, outputs=act.outputs, attrs={**conv.attrs, "activation": act.op})
         dropped.add(act.name)
         assignment.pop(act.name, None)
-    nodes = [replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped]
-    gone = {graph.node(c).outputs[0] for c in replaced}  # each conv's old output: now nothing produces it
-    values = {k: v for k, v in graph.values.items() if k not in gone}
-    new = make_graph(nodes, values, graph.inputs, graph.outputs, constants_of(graph))
-    return new, assignment, len(dropped)
+    return _folded(graph, replaced, dropped), assignment, len(dropped)
 
 
 class _Group:
