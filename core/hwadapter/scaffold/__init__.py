@@ -84,7 +84,7 @@ def check_name(name: str) -> None:
     if name in RESERVED:
         raise _refuse(name, f"it is taken by {RESERVED[name]}", fix="choose a name of your own, e.g. your "
                       "company's or your chip's")
-    taken = installed_types().get(name.casefold())
+    taken = installed_types().get(canonical(name))
     if taken is not None:
         raise _refuse(name, f"an installed plugin already registers the device type {name!r} (entry point "
                       f"{taken}); two plugins of one type are a conflict and neither loads",
