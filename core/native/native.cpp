@@ -202,12 +202,7 @@ class NativeDevice {
   }
 
   // Streams and events, as integers (the library's handles); present only when has_streams.
-  uintptr_t stream_create(int dev) {
-    need(t_.stream_create != nullptr, "stream_create");
-    HwaStream s = nullptr;
-    call(t_.stream_create(dev, &s), "stream_create");
-    return reinterpret_cast<uintptr_t>(s);
-  }
+  uintptr_t stream_create(int dev) { return create(t_.stream_create, dev, "stream_create"); }
   void stream_destroy(int dev, uintptr_t s) { call(t_.stream_destroy(dev, as_stream(s)), "stream_destroy"); }
   void stream_synchronize(int dev, uintptr_t s) {
     py::gil_scoped_release release;
@@ -217,12 +212,7 @@ class NativeDevice {
   void stream_wait_event(int dev, uintptr_t s, uintptr_t e) {
     call(t_.stream_wait_event(dev, as_stream(s), as_event(e)), "stream_wait_event");
   }
-  uintptr_t event_create(int dev) {
-    need(t_.event_create != nullptr, "event_create");
-    HwaEvent e = nullptr;
-    call(t_.event_create(dev, &e), "event_create");
-    return reinterpret_cast<uintptr_t>(e);
-  }
+  uintptr_t event_create(int dev) { return create(t_.event_create, dev, "event_create"); }
   void event_destroy(int dev, uintptr_t e) { call(t_.event_destroy(dev, as_event(e)), "event_destroy"); }
   void event_record(int dev, uintptr_t e, uintptr_t s) { call(t_.event_record(dev, as_event(e), as_stream(s)), "event_record"); }
   bool event_query(int dev, uintptr_t e) { return ready(t_.event_query(dev, as_event(e)), "event_query"); }
@@ -285,6 +275,14 @@ class NativeDevice {
   static void *ptr(uintptr_t p) { return reinterpret_cast<void *>(p); }
   static HwaStream as_stream(uintptr_t s) { return reinterpret_cast<HwaStream>(s); }
   static HwaEvent as_event(uintptr_t e) { return reinterpret_cast<HwaEvent>(e); }
+  // stream_create / event_create: fn(dev, &handle), the handle as an integer.
+  template <class Handle>
+  uintptr_t create(int (*fn)(int, Handle *), int dev, const char *what) {
+    need(fn != nullptr, what);
+    Handle h = nullptr;
+    call(fn(dev, &h), what);
+    return reinterpret_cast<uintptr_t>(h);
+  }
 
   void check_functions() {
     struct Named {

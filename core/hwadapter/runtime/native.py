@@ -112,7 +112,7 @@ class NativeRuntime(Runtime):
 
     def _queue(self, kind: str, stream) -> int:
         """The stream handle for an async call of `kind`, or 0 for the synchronous function."""
-        if stream is None or not isinstance(stream, NativeStream) or not self._async.get(kind):
+        if not isinstance(stream, NativeStream) or not self._async.get(kind):
             return 0
         return stream.handle
 

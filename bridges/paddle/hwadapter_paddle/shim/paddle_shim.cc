@@ -157,27 +157,18 @@ C_Status copy_d2d(const C_Device d, void *dst, const void *src, size_t n) {
   return C_SUCCESS;
 }
 /* Async copies: the library's own when it has them, else the synchronous copy (complete on return). */
-C_Status acopy_h2d(const C_Device d, C_Stream s, void *dst, const void *src, size_t n) {
-  if (g_api.memcpy_h2d_async)
-    CALL(g_api.memcpy_h2d_async(d->id, (HwaStream)s, dst, src, n), "memcpy_h2d_async", d->id);
-  else
-    CALL(g_api.memcpy_h2d(d->id, dst, src, n), "memcpy_h2d", d->id);
-  return C_SUCCESS;
-}
-C_Status acopy_d2h(const C_Device d, C_Stream s, void *dst, const void *src, size_t n) {
-  if (g_api.memcpy_d2h_async)
-    CALL(g_api.memcpy_d2h_async(d->id, (HwaStream)s, dst, src, n), "memcpy_d2h_async", d->id);
-  else
-    CALL(g_api.memcpy_d2h(d->id, dst, src, n), "memcpy_d2h", d->id);
-  return C_SUCCESS;
-}
-C_Status acopy_d2d(const C_Device d, C_Stream s, void *dst, const void *src, size_t n) {
-  if (g_api.memcpy_d2d_async)
-    CALL(g_api.memcpy_d2d_async(d->id, (HwaStream)s, dst, src, n), "memcpy_d2d_async", d->id);
-  else
-    CALL(g_api.memcpy_d2d(d->id, dst, src, n), "memcpy_d2d", d->id);
-  return C_SUCCESS;
-}
+#define ASYNC_COPY(NAME, FN)                                                                       \
+  C_Status NAME(const C_Device d, C_Stream s, void *dst, const void *src, size_t n) {              \
+    if (g_api.FN##_async)                                                                          \
+      CALL(g_api.FN##_async(d->id, (HwaStream)s, dst, src, n), #FN "_async", d->id);               \
+    else                                                                                           \
+      CALL(g_api.FN(d->id, dst, src, n), #FN, d->id);                                              \
+    return C_SUCCESS;                                                                              \
+  }
+ASYNC_COPY(acopy_h2d, memcpy_h2d)
+ASYNC_COPY(acopy_d2h, memcpy_d2h)
+ASYNC_COPY(acopy_d2d, memcpy_d2d)
+#undef ASYNC_COPY
 C_Status memory_stats(const C_Device d, size_t *total, size_t *free_bytes) {
   size_t f = 0, t = 0;
   CALL(g_api.memory_info(d->id, &f, &t), "memory_info", d->id);
