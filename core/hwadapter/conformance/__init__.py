@@ -2,8 +2,8 @@
 
 `run("acme")` runs every section in a child pytest process with a time limit and returns a KitResult; the same
 sections run from a vendor's own `pytest --hwadapter-device acme` (pytest_plugin, entry point pytest11 `hwadapter`).
-Importing this package imports nothing heavy: the pytest plugin loads it in every pytest run where hwadapter is
-installed.
+This package adds nothing heavy to `import hwadapter`, which the pytest plugin's import (in every pytest run where
+hwadapter is installed) already costs.
 """
 from __future__ import annotations
 

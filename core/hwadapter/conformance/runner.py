@@ -73,7 +73,7 @@ def run_kit(device_type: str, sections=None, *, timeout: float = 120, report=Non
     with tempfile.TemporaryDirectory(prefix="hwadapter-kit-") as tmp, _Progress(progress, names) as bar:
         (Path(tmp) / "pytest.ini").write_text("[pytest]\n")  # none of the caller's pytest settings apply
         for name in names:
-            result.sections[name] = run_section(device_type, name, timeout, Path(tmp), bar)
+            result.sections[name] = run_section(device_type, name, timeout, Path(tmp), bar if progress else None)
     result.seconds = time.monotonic() - start
     from .report import write_junit, write_markdown
     if report:
@@ -165,7 +165,7 @@ def _finish(res: SectionResult, device_type: str, rc, timed_out: bool, timeout: 
     finished = {ev["end"] for ev in lines if "end" in ev}
     started = [ev["start"] for ev in lines if "start" in ev]
     current = next((s for s in reversed(started) if s not in finished), None)
-    if timed_out or (rc is not None and rc < 0) or rc not in (0, 1, 5):
+    if timed_out or rc not in (0, 1, 5):  # 0 passed, 1 tests failed, 5 none collected: anything else crashed
         if timed_out:
             res.status, what = "timeout", f"did not finish within {timeout:g} s (killed)"
         elif rc < 0:
