@@ -121,6 +121,26 @@ class CompiledExecutor:
                 return s
             return slot(v)
 
+        def prepacked(n, dev, fn, ins):
+            """The step's inputs with each plan constant its kernel prepares once (`fn.prepack`: input position ->
+            packer(data, input shapes, **attrs) -> what the kernel takes there, or None) in a slot of its own."""
+            out = list(ins)
+            for j, packer in fn.prepack.items():
+                v = n.inputs[j] if j < len(n.inputs) else None
+                if v not in consts:
+                    continue
+                try:
+                    packed = packer(self.preset[ins[j]], tuple(graph.values[i].shape for i in n.inputs), **n.attrs)
+                except Exception as err:
+                    raise KernelExecutionError(
+                        f"plan step {n.name!r} (op {n.op!r}) on {dev}: the kernel's prepack of input {j} failed: "
+                        f"{type(err).__name__}: {err}. This is a plugin bug. Fix: report it to the vendor of the "
+                        f"{dev.type} plugin", fix="report it") from err
+                if packed is not None:
+                    out[j] = slot((v, str(dev), n.name))
+                    self.preset[out[j]] = packed
+            return tuple(out)
+
         self.inputs = [(slot(v), homes.get(v) or devices.get(plan.devices[0]), graph.values[v]) for v in graph.inputs]
         in_subgraph = {name: sg for sg in plan.subgraphs for name in sg.nodes}
         steps, done = [], set()
@@ -162,6 +182,8 @@ class CompiledExecutor:
             fb = getattr(fn, "fallback_device", None)
             how = f"fallback to {fb}" if fb is not None else getattr(fn, "route", plan.how.get(n.name, "kernel"))
             if len(n.outputs) == 1 and n.op not in meta.MULTI_OUTPUT:  # split into one piece is still a list
+                if getattr(fn, "prepack", None):
+                    ins = prepacked(n, dev, fn, ins)
                 steps.append(_Step(fn, ins, outs, n.name, n.op, dev, how, [graph.values[n.outputs[0]]],
                                    attrs=dict(n.attrs) or None, single=True, into=into))
             else:

@@ -2,14 +2,17 @@
 
 Found through its entry point "cpu" like any vendor plugin. Eager ops use the numpy kernels (a few µs per
 op); the C backend (OpenMP) runs everything written in kernel primitives that has no numpy kernel:
-custom `kp.register_op` ops and fused programs. `HWADAPTER_CPU_KERNELS=codegen` drops the numpy kernels
-of the primitive-expressible ops so those run compiled too, and runs float32 conv2d and matmul in C (compiled.py).
+custom `kp.register_op` ops and fused programs. float32 conv2d and matmul are BLAS products shared by the device's
+own threads (blasconv.py, matmul.py, crew.py). `HWADAPTER_CPU_KERNELS=codegen` drops the numpy kernels of the
+primitive-expressible ops so those run compiled too, and runs float32 conv2d and matmul in C (compiled.py).
 """
 from __future__ import annotations
 
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
-from . import compiled, conv, pool
+from . import blasconv, compiled, pool
+from .crew import Crew
+from .matmul import matmul_kernel
 from .runtime import CpuRuntime
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
@@ -33,9 +36,11 @@ class CpuPlugin(Plugin):
         for op, fn in reference.KERNELS.items():
             if op not in skip:
                 kernels.register(op, fn)
-        # the reference's semantics, faster: conv2d without the reference's two output transposes (compiled, with
+        # the reference's semantics, faster: conv2d as BLAS products with C transforms around them (all in C, with
         # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), max_pool2d over whole planes
-        for op, fn in (compiled.kernels(kernels.device) if codegen else {"conv2d": conv.conv2d}).items():
+        crew = Crew(name=str(kernels.device))  # one set of threads for the device's conv2d and matmul
+        default = {"conv2d": blasconv.conv_kernel(kernels.device, crew), "matmul": matmul_kernel(crew)}
+        for op, fn in (compiled.kernels(kernels.device) if codegen else default).items():
             kernels.register(op, fn)
         kernels.register("max_pool2d", pool.max_pool2d)
 

@@ -2,8 +2,8 @@
 
 The C kernel packs the patches once per image (no im2col array, no padded copy) and runs the product with bias,
 residual and relu applied as it stores, its threads taking work in turn from shared counters. Measured on a 2-core
-EPYC over ResNet-50's 53 convolutions, one thread each: 192 ms against 156 ms for im2col + OpenBLAS (conv.py, the
-default), and on an idle machine OpenBLAS's spinning threads also hand work over faster; on a busy one this kernel's
+EPYC over ResNet-50's 53 convolutions, one thread each: 192 ms against 156 ms for im2col + OpenBLAS (before
+blasconv.py, the default now, added Winograd), and on an idle machine OpenBLAS's spinning threads also hand work over faster; on a busy one this kernel's
 threads degrade far less (ResNet-50 at 1.1-1.4x onnxruntime's time against about 2x), hence the setting. It is
 compiled once per machine through the device's codegen backend and its disk cache; float32 matmul runs through it
 too, so that no OpenBLAS thread spins beside its threads.

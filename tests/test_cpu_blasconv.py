@@ -1,0 +1,178 @@
+"""The CPU's default conv2d (blasconv.py: BLAS products with C im2col, Winograd transforms and epilogue) against
+the reference kernel, and the plan executor's prepack of constant weights."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hwadapter as hw
+from hwadapter.graph import Graph, GraphBuilder, run
+from hwadapter.plugin import reference
+from hwadapter.runtime.device import get
+
+blasconv = pytest.importorskip("hwadapter_cpu.blasconv")
+KERNEL = blasconv.conv_kernel(get("cpu"))
+if blasconv.Transforms(get("cpu")).lib() is None:
+    pytest.skip("no C compiler: the C transforms are not built (the numpy form runs)", allow_module_level=True)
+
+
+def _want(x, w, bias, residual, **attrs):
+    cast = [None if a is None else a.astype("float64") for a in (x, w, bias, residual)]
+    return reference.KERNELS["conv2d"](*cast, **attrs)
+
+
+@st.composite
+def cases(draw):
+    """float32 convolutions: every kernel size, stride, dilation and padding the C im2col and Winograd meet."""
+    c, o = draw(st.integers(1, 20)), draw(st.integers(1, 20))
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
+    stride = draw(st.tuples(st.integers(1, 3), st.integers(1, 3)))
+    dilation = draw(st.tuples(st.integers(1, 2), st.integers(1, 2)))
+    if draw(st.booleans()):  # the Winograd shape, often
+        kh = kw = 3
+        stride = dilation = (1, 1)
+    padding = draw(st.tuples(*[st.integers(0, 3)] * 4))
+    h = draw(st.integers(max(1, (kh - 1) * dilation[0] + 1 - padding[0] - padding[1]), 13))
+    w = draw(st.integers(max(1, (kw - 1) * dilation[1] + 1 - padding[2] - padding[3]), 13))
+    rng = np.random.default_rng(draw(st.integers(0, 2 ** 16)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), c, h, w)).astype("float32")
+    wt = rng.standard_normal((o, c, kh, kw)).astype("float32")
+    bias = rng.standard_normal(o).astype("float32") if draw(st.booleans()) else None
+    act = draw(st.sampled_from([None, *sorted(reference.CONV_ACTIVATIONS)]))
+    attrs = dict(stride=stride, padding=padding, dilation=dilation, activation=act)
+    shape = reference.KERNELS["conv2d"](x, wt, **attrs).shape
+    residual = rng.standard_normal(shape).astype("float32") if draw(st.booleans()) else None
+    return x, wt, bias, residual, attrs
+
+
+@settings(max_examples=200, deadline=None)
+@given(cases())
+def test_matches_the_reference_kernel_as_given_and_prepacked(case):
+    x, w, bias, residual, attrs = case
+    want = _want(x, w, bias, residual, **attrs)
+    scale = 1 + np.abs(want).max()
+    packed = blasconv.Packed(w) if w.shape[2:] == (3, 3) and w.shape[1] and w.shape[0] else None
+    for weight in (w, packed):
+        if weight is None:
+            continue
+        got = KERNEL(x, weight, bias, residual, **attrs)
+        assert got.dtype == np.float32 and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
+
+
+RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding)
+    (64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 0), (256, 56, 128, 1, 2, 0), (128, 28, 128, 3, 2, 1),
+    (256, 14, 256, 3, 1, 1), (512, 7, 512, 3, 1, 1), (3, 224, 64, 7, 2, 3)]
+
+
+@pytest.mark.parametrize("c, size, o, k, stride, pad", RESNET_LAYERS)
+def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((1, c, size, size)).astype("float32")
+    w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32")
+    b = rng.standard_normal(o).astype("float32")
+    attrs = dict(stride=(stride, stride), padding=(pad,) * 4, dilation=(1, 1), activation="relu")
+    out = (size + 2 * pad - k) // stride + 1
+    r = rng.standard_normal((1, o, out, out)).astype("float32")
+    packed = KERNEL.prepack[1](w, (x.shape, w.shape), **attrs)
+    assert isinstance(packed, blasconv.Packed) == (k == 3 and stride == 1)  # Winograd exactly where it applies
+    got = KERNEL(x, packed if packed is not None else w, b, r, **attrs)
+    np.testing.assert_allclose(got, _want(x, w, b, r, **attrs), rtol=1e-4, atol=1e-4)
+
+
+def test_other_dtypes_and_groups_run_the_numpy_form():
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((1, 4, 6, 6)), rng.standard_normal((4, 2, 3, 3))
+    got = KERNEL(x, w, groups=2, padding=(1, 1, 1, 1))
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, reference.KERNELS["conv2d"](x, w, groups=2, padding=(1, 1, 1, 1)), rtol=1e-12)
+    assert KERNEL.prepack[1](w.astype("float32"), ((1, 4, 6, 6), w.shape), groups=2) is None
+
+
+def test_a_residual_of_another_shape_is_refused_before_c_reads_it():
+    from hwadapter.plugin import InvalidArgumentError
+    x, w = np.ones((1, 4, 6, 6), "float32"), np.ones((8, 4, 3, 3), "float32")
+    with pytest.raises(InvalidArgumentError, match="the residual input has shape"):
+        KERNEL(x, w, np.zeros(8, "float32"), np.ones((1, 8, 2, 2), "float32"))
+
+
+def test_calls_from_several_threads_at_once_each_get_their_own_result():
+    from concurrent.futures import ThreadPoolExecutor
+    rng = np.random.default_rng(5)
+    cases = [(rng.standard_normal((1, 32, 20, 20)).astype("float32"),
+              blasconv.Packed(rng.standard_normal((48, 32, 3, 3)).astype("float32"))) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda xw: KERNEL(*xw, padding=(1, 1, 1, 1)), cases * 3))
+    for (x, w), g in zip(cases * 3, got):
+        np.testing.assert_allclose(g, reference.KERNELS["conv2d"](x, w.weight, padding=(1, 1, 1, 1)), rtol=1e-4,
+                                   atol=1e-3)
+
+
+def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog):
+    from hwadapter.plugin import CompileError
+
+    def no_compiler(*args):
+        raise CompileError("cpu: no C compiler found")
+    monkeypatch.setattr(blasconv, "load_source", no_compiler)
+    kernel = blasconv.conv_kernel(get("cpu"))
+    x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
+    np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
+    assert "its C transforms are unavailable: cpu: no C compiler found" in caplog.text
+
+
+def conv_graph(channels=24, size=10):
+    """x -> conv2d 3x3 (constant weight) -> relu -> conv2d 1x1 (constant weight)."""
+    rng = np.random.default_rng(3)
+    consts = {"w3": rng.standard_normal((channels, channels, 3, 3)).astype("float32") / 10,
+              "w1": rng.standard_normal((8, channels, 1, 1)).astype("float32")}
+    b = GraphBuilder()
+    x = b.input("x", (1, channels, size, size))
+    w3, w1 = (b.input(k, a.shape) for k, a in consts.items())
+    attrs = dict(stride=(1, 1), dilation=(1, 1), groups=1)
+    h = b.op("relu", [b.op("conv2d", [x, w3], padding=(1, 1, 1, 1), **attrs)])
+    g = b.build([b.op("conv2d", [h, w1], padding=(0, 0, 0, 0), **attrs)])
+    return Graph(g.nodes, g.values, ["x"], g.outputs, constants=consts), rng.standard_normal((1, channels, size, size))
+
+
+def test_a_plan_prepacks_the_constant_3x3_weight_once_and_matches_the_reference_executor():
+    graph, x = conv_graph()
+    plan = hw.graph.partition(graph, devices=["cpu"])
+    x = x.astype("float32")
+    got = plan.run([x])[0].numpy()
+    packed = [v for v in plan._executor.preset.values() if isinstance(v, blasconv.Packed)]
+    assert len(packed) == 1 and packed[0].weight.shape == (24, 24, 3, 3)  # the 1x1's weight is left as it is
+    want = run(graph, {"x": x})[graph.outputs[0]].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(plan.run([x])[0].numpy(), got)  # the generated function, same packed weight
+
+
+def test_a_failing_prepack_is_a_kernel_error_naming_the_step(monkeypatch):
+    graph, x = conv_graph()
+    kernel = get("cpu").kernels.find("conv2d", (np.dtype("float32"),) * 2)
+
+    def broken(weight, shapes, **attrs):
+        raise ValueError("packing broke")
+    monkeypatch.setattr(kernel, "prepack", {1: broken})
+    plan = hw.graph.partition(graph, devices=["cpu"])
+    with pytest.raises(hw.errors.KernelExecutionError, match=r"conv2d.*prepack of input 1 failed.*packing broke"):
+        plan.run([x.astype("float32")])
+
+
+@pytest.mark.parametrize("k, size", [(3, 12), (1, 13), (3, 3)])  # Winograd, a 1x1 product, im2col (too few tiles)
+def test_identical_filters_give_bit_identical_channels_once_packed(k, size):
+    """OpenBLAS alone rounds rows of one product differently; the packed row map makes copies of a filter agree."""
+    rng = np.random.default_rng(11)
+    c = 40
+    x = (rng.standard_normal((2, c, size, size)) * 1e6).astype("float32")
+    w = np.repeat(rng.standard_normal((3, c, k, k)).astype("float32"), [7, 30, 27], axis=0)  # 64 filters, 3 distinct
+    attrs = dict(stride=(1, 1), padding=(k // 2,) * 4, dilation=(1, 1))
+    packed = KERNEL.prepack[1](w, (x.shape, w.shape), **attrs)
+    assert packed is not None and packed.rep.tolist() == [0] * 7 + [7] * 30 + [37] * 27
+    bias = np.zeros(64, "float32")
+    got = KERNEL(x, packed, bias, **attrs)
+    for first, last in ((0, 7), (7, 37), (37, 64)):
+        np.testing.assert_array_equal(got[:, first:last], np.broadcast_to(got[:, first:first + 1], got[:, first:last].shape))
+    np.testing.assert_allclose(got, _want(x, w, bias, None, **attrs), rtol=1e-4, atol=1e-4 * float(np.abs(got).max()))
+    assert blasconv._first_copies(rng.standard_normal((5, 2, 3, 3)).astype("float32")) is None

@@ -1,0 +1,79 @@
+"""The CPU plugin's work-claiming crew (crew.py) and the float32 matmul that shares it (matmul.py)."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from hwadapter.plugin import reference
+
+crew_mod = pytest.importorskip("hwadapter_cpu.crew")
+from hwadapter_cpu.matmul import matmul_kernel  # noqa: E402
+
+
+def test_every_task_runs_once_across_the_threads():
+    crew = crew_mod.Crew(3)
+    seen, threads, lock = [], set(), threading.Lock()
+
+    def task(i):
+        time.sleep(0.002)
+        with lock:
+            seen.append(i)
+            threads.add(threading.get_ident())
+    crew.run([lambda i=i: task(i) for i in range(40)])
+    assert sorted(seen) == list(range(40)) and len(threads) > 1
+
+
+def test_a_failing_task_is_raised_to_the_caller_after_the_others_ran():
+    crew, ran = crew_mod.Crew(2), []
+
+    def bad():
+        raise ValueError("task broke")
+    with pytest.raises(ValueError, match="task broke"):
+        crew.run([bad] + [lambda i=i: ran.append(i) for i in range(5)])
+    assert sorted(ran) == list(range(5))
+
+
+def test_the_caller_never_waits_for_a_helper_that_has_not_started():
+    """A descheduled helper (here: one whose pool is stuck) must not hold the call back: the caller does it all."""
+    crew = crew_mod.Crew(2)
+    crew.run([lambda: None, lambda: None])  # the pool exists now
+    gate = threading.Event()
+    crew._pool.submit(gate.wait)  # its only thread is busy until the gate opens
+    done = []
+    start = time.perf_counter()
+    crew.run([lambda i=i: done.append(i) for i in range(8)])
+    assert sorted(done) == list(range(8)) and time.perf_counter() - start < 1
+    gate.set()
+
+
+def test_blas_runs_single_threaded_inside_and_as_before_after():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    blas = threadpoolctl.ThreadpoolController().select(user_api="blas")
+    if not blas.lib_controllers:
+        pytest.skip("numpy's BLAS is not one threadpoolctl knows")
+    before = [lib.get_num_threads() for lib in blas.lib_controllers]
+    with crew_mod.single_blas():
+        with crew_mod.single_blas():  # nested and concurrent kernels: the last to leave restores
+            assert all(lib.get_num_threads() == 1 for lib in blas.lib_controllers)
+        assert all(lib.get_num_threads() == 1 for lib in blas.lib_controllers)
+    assert [lib.get_num_threads() for lib in blas.lib_controllers] == before
+
+
+@pytest.mark.parametrize("xs, ys, tx, ty", [
+    ((1, 2048), (2048, 1000), False, False),  # one row: column blocks
+    ((300, 500), (500, 700), False, False),  # row blocks
+    ((3, 5, 300), (300, 700), False, False),  # batch dims folded into rows
+    ((200, 300), (500, 300), False, True), ((2, 64, 300), (64, 129), True, False),
+    ((7,), (7, 3), False, False), ((2, 3, 4), (2, 4, 5), False, False), ((4, 8), (8, 2), False, False)])
+def test_matmul_gives_the_references_products(xs, ys, tx, ty):
+    matmul = matmul_kernel(crew_mod.Crew(2))
+    rng = np.random.default_rng(8)
+    x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
+    want = reference.matmul(x.astype("float64"), y.astype("float64"), tx, ty)
+    got = matmul(x, y, tx, ty)
+    assert got.shape == want.shape and got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert matmul(x.astype("float64"), y.astype("float64"), tx, ty).dtype == np.float64  # other dtypes: the reference
