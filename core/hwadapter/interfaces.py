@@ -294,6 +294,12 @@ class Plugin(ABC):
         """Subgraph level: a new SubgraphBackend for `device` (the Device keeps it), or None."""
         return None
 
+    def native_library(self) -> str | None:
+        """The path of a device_api.h library that gives this device type's memory, copies and streams to native hosts
+        (another framework: the Paddle bridge), or None; raise DeviceUnavailableError saying why when it cannot be had
+        here."""
+        return None
+
     def levels(self) -> list[str]:
         """The integration levels this plugin provides."""
         cls = type(self)

@@ -22,6 +22,7 @@ from .runtime import codegen
 from .runtime.codegen import load_source  # a plugin's hand-written source, compiled through the disk cache
 from .runtime.memory import DeviceArray, contiguous_strides
 from .runtime.native import NATIVE_API_VERSION, NATIVE_INCLUDE, NativePlugin, NativeRuntime
+from .runtime.native_build import build_library  # a plugin's C device library for native hosts (native_library)
 from .runtime.signature import BoundedCache, freeze, signature  # launch-plan caches
 
 
@@ -34,6 +35,6 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
            "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "NATIVE_INCLUDE", "DeviceArray", "contiguous_strides",
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
-           "node_primitive", "load_source",
+           "node_primitive", "load_source", "build_library",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
            "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]

@@ -174,6 +174,10 @@ class NativePlugin(Plugin):
         """Where the shared library is."""
         return self.library
 
+    def native_library(self) -> str:
+        """The library itself: it serves native hosts as it serves hwadapter."""
+        return self.library_path()
+
     def _loaded(self):
         if self._lib is None:
             self._lib = load_library(self.library_path())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
-from . import blasconv, compiled, pool
+from . import blasconv, compiled, native, pool
 from .crew import Crew
 from .matmul import matmul_kernel
 from .runtime import CpuRuntime
@@ -43,6 +43,10 @@ class CpuPlugin(Plugin):
         for op, fn in (compiled.kernels(kernels.device) if codegen else default).items():
             kernels.register(op, fn)
         kernels.register("max_pool2d", pool.max_pool2d)
+
+    def native_library(self) -> str:
+        """Host memory in C (host_device.c), for native hosts such as the Paddle bridge."""
+        return native.library(self.name)
 
     def codegen_backend(self, device):
         from .codegen import CpuCodegenBackend  # lazy: it probes the C compiler, only when first needed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from hwadapter.plugin import Plugin
 
-from . import kernels
+from . import kernels, native
 from .codegen import OpenCLCodegenBackend
 from .runtime import OpenCLRuntime, devices
 
@@ -27,6 +27,10 @@ class OpenCLPlugin(Plugin):
 
     def create_runtime(self, index: int) -> OpenCLRuntime:
         return OpenCLRuntime(index, f"{self.name}:{index}")
+
+    def native_library(self) -> str:
+        """Its devices' shared virtual memory in C (svm_device.c), for native hosts such as the Paddle bridge."""
+        return native.library(self.name)
 
     def register_kernels(self, registrar) -> None:
         kernels.register(registrar)

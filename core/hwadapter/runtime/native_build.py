@@ -1,0 +1,65 @@
+"""A plugin's C device library (device_api.h) built from the source it ships, once per machine, as a file on disk.
+
+A native host (the Paddle bridge's shim) dlopens the library by path in another process, so unlike load_source's
+programs it cannot live in the kernel cache's entries: it is kept beside them, <cache>/native/<name>-<key>.so, in
+the same checked private directory, and named by a hash of everything it is built from.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+
+from .. import cache
+from ..errors import CompileError
+from .native import NATIVE_INCLUDE
+
+_FLAGS = ["-O2", "-fPIC", "-shared", "-std=c11", "-fvisibility=hidden"]
+_lock = threading.Lock()
+
+
+def _compiler() -> str:
+    cc = shutil.which(os.environ.get("CC", "")) or shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        raise CompileError("no C compiler found (looked for $CC, gcc, cc) to build the native device library",
+                           fix="install one (apt-get install gcc)")
+    return cc
+
+
+def build_library(source: str | os.PathLike, name: str, defines: dict | None = None, libs: tuple = ()) -> Path:
+    """The shared library built from C file `source` against hwadapter's device_api.h with the system C compiler
+    ($CC, gcc, cc), `defines` as -D flags and `libs` (e.g. "-ldl") appended; built on first use, then reused.
+    CompileError (with the compiler's log) when it cannot be built or kept."""
+    text = Path(source).read_text()
+    cc = _compiler()
+    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    flags = [*_FLAGS, f"-I{NATIVE_INCLUDE}", *(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))]
+    header = (NATIVE_INCLUDE / "hwadapter" / "device_api.h").read_text()
+    key = hashlib.sha256("\0".join([text, header, *version, *flags, *libs]).encode()).hexdigest()[:24]
+    disk = cache.default()
+    root = disk.directory
+    if root != disk.root:  # none, or this process's temporary one: another process could not load the library later
+        raise CompileError(f"{name}: the cache directory {disk.root} is not usable (see the warning above), and the "
+                           f"native library needs a lasting place", fix="point HWADAPTER_CACHE_DIR at a directory "
+                                                                        "of your own")
+    folder = root / "native"
+    path = folder / f"{name}-{key}.so"
+    with _lock:
+        if path.is_file():
+            return path
+        folder.mkdir(mode=0o700, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="hwadapter-native-") as tmp:
+            out = Path(tmp) / path.name
+            proc = subprocess.run([cc, *flags, str(source), "-o", str(out), *libs], capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise CompileError(f"{name}: {Path(cc).name} could not build the native device library from {source}",
+                                   log=proc.stderr or proc.stdout,
+                                   fix="report it to the plugin's vendor with this log")
+            staged = folder / f".tmp-{os.getpid()}-{path.name}"
+            shutil.copyfile(out, staged)
+            os.replace(staged, path)  # atomic: another process building the same library meanwhile is harmless
+    return path
