@@ -100,9 +100,10 @@ def cdemo_site(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def bridged(cdemo_site, tmp_path_factory) -> Path:
-    """`hwadapter paddle install cdemo --dir ROOT` (which also checks, in a child, that Paddle registers it)."""
+    """`hwadapter paddle install cdemo --dir ROOT --runtime-only` (which also checks, in a child, that Paddle registers
+    it): this module tests the runtime and the fallback; test_paddle_kernels.py the kernels."""
     root = tmp_path_factory.mktemp("paddle-root")
-    proc = _hwadapter("paddle", "install", "cdemo", "--dir", str(root), site=cdemo_site)
+    proc = _hwadapter("paddle", "install", "cdemo", "--dir", str(root), "--runtime-only", site=cdemo_site)
     assert proc.returncode == 0, f"install failed:\n{proc.stdout}\n{proc.stderr}"
     assert "cdemo: installed" in proc.stdout and "custom-runtime ABI 0.1" in proc.stdout, proc.stdout
     assert (root / "libhwadapter_paddle_cdemo.so").exists()
@@ -148,7 +149,7 @@ def test_cdemo_is_a_paddle_device_and_status_says_what_it_covers(bridged, cdemo_
     assert shim["library"].endswith("libhwadapter_cdemo.so") and "runtime only" in shim["covers"]
     plugins = {p["type"]: p for p in data["plugins"]}
     assert plugins["cdemo"]["installed"] and plugins["cdemo"]["bridgeable"]
-    assert plugins["cpu"]["bridgeable"] is False and "its runtime is Python" in plugins["cpu"]["reason"]
+    assert plugins["cpu"]["bridgeable"] and plugins["cpu"]["paddle_type"] == "hwa_cpu"  # Paddle has its own cpu
     assert status.returncode == 0
 
 
@@ -358,14 +359,15 @@ def test_status_marks_a_shim_built_for_another_paddle_or_without_its_library_sta
 
 def test_remove_deletes_only_the_named_shims(tmp_path, cdemo_site):
     root = tmp_path / "root"
-    proc = _hwadapter("paddle", "install", "cdemo", "--dir", str(root), "--no-verify", site=cdemo_site)
+    proc = _hwadapter("paddle", "install", "cdemo", "--dir", str(root), "--no-verify", "--runtime-only",
+                      site=cdemo_site)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (root / "other.so").write_text("not ours")
     proc = _hwadapter("paddle", "remove", "cdemo", "--dir", str(root), site=cdemo_site)
     assert proc.returncode == 0 and "removed" in proc.stdout, proc.stdout + proc.stderr
     assert sorted(p.name for p in root.iterdir()) == ["other.so"]
-    proc = _hwadapter("paddle", "install", "cpu", "--dir", str(root), "--no-verify", site=cdemo_site)
-    assert proc.returncode == 1 and "its runtime is Python" in proc.stdout
+    proc = _hwadapter("paddle", "install", "nosuch", "--dir", str(root), "--no-verify", site=cdemo_site)
+    assert proc.returncode == 1 and "no hwadapter plugin has this device type" in proc.stdout
 
 
 THREADS = r"""

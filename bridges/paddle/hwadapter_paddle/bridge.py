@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import kernels as _kernels
+
 HERE = Path(__file__).resolve().parent
 SHIM_SOURCE = HERE / "shim" / "paddle_shim.cc"
 #: The copy of hwadapter's device_api.h shipped with this distribution (a checkout's own header is preferred).
@@ -28,6 +30,8 @@ MANIFEST = "hwadapter_paddle.json"
 SHIM_PREFIX = "libhwadapter_paddle_"
 #: Device types Paddle has built in: a custom device may not take these names.
 PADDLE_BUILTIN_TYPES = frozenset({"cpu", "gpu", "xpu", "ipu", "npu", "mlu"})
+#: Prefixed to a hwadapter device type whose name Paddle reserves, to make Paddle's name for it (cpu -> hwa_cpu).
+RESERVED_PREFIX = "hwa_"
 #: What a shim gives Paddle today.
 COVERS = "runtime only (memory, copies, streams, events); every op falls back to Paddle's CPU kernels"
 VERIFY_TIMEOUT = 120.0
@@ -132,12 +136,18 @@ def shim_filename(device_type: str) -> str:
     return f"{SHIM_PREFIX}{device_type}.so"
 
 
+def paddle_type(device_type: str) -> str:
+    """Paddle's name for a hwadapter device type: the same, or RESERVED_PREFIX + it when Paddle reserves the name."""
+    return RESERVED_PREFIX + device_type if device_type in PADDLE_BUILTIN_TYPES else device_type
+
+
 def check_type_name(device_type: str) -> None:
+    """Refuse a name Paddle cannot take for a custom device (pass it through paddle_type first)."""
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,62}", device_type):
         raise BridgeError(f"{device_type!r} cannot be a Paddle device type (lower-case letters, digits, _)")
     if device_type in PADDLE_BUILTIN_TYPES:
         raise BridgeError(f"{device_type!r} is one of Paddle's built-in device types; a custom device cannot "
-                          f"take its name")
+                          f"take its name (the bridge names it {paddle_type(device_type)!r})")
 
 
 def _c_string(value: str) -> str:
@@ -174,6 +184,7 @@ class Candidate:
     library: str | None
     reason: str  # why not, when library is None
     short: str = ""  # the reason in a few words (a table cell)
+    paddle_type: str = ""  # Paddle's name for it (paddle_type())
 
     @property
     def bridgeable(self) -> bool:
@@ -181,9 +192,9 @@ class Candidate:
 
 
 def candidates(types: list[str] | None = None) -> list[Candidate]:
-    """Every installed hwadapter plugin (or those named), classified. Loads the plugins in this process."""
-    from hwadapter.plugin import NativePlugin  # lazy: hwadapter-paddle's module imports stay light
-    from hwadapter.runtime.discovery import registry
+    """Every installed hwadapter plugin (or those named), classified: bridgeable when its native_library() gives a
+    device_api.h library. Loads the plugins (and may build their libraries) in this process."""
+    from hwadapter.runtime.discovery import registry  # lazy: hwadapter-paddle's module imports stay light
 
     names = list(registry.entry_points())
     out = []
@@ -193,32 +204,35 @@ def candidates(types: list[str] | None = None) -> list[Candidate]:
                                                   "lists them)", "no such plugin"))
             continue
         record = registry.get(name)
-        dist = " ".join(record.distribution).strip()
-        plugin = record.plugin
-        if plugin is None:
-            out.append(Candidate(name, dist, None, f"the plugin is not usable: {record.explain()}", "plugin unusable"))
-        elif not isinstance(plugin, NativePlugin):
-            cls = type(plugin)
-            out.append(Candidate(name, dist, None,
-                                 f"not bridgeable yet: its runtime is Python ({cls.__module__}.{cls.__qualname__}); "
-                                 f"Paddle needs device memory from a native library as flat pointers, called "
-                                 f"without the GIL (device_api.h: a NativePlugin)", "Python runtime"))
-        else:
-            try:
-                library = str(Path(plugin.library_path()).resolve())
-            except Exception as err:  # DeviceUnavailableError and friends: the plugin says why
-                out.append(Candidate(name, dist, None, f"its native library is not available: {err}", "no library"))
-                continue
-            if not Path(library).exists():
-                out.append(Candidate(name, dist, None, f"its native library {library} does not exist", "no library"))
-            else:
-                try:
-                    check_type_name(name)
-                except BridgeError as err:
-                    out.append(Candidate(name, dist, None, str(err), "name taken"))
-                    continue
-                out.append(Candidate(name, dist, library, ""))
+        out.append(_classify(name, " ".join(record.distribution).strip(), record))
     return out
+
+
+def _classify(name: str, dist: str, record) -> Candidate:
+    """One installed plugin: its library, or why it has none."""
+    plugin = record.plugin
+    if plugin is None:
+        return Candidate(name, dist, None, f"the plugin is not usable: {record.explain()}", "plugin unusable")
+    try:
+        check_type_name(paddle_type(name))
+    except BridgeError as err:
+        return Candidate(name, dist, None, str(err), "name not allowed")
+    try:
+        library = plugin.native_library()
+    except Exception as err:  # DeviceUnavailableError, a CompileError building it: the plugin says why
+        fix = getattr(err, "fix", "")
+        return Candidate(name, dist, None, f"its native library is not available: {err}" + (f" Fix: {fix}" if fix
+                                                                                           else ""), "no library")
+    if library is None:
+        cls = type(plugin)
+        return Candidate(name, dist, None, f"it offers no native library ({cls.__module__}.{cls.__qualname__}."
+                                           f"native_library() is None): Paddle needs device memory from a native "
+                                           f"library as flat pointers, called without the GIL (device_api.h)",
+                         "no native library")
+    library = str(Path(library).resolve())
+    if not Path(library).exists():
+        return Candidate(name, dist, None, f"its native library {library} does not exist", "no library")
+    return Candidate(name, dist, library, "", paddle_type=paddle_type(name))
 
 
 # ---- where shims go ----
@@ -276,25 +290,41 @@ def shim_info(path: Path) -> dict:
 _VERIFY = r"""
 import json, sys
 import paddle
-print("HWA_PADDLE_TYPES=" + json.dumps(paddle.device.get_all_custom_device_type()), flush=True)
+types = paddle.device.get_all_custom_device_type()
+print("HWA_PADDLE_TYPES=" + json.dumps(types), flush=True)
+# Which phi kernels each custom type has, e.g. "(cdemo, Undefined(AnyLayout), float32)" under "add".
+kernels = {t: {} for t in types}
+for name, keys in paddle.base.core._get_registered_phi_kernels("function").items():
+    for key in keys:
+        parts = [p.strip() for p in key.strip("()").split(",")]
+        if parts[0] in kernels:
+            kernels[parts[0]].setdefault(name, []).append(parts[-1])
+print("HWA_PADDLE_KERNELS=" + json.dumps(kernels), flush=True)
 """
 
 
 def registered_types(directory: Path, timeout: float = VERIFY_TIMEOUT) -> tuple[list[str] | None, list[str], str]:
     """`import paddle` in a child with CUSTOM_DEVICE_ROOT=directory: (types registered or None, the shims' stderr
     lines, what went wrong)."""
+    types, _, lines, problem = _registered(directory, timeout)
+    return types, lines, problem
+
+
+def _registered(directory: Path, timeout: float = VERIFY_TIMEOUT):
+    """As registered_types, with {type: {phi kernel: [dtypes]}} second."""
     env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(directory), "GLOG_minloglevel": "2"}
     try:
         proc = subprocess.run([sys.executable, "-c", _VERIFY], capture_output=True, text=True, timeout=timeout,
                               env=env, cwd=str(directory))
     except subprocess.TimeoutExpired:
-        return None, [], f"`import paddle` did not finish within {timeout:.0f} s"
+        return None, {}, [], f"`import paddle` did not finish within {timeout:.0f} s"
     lines = [line for line in proc.stderr.splitlines() if line.startswith("hwadapter-paddle:")]
-    for line in proc.stdout.splitlines():
-        if line.startswith("HWA_PADDLE_TYPES="):
-            return json.loads(line.split("=", 1)[1]), lines, ""
+    found = {key: json.loads(value) for key, _, value in (line.partition("=") for line in proc.stdout.splitlines())
+             if key in ("HWA_PADDLE_TYPES", "HWA_PADDLE_KERNELS")}
+    if "HWA_PADDLE_TYPES" in found:
+        return found["HWA_PADDLE_TYPES"], found.get("HWA_PADDLE_KERNELS", {}), lines, ""
     tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-    return None, lines, f"`import paddle` failed (exit status {proc.returncode}):\n{tail}"
+    return None, {}, lines, f"`import paddle` failed (exit status {proc.returncode}):\n{tail}"
 
 
 # ---- install / remove / status ----
@@ -315,10 +345,12 @@ class InstallReport:
 
 
 def install(types: list[str] | None = None, directory: str | os.PathLike | None = None, verify: bool = True,
-            include: str | os.PathLike | None = None) -> InstallReport:
-    """Build and place a shim for each bridgeable device type (all of them, or those named).
+            include: str | os.PathLike | None = None, kernels: bool = True) -> InstallReport:
+    """Build and place a shim for each bridgeable device type (all of them, or those named), and beside it the
+    type's kernels library (phi kernels calling the library's C kernels) unless `kernels` is False.
 
-    Raises BridgeError when Paddle is missing, its ABI is not supported or no compiler exists; each device type's
+    A kernels library that does not compile, or with which `import paddle` fails, is left out: the runtime shim is
+    placed alone, and the outcome says why. Raises BridgeError when Paddle is missing, its ABI is not supported or no compiler exists; each device type's
     own failure is an Outcome with ok=False."""
     paddle = find_paddle(include)
     check_abi(paddle)
@@ -339,18 +371,22 @@ def install(types: list[str] | None = None, directory: str | os.PathLike | None 
         built = []
         for c in todo:
             try:
-                compile_shim(c.device_type, c.library, stage / shim_filename(c.device_type), paddle)
+                compile_shim(c.paddle_type, c.library, stage / shim_filename(c.device_type), paddle)
                 built.append(c)
             except BridgeError as err:
                 report.outcomes.append(Outcome(c.device_type, False, str(err)))
+        kernel_entries = {c.device_type: (_kernels.build(c.device_type, c.paddle_type, c.library, stage, paddle,
+                                                         compiler(), [hwadapter_include()]) if kernels else
+                                          {"file": None, "registered": [], "left": [], "error": "--runtime-only"})
+                          for c in built}
         failed_verify = {}
         if verify and built:
-            types_seen, lines, problem = registered_types(stage)
+            types_seen, lines, problem = _verify_kernels(stage, built, kernel_entries)
             for c in built:
-                said = [line for line in lines if line.startswith(f"hwadapter-paddle: {c.device_type}:")]
+                said = [line for line in lines if line.startswith(f"hwadapter-paddle: {c.paddle_type}:")]
                 if types_seen is None:
                     failed_verify[c.device_type] = problem
-                elif c.device_type not in types_seen:
+                elif c.paddle_type not in types_seen:
                     failed_verify[c.device_type] = (said[0] if said else
                                                     f"Paddle did not register {c.device_type} (another custom "
                                                     f"device of that name?)")
@@ -363,10 +399,13 @@ def install(types: list[str] | None = None, directory: str | os.PathLike | None 
             tmp_dest = folder / (shim_filename(c.device_type) + ".tmp")
             shutil.copyfile(stage / shim_filename(c.device_type), tmp_dest)
             os.replace(tmp_dest, dest)  # atomic: a running process keeps its mapping of the old file
+            entry = kernel_entries[c.device_type]
+            _place_kernels(stage, folder, c.device_type, entry)
             manifest.setdefault("shims", {})[c.device_type] = {
-                "file": dest.name, "library": c.library, "distribution": c.distribution,
-                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "verified": verify}
-            report.outcomes.append(Outcome(c.device_type, True, f"{dest} (library {c.library})", dest))
+                "file": dest.name, "library": c.library, "distribution": c.distribution, "paddle_type": c.paddle_type,
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "verified": verify, "kernels": entry}
+            report.outcomes.append(Outcome(c.device_type, True, f"{dest} (library {c.library}; in Paddle: "
+                                                                 f"{c.paddle_type}); {_kernels.summary(entry)}", dest))
     report.outcomes.sort(key=lambda o: o.device_type)
     if any(o.ok for o in report.outcomes):
         manifest.update({"paddle": paddle.label, "paddle_dir": str(paddle.package_dir),
@@ -375,13 +414,60 @@ def install(types: list[str] | None = None, directory: str | os.PathLike | None 
     return report
 
 
+def _verify_kernels(stage: Path, built: list[Candidate], entries: dict[str, dict]):
+    """registered_types(stage), first with the kernels libraries; when `import paddle` fails with them, again without
+    (the shim loads them after its checks, so this is for a library that crashes as it loads). A kernels library
+    whose phi kernels Paddle does not list (the shim says why on stderr) is dropped too. Updates `entries` (file
+    None, error why)."""
+    with_kernels = [c for c in built if entries[c.device_type]["file"]]
+    types_seen, kernels_seen, lines, problem = _registered(stage)
+    if with_kernels and (types_seen is None or any(c.paddle_type not in types_seen for c in built)):
+        for c in with_kernels:
+            said = [line.strip() for line in problem.splitlines() if line.strip()]
+            last = next((line for line in reversed(said) if "Error" in line), said[-1] if said else
+                        "the device type was not registered")  # Python's exception line, not Paddle's hint after it
+            _drop_kernels(stage, entries[c.device_type], f"`import paddle` failed with the kernels library: {last}")
+        types_seen, kernels_seen, lines, problem = _registered(stage)
+    for c in with_kernels:
+        entry = entries[c.device_type]
+        have = kernels_seen.get(c.paddle_type, {})
+        missing = [f"{phi} ({', '.join(sorted(want - set(have.get(phi, []))))})"
+                   for phi, want in _kernels.expected(entry).items() if want - set(have.get(phi, []))]
+        if entry["file"] and types_seen is not None and missing:
+            said = [line.split(": ", 2)[-1] for line in lines if line.startswith(f"hwadapter-paddle: {c.paddle_type}: "
+                                                                                f"kernels")]
+            _drop_kernels(stage, entry, said[0] if said else f"Paddle did not register {', '.join(missing)} for "
+                                                             f"{c.paddle_type}")
+    return types_seen, lines, problem
+
+
+def _drop_kernels(stage: Path, entry: dict, why: str) -> None:
+    for name in (entry["file"], (entry.get("python") or {}).get("file")):
+        if name:
+            (stage / name).unlink(missing_ok=True)
+    entry.update({"file": None, "registered": [], "error": why, "python": None})
+
+
+def _place_kernels(stage: Path, folder: Path, device_type: str, entry: dict) -> None:
+    """Put the kernels libraries beside the shim (atomically), or remove older ones when there are none now."""
+    for python, built in ((False, entry["file"]), (True, (entry.get("python") or {}).get("file"))):
+        dest = folder / _kernels.kernels_filename(device_type, python)
+        if not built:
+            dest.unlink(missing_ok=True)
+            continue
+        tmp_dest = folder / (dest.name + ".tmp")
+        shutil.copyfile(stage / built, tmp_dest)
+        os.replace(tmp_dest, dest)
+
+
 def installed_shims(folder: Path) -> dict[str, Path]:
     return {p.name[len(SHIM_PREFIX):-3]: p for p in sorted(folder.glob(f"{SHIM_PREFIX}*.so"))} if folder.is_dir() \
         else {}
 
 
 def remove(types: list[str] | None = None, directory: str | os.PathLike | None = None) -> tuple[Path, list[Outcome]]:
-    """Delete the shims of the types named (all of ours when none): the other files in the folder stay."""
+    """Delete the shims (and their kernels libraries) of the types named (all of ours when none): the other files in
+    the folder stay."""
     try:
         paddle = find_paddle()
     except BridgeError:
@@ -396,8 +482,14 @@ def remove(types: list[str] | None = None, directory: str | os.PathLike | None =
             outcomes.append(Outcome(name, False, f"no shim for {name} in {folder}"))
             continue
         path.unlink()
+        gone = []
+        for python in (False, True):
+            kernels_lib = folder / _kernels.kernels_filename(name, python)
+            if kernels_lib.exists():
+                kernels_lib.unlink()
+                gone.append(kernels_lib.name)
         manifest.get("shims", {}).pop(name, None)
-        outcomes.append(Outcome(name, True, f"removed {path}", path))
+        outcomes.append(Outcome(name, True, f"removed {path}" + "".join(f" and {g}" for g in gone), path))
     if manifest:
         if manifest.get("shims"):
             _write_manifest(folder, manifest)
@@ -441,17 +533,24 @@ def status(directory: str | os.PathLike | None = None, load_plugins: bool = True
         if library != "?" and not Path(library).exists():
             problems.append(f"its library {library} is gone: reinstall the plugin, then `hwadapter paddle install "
                             f"{name}`")
-        shims.append({"type": name, "path": str(path), "library": library, "built_for": built_for,
+        kernels = entry.get("kernels")
+        if kernels and kernels.get("file") and not (folder / kernels["file"]).exists():
+            problems.append(f"its kernels library {kernels['file']} is missing: run `hwadapter paddle install {name}` "
+                            f"again")
+        shims.append({"type": name, "paddle_type": info.get("device_type", name), "path": str(path),
+                      "library": library, "built_for": built_for,
                       "custom_runtime_abi": info.get("custom_runtime_abi", "?"),
                       "device_api": info.get("device_api", "?"), "distribution": entry.get("distribution", "?"),
                       "built": entry.get("built", "?"), "state": "stale" if problems else "ok",
-                      "problems": problems, "covers": COVERS})
+                      "problems": problems, "kernels": kernels,
+                      "covers": _kernels.summary(kernels) if kernels and kernels.get("file") else COVERS})
     plugins = []
     if load_plugins:
         installed = {s["type"] for s in shims}
         for c in candidates():
-            plugins.append({"type": c.device_type, "distribution": c.distribution, "bridgeable": c.bridgeable,
-                            "library": c.library, "reason": c.reason, "short": c.short, "installed": c.device_type in installed})
+            plugins.append({"type": c.device_type, "paddle_type": c.paddle_type or paddle_type(c.device_type),
+                            "distribution": c.distribution, "bridgeable": c.bridgeable, "library": c.library,
+                            "reason": c.reason, "short": c.short, "installed": c.device_type in installed})
     return {"paddle": paddle.label if paddle else None, "paddle_dir": str(paddle.package_dir) if paddle else None,
             "custom_runtime_abi": paddle.abi_text if paddle else None, "paddle_error": paddle_error,
             "abi_error": abi_error, "directory": str(folder) if folder else None, "paddle_reads_directory": reads,

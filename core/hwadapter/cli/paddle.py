@@ -20,8 +20,9 @@ def _add_paddle(sub) -> None:
     p = sub.add_parser("paddle", help="make hwadapter devices PaddlePaddle custom devices (install, status, remove)",
                        description="Each hwadapter device type whose runtime is a native library (device_api.h) "
                                    "becomes a PaddlePaddle custom device: a shim compiled against the installed "
-                                   "Paddle's headers, placed where Paddle loads custom devices. Runtime only: ops "
-                                   "fall back to Paddle's CPU kernels.")
+                                   "Paddle's headers, placed where Paddle loads custom devices, with a kernels "
+                                   "library registering the device library's C kernels as Paddle's phi kernels "
+                                   "(where their semantics are the same); other ops fall back to Paddle's CPU kernels.")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     inst = actions.add_parser("install", help="build and place the shims",
                               description="Compile a shim per device type (all bridgeable ones when none is named) "
@@ -31,6 +32,8 @@ def _add_paddle(sub) -> None:
     inst.add_argument("types", nargs="*", metavar="TYPE", help="device types (default: every bridgeable one)")
     inst.add_argument("--dir", help="the folder for the shims (Paddle reads it when CUSTOM_DEVICE_ROOT names it)")
     inst.add_argument("--no-verify", action="store_true", help="do not check the shims with `import paddle`")
+    inst.add_argument("--runtime-only", action="store_true",
+                      help="no kernels library: every op falls back to Paddle's CPU kernels")
     inst.set_defaults(func=_cmd_install)
     st = actions.add_parser("status", help="which Paddle the shims were built for, where they are, what they cover",
                             description="The Paddle found, the shim folder and whether Paddle reads it, each shim "
@@ -62,7 +65,8 @@ def _cmd_install(args) -> int:
         return 2
     err = _console(stderr=True)
     try:
-        report = bridge.install(args.types or None, args.dir, verify=not args.no_verify)
+        report = bridge.install(args.types or None, args.dir, verify=not args.no_verify,
+                                kernels=not args.runtime_only)
     except bridge.BridgeError as e:
         err.print(_text(f"hwadapter paddle install: {e}", "red"))
         return 1
@@ -80,8 +84,8 @@ def _cmd_install(args) -> int:
         reads, why = paddle_reads(report.directory, report.paddle)
         console.print(_text(f"Paddle loads them at `import paddle`: {'yes' if reads else 'no'} ({why})",
                             "" if reads else "yellow"))
-        console.print(_text("Covers: " + bridge.COVERS + ". Strided views (x.T, slicing) need "
-                            "FLAGS_use_stride_kernel=0 until kernels are bridged (docs/paddle-bridge.md)."))
+        console.print(_text("`hwadapter paddle status` lists each type's phi kernels and the ops left to Paddle's "
+                            "CPU fallback."))
     if not report.outcomes:
         console.print(_text("no hwadapter plugin installed"))
     named_failed = args.types and any(not o.ok for o in report.outcomes)
@@ -108,11 +112,15 @@ def _cmd_status(args) -> int:
         console.print(_text(f"Shims in {data['directory']}: Paddle reads this folder: "
                             f"{'yes' if data['paddle_reads_directory'] else 'no'} ({data['paddle_reads_why']})",
                             "" if data["paddle_reads_directory"] else "yellow"))
+    def named(entry) -> str:  # a type Paddle reserves (cpu) has another name there (hwa_cpu)
+        other = entry.get("paddle_type") or entry["type"]
+        return entry["type"] if other == entry["type"] else f"{entry['type']} (Paddle: {other})"
+
     table = Table(title="Paddle custom devices from hwadapter", title_justify="left")
     for column in ("device type", "state", "built for", "library", "shim"):
         table.add_column(column, overflow="fold")
     for s in data["shims"]:
-        table.add_row(_text(s["type"], "bold"), _text(s["state"], "green" if s["state"] == "ok" else "bold red"),
+        table.add_row(_text(named(s), "bold"), _text(s["state"], "green" if s["state"] == "ok" else "bold red"),
                       _text(f"{s['built_for']} (ABI {s['custom_runtime_abi']})"), _text(s["library"]),
                       _text(Path(s["path"]).name))
     if data["shims"]:
@@ -120,8 +128,7 @@ def _cmd_status(args) -> int:
         for s in data["shims"]:
             for problem in s["problems"]:
                 console.print(_text(f"  {s['type']}: {problem}", "red"))
-        console.print(_text(f"Each covers: {data['covers']}. Strided views (x.T, slicing) need "
-                            f"FLAGS_use_stride_kernel=0 until kernels are bridged."))
+        _kernel_tables(console, data["shims"])
     else:
         console.print(_text("no shims installed: `hwadapter paddle install`"))
     plugins = Table(title="hwadapter plugins", title_justify="left")
@@ -130,7 +137,7 @@ def _cmd_status(args) -> int:
     for p in data["plugins"]:
         state = "installed" if p["installed"] else ("bridgeable" if p["bridgeable"] else "not bridgeable")
         style = "green" if p["installed"] else ("" if p["bridgeable"] else "yellow")
-        plugins.add_row(_text(p["type"], "bold"), _text(p["distribution"]), _text(state, style),
+        plugins.add_row(_text(named(p), "bold"), _text(p["distribution"]), _text(state, style),
                         _text(p["library"] if p["bridgeable"] else p["short"]))
     console.print(plugins)
     for p in data["plugins"]:
@@ -154,3 +161,35 @@ def _cmd_remove(args) -> int:
     for o in outcomes:
         console.print(_text(f"  {o.device_type}: {o.message}", "green" if o.ok else "yellow"))
     return 1 if any(not o.ok for o in outcomes) else 0
+
+
+def _kernel_tables(console, shims) -> None:
+    """Per device type: each phi kernel its kernels library registers (hwadapter op, dtypes), then the library's
+    kernels left to Paddle's CPU fallback, with why."""
+    for s in shims:
+        k = s.get("kernels") or {}
+        if not k.get("file"):
+            why = (k.get("error") or "installed before kernels were bridged").splitlines()[0]
+            console.print(_text(f"{s['type']}: runtime only, every op falls back to Paddle's CPU kernels ({why}). "
+                                f"Strided views (x.T, slicing) need FLAGS_use_stride_kernel=0.", "yellow"))
+            continue
+        table = Table(title=f"{s['type']}: Paddle kernels ({k['file']})", title_justify="left")
+        for column in ("Paddle kernel", "hwadapter op", "dtypes", "how"):
+            table.add_column(column, overflow="fold")
+        for r in k["registered"]:
+            how = ("the library's copies (through the host)" if r["op"] is None else
+                   "the library's C kernel" + ("" if r["exact"] else ", equal to rounding"))
+            table.add_row(_text(r["phi"], "bold"), _text(r["op"] or "-"), _text(", ".join(r["dtypes"])),
+                          _text(how, "green"))
+        python = k.get("python") or {}
+        for r in python.get("registered") or []:
+            table.add_row(_text(r["phi"], "bold"), _text(r["op"]), _text(", ".join(r["dtypes"])),
+                          _text("the plugin's Python kernel", "green"))
+        for r in k.get("left", []):
+            table.add_row(_text("-"), _text(r["op"]), _text(", ".join(r["dtypes"])),
+                          _text(f"left to Paddle's CPU: {r['why']}", "yellow"))
+        console.print(table)
+        if python.get("error"):
+            console.print(_text(f"  {s['type']}: no Python kernels: {python['error'].splitlines()[0]}", "yellow"))
+    if shims:
+        console.print(_text("Every other op falls back to Paddle's CPU kernels (copies through the host)."))

@@ -357,6 +357,30 @@ const char *check_library(void *handle) {
   return nullptr;
 }
 
+/* A kernels library beside this shim: libhwadapter_paddle_<type>.kernels (phi kernels calling the library's C
+ * kernels) or .pykernels (calling the plugin's Python kernels), linked to libpaddle; `hwadapter paddle install`
+ * builds them unless --runtime-only. Loaded here, after every
+ * check above has passed, so that a stale or broken one costs its kernels, never `import paddle`: Paddle itself loads
+ * only *.so files from the folder. Its kernel registrars run now, before Paddle registers the custom kernels of the
+ * libraries it has loaded. */
+void load_kernels(const void *self, const char *suffix) {
+  Dl_info info;
+  if (!dladdr(self, &info) || !info.dli_fname) return;
+  char path[4096];
+  size_t n = strlen(info.dli_fname);
+  if (n < 3 || n + strlen(suffix) >= sizeof path || strcmp(info.dli_fname + n - 3, ".so") != 0) return;
+  memcpy(path, info.dli_fname, n - 3);
+  strcpy(path + n - 3, suffix);
+  FILE *f = fopen(path, "rb");
+  if (!f) return;  /* runtime only */
+  fclose(f);
+  if (!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+    const char *err = dlerror();
+    say("kernels not loaded: %s (%s); their ops fall back to Paddle's CPU kernels. Run `hwadapter paddle install` "
+        "for this Paddle again", path, err ? err : "?");
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -428,6 +452,11 @@ __attribute__((visibility("default"))) void InitPlugin(CustomRuntimeParams *para
   params->version.patch = PADDLE_CUSTOM_RUNTIME_PATCH_VERSION;
   params->device_type = g_type;
   params->sub_device_type = (char *)"hwadapter";
+  load_kernels((const void *)&InitPlugin, ".kernels");
+  /* The plugin's Python kernels (.pykernels, calling into the interpreter): only where one runs, i.e. not in a
+   * C++ program using paddle_inference, where they would be registered kernels that cannot run. */
+  auto py_ready = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+  if (py_ready && py_ready()) load_kernels((const void *)&InitPlugin, ".pykernels");
 }
 
 }  // extern "C"

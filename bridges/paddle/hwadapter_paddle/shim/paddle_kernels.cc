@@ -1,0 +1,401 @@
+/* hwadapter-paddle: phi kernels for one hwadapter device type, calling its device library's C kernels.
+ *
+ * The second library beside the runtime shim (libhwadapter_paddle_<type>.kernels, not *.so: Paddle does not load it
+ * itself). The runtime shim loads it at the end of a successful InitPlugin; its static registrars
+ * (PD_REGISTER_PLUGIN_KERNEL) then add phi kernels for the device type. Each kernel allocates its output with Paddle's allocator (the runtime shim's, i.e. the library's memory),
+ * describes the tensors as HwaTensors and calls the library's HwaKernelFn: no Python, no GIL, no copies.
+ *
+ * Which phi kernels, for which dtypes, comes from hwadapter_paddle/optable.py and the library's own kernel table:
+ * `hwadapter paddle install` writes hwa_kernels.inc (the registrations) and compiles this file with
+ *   -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DPADDLE_WITH_CUSTOM_DEVICE -DPADDLE_WITH_CUSTOM_KERNEL
+ *   -DHWA_PD_DEVICE_TYPE="cdemo" -DHWA_PD_TYPE_TOKEN=cdemo -DHWA_PD_LIBRARY="/path/lib.so" -DHWA_PD_BUILT_FOR="..."
+ * linked to <paddle>/base/libpaddle.so. `contiguous` (strided views) is registered for every dtype here, built on
+ * the library's copies alone.
+ *
+ * Built with -DHWA_PD_PYTHON -DHWA_PD_HWA_TYPE="cpu" (and Python's include folder) it is the Python-kernel library
+ * instead, libhwadapter_paddle_<type>.pykernels, for a plugin whose kernels are Python and whose memory the host
+ * addresses: each kernel allocates its output first (no GIL held while Paddle's allocator runs), then takes the GIL
+ * and calls hwadapter_paddle.pykernels.run, which runs the plugin's kernel on numpy views of the device memory.
+ * No contiguous there (the C kernels library has it). The runtime shim loads it only when the process runs Python.
+ */
+#ifdef HWA_PD_PYTHON
+#include <Python.h> /* first, as Python asks */
+#endif
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "hwadapter/device_api.h"
+#include "paddle/phi/backends/custom/custom_context.h"
+#include "paddle/phi/core/dense_tensor.h"
+#include "paddle/phi/core/kernel_registry.h"
+
+#ifndef HWA_PD_DEVICE_TYPE
+#error "define HWA_PD_DEVICE_TYPE (the device type's name, a string) and HWA_PD_TYPE_TOKEN (the same, a token)"
+#endif
+#ifndef HWA_PD_LIBRARY
+#error "define HWA_PD_LIBRARY (the hwadapter device library's path, a string)"
+#endif
+#ifndef HWA_PD_BUILT_FOR
+#define HWA_PD_BUILT_FOR "an unknown paddlepaddle"
+#endif
+
+namespace hwa_pd {
+
+/* ---- the device library, loaded on the first kernel call (the runtime shim has initialised it) ---- */
+HwaDeviceInterface g_api;
+std::string g_load_error;
+std::once_flag g_once;
+
+const HwaDeviceInterface &api() {
+  std::call_once(g_once, [] {
+    /* The same path as the runtime shim's dlopen: the same library instance, already initialised. */
+    void *handle = dlopen(HWA_PD_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    auto get = handle ? (HwaGetDeviceInterfaceFn)dlsym(handle, HWA_GET_DEVICE_INTERFACE) : nullptr;
+    const HwaDeviceInterface *t = get ? get() : nullptr;
+    if (!t || t->api_major != HWA_API_MAJOR || t->api_minor > HWA_API_MINOR) {
+      const char *err = dlerror();
+      g_load_error = std::string("cannot use its device library ") + HWA_PD_LIBRARY + " (" +
+                     (err ? err : "no usable hwadapter_get_device_interface") + ")";
+      return;
+    }
+    memset(&g_api, 0, sizeof g_api);
+    memcpy(&g_api, t, t->struct_size < sizeof g_api ? t->struct_size : sizeof g_api);
+  });
+  if (!g_load_error.empty())
+    PADDLE_THROW(common::errors::Unavailable("hwadapter-paddle: %s: %s; reinstall the plugin, then run `hwadapter "
+                                             "paddle install %s`", HWA_PD_DEVICE_TYPE, g_load_error.c_str(),
+                                             HWA_PD_DEVICE_TYPE));
+  return g_api;
+}
+
+std::string library_message() {
+  const char *msg = g_api.last_error ? g_api.last_error() : nullptr;
+  return msg && *msg ? std::string(": ") + msg : std::string();
+}
+
+const char *status_name(int status) {
+  switch (status) {
+    case HWA_OUT_OF_MEMORY: return "HWA_OUT_OF_MEMORY";
+    case HWA_INVALID_ARGUMENT: return "HWA_INVALID_ARGUMENT";
+    case HWA_UNSUPPORTED: return "HWA_UNSUPPORTED";
+    default: return "HWA_ERROR";
+  }
+}
+
+#ifdef HWA_PD_PYTHON
+int python_kernel(int, HwaStream, const HwaTensor *, size_t, HwaTensor *, size_t, const HwaAttr *, size_t) {
+  return HWA_UNSUPPORTED;  /* a marker: launch calls the plugin's Python kernel by the op's name */
+}
+HwaKernelFn find_kernel(const char *, std::initializer_list<int32_t>) { return python_kernel; }
+
+/* (memoryview over the tensor's span of host-addressable device memory, or None when empty; shape; strides in
+ * elements; dtype code) */
+PyObject *tensor_tuple(const HwaTensor &t, size_t itemsize) {
+  PyObject *shape = PyTuple_New(t.ndim), *strides = PyTuple_New(t.ndim);
+  int64_t span = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(t.shape[d]));
+    PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(t.strides[d]));
+    span += (t.shape[d] - 1) * t.strides[d];
+  }
+  PyObject *memory = t.data ? PyMemoryView_FromMemory((char *)t.data, (Py_ssize_t)(span * itemsize), PyBUF_WRITE)
+                            : Py_NewRef(Py_None);
+  return Py_BuildValue("(NNNi)", memory, shape, strides, (int)t.dtype);
+}
+
+size_t itemsize(int32_t code) {
+  switch (code) {
+    case HWA_BOOL: case HWA_UINT8: case HWA_INT8: return 1;
+    case HWA_INT16: case HWA_FLOAT16: return 2;
+    case HWA_INT32: case HWA_FLOAT32: return 4;
+    default: return 8;
+  }
+}
+
+/* hwadapter_paddle.pykernels.run(type, op, inputs, output, attrs) under the GIL; the exception's text in *err. */
+int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor *out, const HwaAttr *attrs,
+                size_t na, std::string *err) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject *inputs = PyList_New((Py_ssize_t)nin), *kw = PyDict_New();
+  for (size_t i = 0; i < nin; ++i) PyList_SET_ITEM(inputs, (Py_ssize_t)i, tensor_tuple(in[i], itemsize(in[i].dtype)));
+  for (size_t i = 0; i < na; ++i) {
+    PyObject *v = attrs[i].type == HWA_ATTR_FLOAT ? PyFloat_FromDouble(attrs[i].f) : PyLong_FromLongLong(attrs[i].i);
+    PyDict_SetItemString(kw, attrs[i].name, v);
+    Py_DECREF(v);
+  }
+  static PyObject *run = nullptr;  /* hwadapter_paddle.pykernels.run, looked up once (under the GIL) */
+  if (!run) {
+    PyObject *module = PyImport_ImportModule("hwadapter_paddle.pykernels");
+    run = module ? PyObject_GetAttrString(module, "run") : nullptr;
+    Py_XDECREF(module);
+  }
+  PyObject *result = run ? PyObject_CallFunction(run, "ssONO", HWA_PD_HWA_TYPE, op, inputs,
+                                                 tensor_tuple(*out, itemsize(out->dtype)), kw) : nullptr;
+  int rc = HWA_OK;
+  if (!result) {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyObject *text = value ? PyObject_Str(value) : nullptr;
+    const char *c = text ? PyUnicode_AsUTF8(text) : nullptr;
+    *err = std::string(type ? ((PyTypeObject *)type)->tp_name : "error") + ": " + (c ? c : "?");
+    PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+    rc = HWA_ERROR;
+  }
+  Py_XDECREF(result);
+  Py_DECREF(inputs);
+  Py_DECREF(kw);
+  PyGILState_Release(gil);
+  return rc;
+}
+#else
+/* The library's kernel for (op, input dtypes); generated registrations only name pairs the table declares. */
+HwaKernelFn find_kernel(const char *op, std::initializer_list<int32_t> dtypes) {
+  const HwaDeviceInterface &t = api();
+  for (size_t k = 0; t.kernels && k < t.num_kernels; ++k) {
+    const HwaKernelDef &d = t.kernels[k];
+    if (!d.op || strcmp(d.op, op) != 0 || d.num_inputs != dtypes.size() || !d.fn) continue;
+    size_t i = 0;
+    for (int32_t want : dtypes)
+      if (d.input_dtypes[i] != want) break;
+      else ++i;
+    if (i == dtypes.size()) return d.fn;
+  }
+  PADDLE_THROW(common::errors::Unimplemented(
+      "hwadapter-paddle: %s: the device library %s no longer has a kernel for %s of these dtypes (it was there at "
+      "install time); run `hwadapter paddle install %s` again", HWA_PD_DEVICE_TYPE, HWA_PD_LIBRARY, op,
+      HWA_PD_DEVICE_TYPE));
+}
+#endif
+
+/* ---- phi types <-> HwaDType (numbered as Paddle's C_DataType) ---- */
+template <typename T> struct Code;
+#define HWA_CODE(T, C) template <> struct Code<T> { static constexpr int32_t value = C; };
+HWA_CODE(bool, HWA_BOOL)
+HWA_CODE(uint8_t, HWA_UINT8)
+HWA_CODE(int8_t, HWA_INT8)
+HWA_CODE(int16_t, HWA_INT16)
+HWA_CODE(int32_t, HWA_INT32)
+HWA_CODE(int64_t, HWA_INT64)
+HWA_CODE(phi::dtype::float16, HWA_FLOAT16)
+HWA_CODE(float, HWA_FLOAT32)
+HWA_CODE(double, HWA_FLOAT64)
+#undef HWA_CODE
+
+/* A DenseTensor as a kernel sees it: Paddle's element strides (kernels read them), data NULL when empty. */
+struct Desc {
+  std::vector<int64_t> shape, strides;
+  HwaTensor t;
+  Desc(const phi::DenseTensor &x, const void *data, bool contiguous_strides) {
+    int nd = x.dims().size();
+    shape.resize(nd);
+    strides.resize(nd);
+    for (int d = 0; d < nd; ++d) shape[d] = x.dims()[d];
+    if (!contiguous_strides && x.strides().size() == nd) {
+      for (int d = 0; d < nd; ++d) strides[d] = x.strides()[d];
+    } else {
+      int64_t s = 1;
+      for (int d = nd - 1; d >= 0; --d) strides[d] = s, s *= shape[d] > 0 ? shape[d] : 1;
+    }
+    t.data = x.numel() > 0 ? const_cast<void *>(data) : nullptr;
+    t.dtype = 0;
+    t.ndim = nd;
+    t.shape = shape.data();
+    t.strides = strides.data();
+  }
+};
+
+/* ---- output shapes: computed here, as Paddle's CPU kernels do (MatmulInferMeta keeps x's batch dims when x has
+ * more dimensions: (2,1,4,3) @ (3,3,4) would get (2,1,...) where numpy's broadcast gives (2,3,...)) ---- */
+using Shape = std::vector<int64_t>;
+
+Shape shape_of(const phi::DenseTensor &x) {
+  Shape s(x.dims().size());
+  for (int d = 0; d < x.dims().size(); ++d) s[d] = x.dims()[d];
+  return s;
+}
+
+[[noreturn]] void shape_error(const char *phi_name, const Shape &a, const Shape &b) {
+  auto text = [](const Shape &s) {
+    std::string t = "[";
+    for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+    return t + "]";
+  };
+  PADDLE_THROW(common::errors::InvalidArgument("hwadapter-paddle: %s kernel %s: shapes %s and %s do not fit "
+                                               "(numpy's broadcasting and matmul rules)", HWA_PD_DEVICE_TYPE, phi_name,
+                                               text(a).c_str(), text(b).c_str()));
+}
+
+/* numpy's broadcast of two shapes (dims aligned right; a size 1 repeats). */
+Shape broadcast(const char *phi_name, const Shape &a, const Shape &b) {
+  Shape out(std::max(a.size(), b.size()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t da = i < out.size() - a.size() ? 1 : a[i - (out.size() - a.size())];
+    int64_t db = i < out.size() - b.size() ? 1 : b[i - (out.size() - b.size())];
+    if (da != db && da != 1 && db != 1) shape_error(phi_name, a, b);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Shape binary_shape(const char *phi_name, const phi::DenseTensor &x, const phi::DenseTensor &y) {
+  return broadcast(phi_name, shape_of(x), shape_of(y));
+}
+
+/* numpy's matmul: batch dims broadcast, a 1-D x is a row and a 1-D y a column (removed afterwards); transposes
+ * swap the last two dims of a >= 2-D operand. */
+Shape matmul_shape(const char *phi_name, const phi::DenseTensor &x, const phi::DenseTensor &y, bool tx, bool ty) {
+  Shape a = shape_of(x), b = shape_of(y);
+  if (a.empty() || b.empty()) shape_error(phi_name, a, b);
+  if (a.size() >= 2 && tx) std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (b.size() >= 2 && ty) std::swap(b[b.size() - 1], b[b.size() - 2]);
+  int64_t k_a = a.back(), k_b = b.size() >= 2 ? b[b.size() - 2] : b[0];
+  if (k_a != k_b) shape_error(phi_name, a, b);
+  Shape batch_a(a.begin(), a.end() - std::min<size_t>(a.size(), 2)), batch_b(b.begin(), b.end() - std::min<size_t>(b.size(), 2));
+  Shape out = broadcast(phi_name, batch_a, batch_b);
+  if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+  if (b.size() >= 2) out.push_back(b.back());
+  return out;
+}
+
+/* One call of the library's kernel `fn` for phi kernel `phi_name`: inputs of dtype T only, out (of dtype U)
+ * allocated here with Paddle's allocator. */
+struct Counter {
+  const char *name;
+  std::atomic<uint64_t> *calls;
+};
+
+template <typename T, typename U>
+void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            std::initializer_list<const phi::DenseTensor *> ins, const Shape &out_shape, phi::DenseTensor *out,
+            const HwaAttr *attrs, size_t num_attrs, std::atomic<uint64_t> &calls) {
+  calls.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Desc> in;
+  in.reserve(ins.size());
+  for (const phi::DenseTensor *x : ins) {
+    if (x->dtype() != phi::CppTypeToDataType<T>::Type())
+      PADDLE_THROW(common::errors::InvalidArgument(
+          "hwadapter-paddle: %s kernel %s on %s: inputs of mixed dtypes (%s and %s); cast them to one dtype first",
+          HWA_PD_DEVICE_TYPE, phi_name, ctx.GetPlace().DebugString().c_str(),
+          phi::DataTypeToString(x->dtype()).c_str(), phi::DataTypeToString(phi::CppTypeToDataType<T>::Type()).c_str()));
+    in.emplace_back(*x, x->data(), false);
+    in.back().t.dtype = Code<T>::value;
+  }
+  out->Resize(common::make_ddim(out_shape));
+  U *data = ctx.template Alloc<U>(out);
+  if (out->numel() == 0) return;  /* a kernel is not called when its output is empty (device_api.h) */
+  Desc o(*out, data, true);
+  o.t.dtype = Code<U>::value;
+  std::vector<HwaTensor> tin;
+  for (auto &d : in) tin.push_back(d.t);
+  int device = ctx.GetPlace().GetDeviceId();
+#ifdef HWA_PD_PYTHON
+  (void)fn;
+  std::string err;
+  ctx.Wait();  /* the plugin's Python kernel runs at once, on the host: earlier work must be done */
+  if (call_python(op, tin.data(), tin.size(), &o.t, attrs, num_attrs, &err) != HWA_OK)
+    PADDLE_THROW(common::errors::External("hwadapter-paddle: %s kernel %s (the plugin's Python %s) on device %d "
+                                          "failed: %s", HWA_PD_DEVICE_TYPE, phi_name, op, device, err.c_str()));
+  return;
+#endif
+  int rc = fn(device, (HwaStream)ctx.stream(), tin.data(), tin.size(), &o.t, 1, attrs, num_attrs);
+  if (rc != HWA_OK)
+    PADDLE_THROW(common::errors::External(
+        "hwadapter-paddle: %s kernel %s (the library's %s) on device %d failed (%s)%s; the device library %s is at "
+        "fault; `hwadapter paddle install --runtime-only %s` leaves every op to Paddle's CPU kernels",
+        HWA_PD_DEVICE_TYPE, phi_name, op, device, status_name(rc), library_message().c_str(), HWA_PD_LIBRARY,
+        HWA_PD_DEVICE_TYPE));
+}
+
+#ifndef HWA_PD_PYTHON
+/* ---- contiguous: a strided view made dense with the library's copies (dtype-blind: bytes) ---- */
+std::atomic<uint64_t> g_contiguous_calls{0};
+
+template <typename T, typename Context>
+void ContiguousKernel(const Context &ctx, const phi::DenseTensor &input, phi::DenseTensor *out) {
+  g_contiguous_calls.fetch_add(1, std::memory_order_relaxed);
+  const HwaDeviceInterface &t = api();
+  phi::DenseTensorMeta meta = input.meta();
+  meta.strides = meta.calc_strides(meta.dims);
+  meta.offset = 0;
+  out->set_meta(meta);
+  T *dst = ctx.template Alloc<T>(out);
+  int64_t n = input.numel();
+  if (n == 0) return;
+  int device = ctx.GetPlace().GetDeviceId();
+  const char *src = static_cast<const char *>(input.data());
+  int nd = input.dims().size();
+  /* The span of the view's elements: strides may be 0 (expand) or, in principle, negative. */
+  int64_t lo = 0, hi = 0;
+  for (int d = 0; d < nd; ++d) {
+    int64_t reach = (input.dims()[d] - 1) * input.strides()[d];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  /* Through the host: read the span once, gather on the host, write the result once. Synchronous copies are
+   * ordered after the work queued on the device (device_api.h), so no stream is needed. */
+  const size_t size = sizeof(T);
+  std::vector<char> host_in((size_t)(hi - lo + 1) * size), host_out((size_t)n * size);
+  int rc = t.memcpy_d2h(device, host_in.data(), src + lo * (int64_t)size, host_in.size());
+  std::vector<int64_t> idx(nd, 0);
+  int64_t off = -lo;
+  for (int64_t i = 0; rc == HWA_OK && i < n; ++i) {
+    memcpy(&host_out[(size_t)i * size], &host_in[(size_t)off * size], size);
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < input.dims()[d]) {
+        off += input.strides()[d];
+        break;
+      }
+      off -= input.strides()[d] * (input.dims()[d] - 1);
+      idx[d] = 0;
+    }
+  }
+  if (rc == HWA_OK) rc = t.memcpy_h2d(device, dst, host_out.data(), host_out.size());
+  if (rc != HWA_OK)
+    PADDLE_THROW(common::errors::External("hwadapter-paddle: %s kernel contiguous on device %d: a copy failed "
+                                          "(%s)%s", HWA_PD_DEVICE_TYPE, device, status_name(rc),
+                                          library_message().c_str()));
+}
+
+#endif
+}  // namespace hwa_pd
+
+/* The generated part: one wrapper and one PD_REGISTER_PLUGIN_KERNEL per phi kernel, and the table of counters. */
+#include "hwa_kernels.inc"
+
+#ifndef HWA_PD_PYTHON
+PD_REGISTER_PLUGIN_KERNEL(contiguous, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::ContiguousKernel, bool, uint8_t, int8_t,
+                          int16_t, int32_t, int64_t, phi::dtype::float16, phi::dtype::bfloat16, float, double,
+                          phi::dtype::complex<float>, phi::dtype::complex<double>) {}
+#endif
+
+extern "C" {
+
+/* For `hwadapter paddle status` and the tests: what this library registers (no Paddle call needed to read it). */
+__attribute__((visibility("default"))) const char *hwadapter_paddle_kernels_info(void) {
+  return "device_type=" HWA_PD_DEVICE_TYPE ";library=" HWA_PD_LIBRARY ";built_for=" HWA_PD_BUILT_FOR
+         ";kernels=" HWA_PD_REGISTERED
+#ifndef HWA_PD_PYTHON
+         ",contiguous:all"
+#endif
+      ;
+}
+
+/* How often the phi kernel `phi_name` ran in this process (proof that Paddle dispatched to it); -1 if unknown. */
+__attribute__((visibility("default"))) long long hwadapter_paddle_kernel_calls(const char *phi_name) {
+#ifndef HWA_PD_PYTHON
+  if (!strcmp(phi_name, "contiguous")) return (long long)hwa_pd::g_contiguous_calls.load();
+#endif
+  for (const hwa_pd::Counter *c = hwa_pd::counters; c->name; ++c)
+    if (!strcmp(c->name, phi_name)) return (long long)c->calls->load();
+  return -1;
+}
+
+}  // extern "C"
