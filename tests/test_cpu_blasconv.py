@@ -53,22 +53,20 @@ def test_matches_the_reference_kernel_as_given_and_prepacked(case):
     x, w, bias, residual, attrs = case
     want = _want(x, w, bias, residual, **attrs)
     scale = 1 + np.abs(want).max()
-    packed = blasconv.Packed(w) if w.shape[2:] == (3, 3) and w.shape[1] and w.shape[0] else None
-    for weight in (w, packed):
-        if weight is None:
-            continue
+    winograd = w.shape[2:] == (3, 3) and all(w.shape) and attrs["stride"] == attrs["dilation"] == (1, 1)
+    for weight in (w, *((blasconv.Packed(w, 2), blasconv.Packed(w, 4)) if winograd else ())):
         got = KERNEL(x, weight, bias, residual, **attrs)
         assert got.dtype == np.float32 and got.shape == want.shape
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
-RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding)
-    (64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 0), (256, 56, 128, 1, 2, 0), (128, 28, 128, 3, 2, 1),
-    (256, 14, 256, 3, 1, 1), (512, 7, 512, 3, 1, 1), (3, 224, 64, 7, 2, 3)]
+RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, the Winograd tile it gets)
+    (64, 56, 64, 3, 1, 1, 4), (128, 28, 128, 3, 1, 1, 4), (64, 56, 256, 1, 1, 0, 0), (256, 56, 128, 1, 2, 0, 0),
+    (128, 28, 128, 3, 2, 1, 0), (256, 14, 256, 3, 1, 1, 2), (512, 7, 512, 3, 1, 1, 0), (3, 224, 64, 7, 2, 3, 0)]
 
 
-@pytest.mark.parametrize("c, size, o, k, stride, pad", RESNET_LAYERS)
-def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad):
+@pytest.mark.parametrize("c, size, o, k, stride, pad, tile", RESNET_LAYERS)
+def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad, tile):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((1, c, size, size)).astype("float32")
     w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32")
@@ -77,7 +75,7 @@ def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad):
     out = (size + 2 * pad - k) // stride + 1
     r = rng.standard_normal((1, o, out, out)).astype("float32")
     packed = KERNEL.prepack[1](w, (x.shape, w.shape), **attrs)
-    assert isinstance(packed, blasconv.Packed) == (k == 3 and stride == 1)  # Winograd exactly where it applies
+    assert getattr(packed, "tile", 0) == tile  # Winograd exactly where it applies, F(4,3) on the larger images
     got = KERNEL(x, packed if packed is not None else w, b, r, **attrs)
     np.testing.assert_allclose(got, _want(x, w, b, r, **attrs), rtol=1e-4, atol=1e-4)
 
@@ -122,7 +120,7 @@ def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog
     assert "its C transforms are unavailable: cpu: no C compiler found" in caplog.text
 
 
-def conv_graph(channels=24, size=10):
+def conv_graph(channels=24, size=16):
     """x -> conv2d 3x3 (constant weight) -> relu -> conv2d 1x1 (constant weight)."""
     rng = np.random.default_rng(3)
     consts = {"w3": rng.standard_normal((channels, channels, 3, 3)).astype("float32") / 10,
@@ -142,7 +140,7 @@ def test_a_plan_prepacks_the_constant_3x3_weight_once_and_matches_the_reference_
     x = x.astype("float32")
     got = plan.run([x])[0].numpy()
     packed = [v for v in plan._executor.preset.values() if isinstance(v, blasconv.Packed)]
-    assert len(packed) == 1 and packed[0].weight.shape == (24, 24, 3, 3)  # the 1x1's weight is left as it is
+    assert len(packed) == 1 and packed[0].weight.shape == (24, 24, 3, 3) and packed[0].tile == 2  # not the 1x1's
     want = run(graph, {"x": x})[graph.outputs[0]].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(plan.run([x])[0].numpy(), got)  # the generated function, same packed weight

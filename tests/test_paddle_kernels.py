@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from test_paddle_bridge import _SKIP, _child, _hwadapter, _result, _threads, cdemo_site  # noqa: F401  (a fixture)  # noqa: F401 - a fixture, shared
+from test_paddle_bridge import _SKIP, _child, _hwadapter, _result, _threads, cdemo_site  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 

@@ -1,12 +1,14 @@
 """float32 conv2d as BLAS products with the data movement around them in C (transforms.c): the default on a machine
 with a C compiler.
 
-3x3 stride-1 convolutions run as Winograd F(2x2,3x3): sixteen products of (K, C) transformed weights by (C, tiles)
-transformed inputs, 2.25x fewer multiplications than im2col's one product; the weights are transformed once per plan
-(`prepack`), which also maps identical filters to their first copy so their channels come out bit-identical. Every
-other ungrouped convolution is im2col + one product. The patches and transforms are written by C
-into scratch kept between calls (fresh megabytes per call cost page faults), and the bias, residual and relu are
-applied in one pass as the result is written. Anything else (other dtypes, groups, no compiler) is conv.py's numpy.
+3x3 stride-1 convolutions run as Winograd F(4x4,3x3) on larger images (36 products of (K, C) transformed weights by
+(C, tiles) transformed inputs, 4x fewer multiplications than im2col's one product) and F(2x2,3x3) on smaller ones
+(16 products, 2.25x fewer); the weights are transformed once per plan (`prepack`), which also maps identical filters
+to their first copy so their channels come out bit-identical. Every other ungrouped convolution is im2col + one
+product. Each image's work is cut into independent tasks (bands of output rows: their patches or transforms, their
+products, their output with the bias, residual and relu) that the device's crew shares (crew.py), BLAS running
+single-threaded in each; scratch is kept per thread between calls (fresh megabytes per call cost page faults).
+Anything else (other dtypes, groups, no compiler) is conv.py's numpy.
 """
 from __future__ import annotations
 
@@ -26,27 +28,32 @@ from .crew import Crew, single_blas
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("transforms.c")
 #: Winograd where the products stay large enough for BLAS to run them well (measured on ResNet-50's layers)
-MIN_TILES, MIN_CHANNELS = 16, 16
+MIN_TILES, MIN_TILES4, MIN_CHANNELS = 32, 49, 16
 #: products below this many multiply-adds run as one task: sharing them costs more than it saves
 SPLIT_FLOPS = 1 << 21
+ROWS, COLUMNS = 64, 256  # the least a block of one product holds
 
 
-# Winograd F(2,3)'s filter transform G (4x3); G w G^T of every 3x3 filter at once is one product with kron(G, G)
-_G = np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]], np.float32)
-_GG = np.kron(_G, _G).T.copy()  # (9, 16): a filter's 9 taps -> its 16 transformed values, i*4 + j
+# Winograd F(2,3)'s and F(4,3)'s filter transforms G; G w G^T of every 3x3 filter at once is one product with
+# kron(G, G): (9, n*n), a filter's 9 taps -> its transformed values, i*n + j
+_G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
+      4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                   [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])}
+_GG = {tile: np.kron(g, g).T.copy() for tile, g in _G.items()}  # float64: the transform rounds once, to float32
 
 
 class Packed:
-    """A conv2d weight prepared once per plan: `weight` as given; `u` its (16, K, C) Winograd transform G w G^T (as
-    16 planes i*4 + j) or None; `rep` the first filter identical to each (an int64 row map) or None when all differ."""
-    __slots__ = ("weight", "u", "rep")
+    """A conv2d weight prepared once per plan: `weight` as given; `u` its (n*n, K, C) Winograd F(tile, 3) transform
+    G w G^T (as planes i*n + j, n = tile + 2) or None; `rep` the first filter identical to each (an int64 row map) or
+    None when all differ."""
+    __slots__ = ("weight", "tile", "u", "rep")
 
-    def __init__(self, weight: np.ndarray, winograd: bool = True):
-        self.weight, self.u, self.rep = weight, None, _first_copies(weight)
-        if winograd:  # a few ms for 512 channels: once per plan, not per call
+    def __init__(self, weight: np.ndarray, tile: int = 2):
+        self.weight, self.tile, self.u, self.rep = weight, tile, None, _first_copies(weight)
+        if tile:  # a few ms for 512 channels: once per plan, not per call
             k, c = weight.shape[:2]
-            u = np.matmul(weight.reshape(k * c, 9).astype(np.float32, copy=False), _GG)  # (K*C, 16)
-            self.u = np.ascontiguousarray(u.T).reshape(16, k, c)
+            u = np.matmul(weight.reshape(k * c, 9).astype(np.float64), _GG[tile])  # (K*C, n*n)
+            self.u = np.ascontiguousarray(u.T, np.float32).reshape(-1, k, c)
 
 
 def _first_copies(weight: np.ndarray):
@@ -63,12 +70,17 @@ def _first_copies(weight: np.ndarray):
     return None if len(first) == len(rows) else rep
 
 
-def _winograd(w_shape, x_shape, stride, dilation, groups) -> bool:
-    """Whether a conv2d of these shapes runs as Winograd products (3x3, stride 1, large enough for BLAS)."""
+def _winograd(w_shape, x_shape, stride, dilation, groups) -> int:
+    """The Winograd output tile (4, 2) a conv2d of these shapes runs with, or 0 for none (3x3, stride 1, products
+    large enough for BLAS: F(4,3)'s transforms cost more and pay on larger images)."""
     o, c, kh, kw = w_shape
-    tiles = ((x_shape[2] - 1) // 2 + 1) * ((x_shape[3] - 1) // 2 + 1)  # about: the padding is not counted
-    return (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
-            and o >= MIN_CHANNELS and c >= MIN_CHANNELS and tiles >= MIN_TILES)
+    if not (kh == kw == 3 and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1
+            and o >= MIN_CHANNELS and c >= MIN_CHANNELS):
+        return 0
+    for tile, least in ((4, MIN_TILES4), (2, MIN_TILES)):
+        if -(-x_shape[2] // tile) * -(-x_shape[3] // tile) >= least:  # about: the padding is not counted
+            return tile
+    return 0
 
 
 def _ptr(a) -> int | None:
@@ -82,15 +94,15 @@ def _split(n: int, parts: int, least: int = 1) -> list:
 
 
 class Transforms:
-    """transforms.c of one device, compiled on first use (None when it cannot be built here), its scratch, and the
-    crew whose threads share each call."""
+    """transforms.c of one device, compiled on first use (None when it cannot be built here), the crew whose threads
+    share each call, and each thread's scratch."""
 
     def __init__(self, device, crew: Crew | None = None):
         self.device = device
         self.crew = crew or Crew()
         self._lib = None
         self._lock = threading.Lock()
-        self._scratch: dict = {}  # name -> a float32 array kept for the next call (one per name and thread at once)
+        self._local = threading.local()  # .scratch: name -> a float32 array the thread keeps for its next task
 
     def lib(self):
         if self._lib is None:
@@ -106,29 +118,26 @@ class Transforms:
             log.warning("%s: conv2d runs in numpy, its C transforms are unavailable: %s", self.device, str(err))
             return None
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        for name, args in (("hwa_im2col", [ptr] * 2 + [i64] * 14), ("hwa_winograd_input", [ptr] * 2 + [i64] * 9),
-                           ("hwa_winograd_output", [ptr] * 5 + [i64] * 8), ("hwa_epilogue", [ptr] * 4 + [i64] * 4)):
+        for name, args in (("hwa_im2col", [ptr] * 2 + [i64] * 14), ("hwa_winograd_input", [ptr] * 2 + [i64] * 8),
+                           ("hwa_winograd_output", [ptr] * 5 + [i64] * 7), ("hwa_winograd4_input", [ptr] * 2 + [i64] * 8),
+                           ("hwa_winograd4_output", [ptr] * 5 + [i64] * 7), ("hwa_epilogue", [ptr] * 3 + [i64] * 4),
+                           ("hwa_store", [ptr] * 5 + [i64] * 6)):
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = None, args
         return lib
 
     def take(self, name: str, shape) -> np.ndarray:
-        """A float32 scratch array of `shape`, reusing the last one of that name when it is large enough."""
+        """This thread's float32 scratch array `name` of `shape` (kept between calls: fresh megabytes fault in)."""
         size = int(np.prod(shape))
-        with self._lock:
-            buf = self._scratch.pop(name, None)
+        scratch = self._local.__dict__.setdefault("scratch", {})
+        buf = scratch.get(name)
         if buf is None or buf.size < size:
-            buf = np.empty(size, np.float32)
+            buf = scratch[name] = np.empty(size, np.float32)
         return buf[:size].reshape(shape)
-
-    def give(self, name: str, arr: np.ndarray) -> None:
-        base = arr.base if arr.base is not None else arr
-        with self._lock:
-            self._scratch[name] = base.reshape(-1)
 
     def __call__(self, lib, x, w, bias, residual, stride, padding, dilation, activation):
         n, c, h, wd = x.shape
-        u, rep = (w.u, w.rep) if isinstance(w, Packed) else (None, None)
+        u, rep, tile = (w.u, w.rep, w.tile) if isinstance(w, Packed) else (None, None, 0)
         if isinstance(w, Packed):
             w = w.weight
         o, _, kh, kw = w.shape
@@ -141,65 +150,81 @@ class Transforms:
         out = np.empty((n, o, oh, ow), np.float32)
         if out.size == 0:
             return out
-        args = (x, b, r, out, rep, activation == "relu")
+        relu = activation == "relu"
         with single_blas():
-            if u is not None and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
-                self._winograd(lib, u, padding, *args)
-            else:
-                self._im2col(lib, w, stride, padding, dilation, *args)
+            for i in range(n):  # one image at a time, in phases of independent tasks (one phase but in one case)
+                args = (x[i], None if r is None else r[i], out[i], b, rep, relu)
+                if u is not None and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
+                    phases = [self._winograd(lib, u, tile, padding, *args)]
+                else:
+                    phases = self._im2col(lib, w, stride, padding, dilation, *args)
+                for tasks in phases:
+                    self.crew.run(tasks)
         if activation not in (None, "relu"):
             out = _EPILOGUE[activation](out)
         return out
 
-    def _winograd(self, lib, u, padding, x, b, r, out, rep, relu):
-        """Per image: the input transform, the 16 products, the output transform with the epilogue; each shared."""
-        (n, c, h, wd), (_, o, oh, ow), (pt, _, pl, _) = x.shape, out.shape, padding
-        th, tw = (oh + 1) // 2, (ow + 1) // 2
-        v, m = self.take("v", (16, c, th * tw)), self.take("m", (16, o, th * tw))
-        parts = 2 * self.crew.threads
-        try:
-            for i in range(n):
-                xi, oi, ri = x[i].ctypes.data, out[i].ctypes.data, None if r is None else r[i].ctypes.data
-                self.crew.run([partial(lib.hwa_winograd_input, xi, v.ctypes.data, c, h, wd, pt, pl, th, tw, a, z)
-                               for a, z in _split(c, parts, 8)])
-                self.crew.run([partial(np.matmul, u[j], v[j], out=m[j]) for j in range(16)])
-                self.crew.run([partial(lib.hwa_winograd_output, m.ctypes.data, oi, _ptr(b), ri, _ptr(rep), o, th, tw,
-                                       oh, ow, relu, a, z) for a, z in _split(o, parts, 8)])
-        finally:
-            self.give("v", v)
-            self.give("m", m)
+    def _winograd(self, lib, u, tile, padding, x, r, out, b, rep, relu) -> list:
+        """Tasks for bands of tile rows: each transforms its tiles' input, runs the (tile + 2)^2 products on them
+        and writes their output with the epilogue."""
+        (c, h, wd), (o, oh, ow), (pt, _, pl, _) = x.shape, out.shape, padding
+        th, tw, planes = -(-oh // tile), -(-ow // tile), len(u)
+        xp, op, rp, bp, mp = x.ctypes.data, out.ctypes.data, _ptr(r), _ptr(b), _ptr(rep)
+        forward, back = ((lib.hwa_winograd_input, lib.hwa_winograd_output) if tile == 2 else
+                         (lib.hwa_winograd4_input, lib.hwa_winograd4_output))
 
-    def _im2col(self, lib, w, stride, padding, dilation, x, b, r, out, rep, relu):
-        """Per image: the patches (none for a 1x1 stride-1 convolution), then row blocks of the product, each with
-        its epilogue (one block with a row map: its rows read others)."""
-        (n, c, h, wd), (_, o, oh, ow), (_, _, kh, kw) = x.shape, out.shape, w.shape
+        def band(y0, y1):
+            tiles = (y1 - y0) * tw
+            v, m = self.take("v", (planes, c, tiles)), self.take("m", (planes, o, tiles))
+            forward(xp, v.ctypes.data, c, h, wd, pt, pl, tw, y0, y1)
+            np.matmul(u, v, out=m)
+            back(m.ctypes.data, op, bp, rp, mp, o, tw, oh, ow, relu, y0, y1)
+        # bands of at least 16 tiles: fewer make the products too thin for BLAS
+        return [partial(band, y0, y1) for y0, y1 in _split(th, self.crew.threads, -(-16 // tw))]
+
+    def _im2col(self, lib, w, stride, padding, dilation, x, r, out, b, rep, relu) -> list:
+        """Phases of tasks. With many output pixels, bands of output rows (each: its patches, its product, stored
+        with the epilogue); with few, blocks of output channels: in place with their epilogue, or, under a row map
+        (a row may read another block's), into shared scratch that a second phase stores."""
+        (c, h, wd), (o, oh, ow), (_, _, kh, kw) = x.shape, out.shape, w.shape
         (sh, sw), (dh, dw), (pt, _, pl, _) = stride, dilation, padding
         wm = np.ascontiguousarray(w.reshape(o, c * kh * kw))
         direct = kh == kw == 1 and (sh, sw) == (1, 1) and not any(padding)
-        cols = None if direct else self.take("cols", (c * kh * kw, oh * ow))
-        points, parts = oh * ow, 2 * self.crew.threads
-        epilogue = b is not None or r is not None or relu or rep is not None
-        # row blocks of at least 64: each block's product packs the whole right-hand side again
-        blocks = [(0, o)] if rep is not None or o * points * c * kh * kw < SPLIT_FLOPS else _split(o, parts, 64)
-        try:
-            for i in range(n):
-                if direct:
-                    patches = x[i].reshape(c, h * wd)
-                else:
-                    self.crew.run([partial(lib.hwa_im2col, x[i].ctypes.data, cols.ctypes.data, h, wd, kh, kw, sh, sw,
-                                           pt, pl, dh, dw, oh, ow, a, z) for a, z in _split(c, parts, 4)])
-                    patches = cols
-                rows = out[i].reshape(o, points)
-                oi, ri = out[i].ctypes.data, None if r is None else r[i].ctypes.data
+        xp, op, rp, bp, mp = x.ctypes.data, out.ctypes.data, _ptr(r), _ptr(b), _ptr(rep)
+        parts, k, points = self.crew.threads, c * kh * kw, oh * ow
+        flat = x.reshape(c, h * wd) if direct else None
+        small = o * points * k < SPLIT_FLOPS
 
-                def block(a, z, patches=patches, rows=rows, oi=oi, ri=ri):
-                    np.matmul(wm[a:z], patches, out=rows[a:z])
-                    if epilogue:
-                        lib.hwa_epilogue(oi, _ptr(b), ri, _ptr(rep), points, relu, a, z)
-                self.crew.run([partial(block, a, z) for a, z in blocks])
-        finally:
-            if cols is not None:
-                self.give("cols", cols)
+        def band(y0, y1):
+            width = (y1 - y0) * ow
+            if direct:
+                patches = flat[:, y0 * ow:y1 * ow]
+            else:
+                patches = self.take("cols", (k, width))
+                lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, y0, y1)
+            part = self.take("part", (o, width))
+            np.matmul(wm, patches, out=part)
+            lib.hwa_store(op, part.ctypes.data, bp, rp, mp, points, y0 * ow, y1 * ow, 0, o, relu)
+        if small or points >= 2 * COLUMNS or o < 2 * ROWS:  # each band's product packs the weights again
+            least = oh if small else max(-(-oh // parts), -(-COLUMNS // ow))
+            return [[partial(band, y0, y1) for y0, y1 in _split(oh, parts, least)]]
+        patches = flat
+        if patches is None:
+            patches = self.take("cols", (k, points))
+            lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, 0, oh)
+        blocks = _split(o, parts, ROWS)
+        if rep is None:
+            rows, epilogue = out.reshape(o, points), b is not None or r is not None or relu
+
+            def block(a, z):
+                np.matmul(wm[a:z], patches, out=rows[a:z])
+                if epilogue:
+                    lib.hwa_epilogue(op, bp, rp, points, relu, a, z)
+            return [[partial(block, a, z) for a, z in blocks]]
+        rows = np.empty((o, points), np.float32)  # read by every task of the second phase: not a thread's scratch
+        return [[partial(np.matmul, wm[a:z], patches, out=rows[a:z]) for a, z in blocks],
+                [partial(lib.hwa_store, op, rows.ctypes.data, bp, rp, mp, points, 0, points, a, z, relu)
+                 for a, z in blocks]]
 
 
 def conv_kernel(device, crew: Crew | None = None):
