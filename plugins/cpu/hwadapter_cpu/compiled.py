@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -22,17 +21,11 @@ import numpy as np
 from hwadapter.plugin import OutOfMemoryError, load_source, meta, reference
 
 from .conv import _EPILOGUE, conv2d
+from .crew import cores
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("conv2d.c")
 MIN_FLOPS = 1 << 21  # below this, handing work to another thread costs more than it saves
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 class Native:
@@ -47,7 +40,7 @@ class Native:
 
     def __init__(self, device):
         self.device = device
-        self.threads = _cores()
+        self.threads = cores()
         self._lib = None
         self._pool = None
         self._lock = threading.Lock()

@@ -7,6 +7,14 @@
 
 #define RELU(v) ((v) > 0.0f ? (v) : 0.0f)
 
+/* dst[q] = act(y[q] + res[q]) for q < n: one output row with the residual (res may be NULL) and relu. */
+static void store_row(float *dst, const float *y, const float *res, int64_t n, int64_t relu) {
+  for (int64_t q = 0; q < n; q++) {
+    float val = y[q] + (res ? res[q] : 0.0f);
+    dst[q] = relu ? RELU(val) : val;
+  }
+}
+
 /* cols[(ci*kh + i)*kw + j][(y - y0)*ow + x] = x[ci][y*sh - pt + i*dh][x*sw - pl + j*dw] for the output rows
  * y0 <= y < y1 (a band of the patches), zero outside the image. */
 void hwa_im2col(const float *x, float *cols, int64_t c, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh,
@@ -113,13 +121,7 @@ void hwa_winograd_output(const float *m, float *out, const float *bias, const fl
           y[a][2 * tx + 1] = p[a][1][tx] - p[a][2][tx] - p[a][3][tx] + b;
         }
         int64_t oy = 2 * ty + a;
-        if (oy >= oh) continue;
-        float *dst = out + (ko * oh + oy) * ow;
-        const float *r = res ? res + (ko * oh + oy) * ow : 0;
-        for (int64_t ox = 0; ox < ow; ox++) {
-          float val = y[a][ox] + (r ? r[ox] : 0.0f);
-          dst[ox] = relu ? RELU(val) : val;
-        }
+        if (oy < oh) store_row(out + (ko * oh + oy) * ow, y[a], res ? res + (ko * oh + oy) * ow : 0, ow, relu);
       }
     }
   }
@@ -251,13 +253,7 @@ void hwa_winograd4_output(const float *m, float *out, const float *bias, const f
           for (int q = 0; q < 4; q++) y[a][4 * tx + q] = o[q] + b;
         }
         int64_t oy = 4 * ty + a;
-        if (oy >= oh) continue;
-        float *dst = out + (ko * oh + oy) * ow;
-        const float *r = res ? res + (ko * oh + oy) * ow : 0;
-        for (int64_t ox = 0; ox < ow; ox++) {
-          float val = y[a][ox] + (r ? r[ox] : 0.0f);
-          dst[ox] = relu ? RELU(val) : val;
-        }
+        if (oy < oh) store_row(out + (ko * oh + oy) * ow, y[a], res ? res + (ko * oh + oy) * ow : 0, ow, relu);
       }
     }
   }
