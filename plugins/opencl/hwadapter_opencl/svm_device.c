@@ -20,7 +20,7 @@
 #include "hwadapter/device_api.h"
 
 #ifndef DEVICE_TYPE
-#define DEVICE_TYPE "opencl"
+#define DEVICE_TYPE "an OpenCL device" /* native.py passes the plugin's entry-point name */
 #endif
 #define MAX_DEVICES 64
 #define BUCKETS 1024
