@@ -6,6 +6,7 @@ the same checked private directory, and named by a hash of everything it is buil
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -30,13 +31,19 @@ def _compiler() -> str:
     return cc
 
 
+@functools.lru_cache(maxsize=None)
+def _version(cc: str) -> list:
+    """The first line of `cc --version`, asked once per process (a cache key part: another compiler, another build)."""
+    return subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+
+
 def build_library(source: str | os.PathLike, name: str, defines: dict | None = None, libs: tuple = ()) -> Path:
     """The shared library built from C file `source` against hwadapter's device_api.h with the system C compiler
     ($CC, gcc, cc), `defines` as -D flags and `libs` (e.g. "-ldl") appended; built on first use, then reused.
     CompileError (with the compiler's log) when it cannot be built or kept."""
     text = Path(source).read_text()
     cc = _compiler()
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    version = _version(cc)
     flags = [*_FLAGS, f"-I{NATIVE_INCLUDE}", *(f"-D{k}={v}" for k, v in sorted((defines or {}).items()))]
     header = (NATIVE_INCLUDE / "hwadapter" / "device_api.h").read_text()
     key = hashlib.sha256("\0".join([text, header, *version, *flags, *libs]).encode()).hexdigest()[:24]

@@ -23,15 +23,12 @@ import numpy as np
 from hwadapter.plugin import load_source, meta, reference
 
 from .conv import _EPILOGUE, conv2d
-from .crew import Crew, single_blas
+from .crew import COLUMNS, ROWS, SPLIT_FLOPS, Crew, single_blas, split
 
 log = logging.getLogger(__name__)
 SOURCE = Path(__file__).with_name("transforms.c")
 #: Winograd where the products stay large enough for BLAS to run them well (measured on ResNet-50's layers)
 MIN_TILES, MIN_TILES4, MIN_CHANNELS = 32, 49, 16
-#: products below this many multiply-adds run as one task: sharing them costs more than it saves
-SPLIT_FLOPS = 1 << 21
-ROWS, COLUMNS = 64, 256  # the least a block of one product holds
 
 
 # Winograd F(2,3)'s and F(4,3)'s filter transforms G; G w G^T of every 3x3 filter at once is one product with
@@ -85,12 +82,6 @@ def _winograd(w_shape, x_shape, stride, dilation, groups) -> int:
 
 def _ptr(a) -> int | None:
     return None if a is None else a.ctypes.data
-
-
-def _split(n: int, parts: int, least: int = 1) -> list:
-    """[start, end) ranges cutting range(n) into at most `parts` pieces of at least `least` (the last may be less)."""
-    step = max(least, -(-n // max(1, parts)))
-    return [(a, min(n, a + step)) for a in range(0, n, step)]
 
 
 class Transforms:
@@ -180,7 +171,7 @@ class Transforms:
             np.matmul(u, v, out=m)
             back(m.ctypes.data, op, bp, rp, mp, o, tw, oh, ow, relu, y0, y1)
         # bands of at least 16 tiles: fewer make the products too thin for BLAS
-        return [partial(band, y0, y1) for y0, y1 in _split(th, self.crew.threads, -(-16 // tw))]
+        return [partial(band, y0, y1) for y0, y1 in split(th, self.crew.threads, -(-16 // tw))]
 
     def _im2col(self, lib, w, stride, padding, dilation, x, r, out, b, rep, relu) -> list:
         """Phases of tasks. With many output pixels, bands of output rows (each: its patches, its product, stored
@@ -207,12 +198,12 @@ class Transforms:
             lib.hwa_store(op, part.ctypes.data, bp, rp, mp, points, y0 * ow, y1 * ow, 0, o, relu)
         if small or points >= 2 * COLUMNS or o < 2 * ROWS:  # each band's product packs the weights again
             least = oh if small else max(-(-oh // parts), -(-COLUMNS // ow))
-            return [[partial(band, y0, y1) for y0, y1 in _split(oh, parts, least)]]
+            return [[partial(band, y0, y1) for y0, y1 in split(oh, parts, least)]]
         patches = flat
         if patches is None:
             patches = self.take("cols", (k, points))
             lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, 0, oh)
-        blocks = _split(o, parts, ROWS)
+        blocks = split(o, parts, ROWS)
         if rep is None:
             rows, epilogue = out.reshape(o, points), b is not None or r is not None or relu
 

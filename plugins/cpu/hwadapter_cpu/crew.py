@@ -14,6 +14,18 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 
+#: products below this many multiply-adds run as one task: sharing them costs more than it saves
+SPLIT_FLOPS = 1 << 21
+#: the least a block of one product holds: each block's BLAS call packs the other operand again
+ROWS, COLUMNS = 64, 256
+
+
+def split(n: int, parts: int, least: int = 1) -> list:
+    """[start, end) ranges cutting range(n) into at most `parts` pieces of at least `least` (the last may be less)."""
+    step = max(least, -(-n // max(1, parts)))
+    return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:

@@ -11,10 +11,10 @@ import numpy as np
 
 from hwadapter.plugin import reference
 
-from .crew import single_blas
+from .crew import COLUMNS, ROWS, SPLIT_FLOPS, single_blas, split
 
-SPLIT_FLOPS = 1 << 21  # below this many multiply-adds one task does it all
-ROWS, COLUMNS = 64, 256  # the least a block holds: each block's call packs the other operand again
+#: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
+TINY = 1 << 18
 
 
 def _columns(a, b, out, lo, hi):
@@ -29,7 +29,8 @@ def matmul_kernel(crew):
         a = np.swapaxes(x, -1, -2) if transpose_x else x
         b = y.T if transpose_y else y
         (k, n), rows = b.shape, a.size // a.shape[-1]
-        if a.shape[-1] != k:  # the reference names the mismatch
+        # a mismatch: the reference names it; a tiny product: OpenBLAS runs it on one thread itself, no crew needed
+        if a.shape[-1] != k or rows * k * n <= TINY:
             return reference.matmul(x, y, transpose_x, transpose_y)
         a2 = np.ascontiguousarray(a).reshape(rows, k)
         out = np.empty((*a.shape[:-1], n), np.float32)
@@ -38,11 +39,9 @@ def matmul_kernel(crew):
         if rows * k * n < SPLIT_FLOPS:
             tasks = [partial(np.matmul, a2, b, out=o2)]
         elif rows >= 2 * ROWS:
-            step = max(ROWS, -(-rows // parts))
-            tasks = [partial(np.matmul, a2[r:r + step], b, out=o2[r:r + step]) for r in range(0, rows, step)]
+            tasks = [partial(np.matmul, a2[r:z], b, out=o2[r:z]) for r, z in split(rows, parts, ROWS)]
         else:
-            step = max(COLUMNS, -(-n // parts))
-            tasks = [partial(_columns, a2, b, o2, c, min(n, c + step)) for c in range(0, n, step)]
+            tasks = [partial(_columns, a2, b, o2, c, z) for c, z in split(n, parts, COLUMNS)]
         with single_blas():
             crew.run(tasks)
         return out
