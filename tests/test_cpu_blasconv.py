@@ -159,19 +159,27 @@ def test_a_failing_prepack_is_a_kernel_error_naming_the_step(monkeypatch):
         plan.run([x.astype("float32")])
 
 
-@pytest.mark.parametrize("k, size", [(3, 12), (1, 13), (3, 3)])  # Winograd, a 1x1 product, im2col (too few tiles)
-def test_identical_filters_give_bit_identical_channels_once_packed(k, size):
-    """OpenBLAS alone rounds rows of one product differently; the packed row map makes copies of a filter agree."""
+@pytest.mark.parametrize("k, size, stride, c, copies", [
+    (3, 12, 1, 40, [7, 30, 27]),      # Winograd
+    (1, 13, 1, 40, [7, 30, 27]),      # a 1x1 product in bands, straight into the output
+    (3, 3, 1, 40, [7, 30, 27]),       # im2col (too few tiles)
+    (3, 40, 2, 40, [7, 30, 27]),      # stride 2: im2col in bands of output rows
+    (1, 13, 1, 128, [40, 60, 60]),    # few pixels, many filters: blocks of channels, then a store phase
+])
+def test_identical_filters_give_bit_identical_channels_once_packed(k, size, stride, c, copies):
+    """OpenBLAS alone rounds rows of one product differently; the packed row map makes copies of a filter agree,
+    with the bias and relu applied where the product is stored."""
     rng = np.random.default_rng(11)
-    c = 40
     x = (rng.standard_normal((2, c, size, size)) * 1e6).astype("float32")
-    w = np.repeat(rng.standard_normal((3, c, k, k)).astype("float32"), [7, 30, 27], axis=0)  # 64 filters, 3 distinct
-    attrs = dict(stride=(1, 1), padding=(k // 2,) * 4, dilation=(1, 1))
+    w = np.repeat(rng.standard_normal((3, c, k, k)).astype("float32"), copies, axis=0)  # 3 distinct filters
+    attrs = dict(stride=(stride, stride), padding=(k // 2,) * 4, dilation=(1, 1))
     packed = KERNEL.prepack[1](w, (x.shape, w.shape), **attrs)
-    assert packed is not None and packed.rep.tolist() == [0] * 7 + [7] * 30 + [37] * 27
-    bias = np.zeros(64, "float32")
-    got = KERNEL(x, packed, bias, **attrs)
-    for first, last in ((0, 7), (7, 37), (37, 64)):
+    starts = np.cumsum([0] + copies)
+    assert packed is not None and packed.rep.tolist() == np.repeat(starts[:-1], copies).tolist()
+    bias = np.repeat(rng.standard_normal(3).astype("float32") * 1e6, copies)  # equal within each group of copies
+    got = KERNEL(x, packed, bias, activation="relu", **attrs)
+    for first, last in zip(starts[:-1], starts[1:]):
         np.testing.assert_array_equal(got[:, first:last], np.broadcast_to(got[:, first:first + 1], got[:, first:last].shape))
-    np.testing.assert_allclose(got, _want(x, w, bias, None, **attrs), rtol=1e-4, atol=1e-4 * float(np.abs(got).max()))
+    want = _want(x, w, bias, None, activation="relu", **attrs)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
     assert blasconv._first_copies(rng.standard_normal((5, 2, 3, 3)).astype("float32")) is None

@@ -111,7 +111,7 @@ class Transforms:
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         for name, args in (("hwa_im2col", [ptr] * 2 + [i64] * 14), ("hwa_winograd_input", [ptr] * 2 + [i64] * 8),
                            ("hwa_winograd_output", [ptr] * 5 + [i64] * 7), ("hwa_winograd4_input", [ptr] * 2 + [i64] * 8),
-                           ("hwa_winograd4_output", [ptr] * 5 + [i64] * 7), ("hwa_epilogue", [ptr] * 3 + [i64] * 4),
+                           ("hwa_winograd4_output", [ptr] * 5 + [i64] * 7), ("hwa_epilogue", [ptr] * 4 + [i64] * 6),
                            ("hwa_store", [ptr] * 5 + [i64] * 6)):
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = None, args
@@ -174,9 +174,10 @@ class Transforms:
         return [partial(band, y0, y1) for y0, y1 in split(th, self.crew.threads, -(-16 // tw))]
 
     def _im2col(self, lib, w, stride, padding, dilation, x, r, out, b, rep, relu) -> list:
-        """Phases of tasks. With many output pixels, bands of output rows (each: its patches, its product, stored
-        with the epilogue); with few, blocks of output channels: in place with their epilogue, or, under a row map
-        (a row may read another block's), into shared scratch that a second phase stores."""
+        """Phases of tasks. With many output pixels, bands of output rows (each: its patches, its product straight
+        into the output's columns, the epilogue in place); with few, blocks of output channels: in place with their
+        epilogue, or, under a row map (a row may read another block's), into shared scratch that a second phase
+        stores."""
         (c, h, wd), (o, oh, ow), (_, _, kh, kw) = x.shape, out.shape, w.shape
         (sh, sw), (dh, dw), (pt, _, pl, _) = stride, dilation, padding
         wm = np.ascontiguousarray(w.reshape(o, c * kh * kw))
@@ -185,17 +186,18 @@ class Transforms:
         parts, k, points = self.crew.threads, c * kh * kw, oh * ow
         flat = x.reshape(c, h * wd) if direct else None
         small = o * points * k < SPLIT_FLOPS
+        rows, epilogue = out.reshape(o, points), b is not None or r is not None or relu or rep is not None
 
         def band(y0, y1):
-            width = (y1 - y0) * ow
+            q0, q1 = y0 * ow, y1 * ow
             if direct:
-                patches = flat[:, y0 * ow:y1 * ow]
+                patches = flat[:, q0:q1]
             else:
-                patches = self.take("cols", (k, width))
+                patches = self.take("cols", (k, q1 - q0))
                 lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, y0, y1)
-            part = self.take("part", (o, width))
-            np.matmul(wm, patches, out=part)
-            lib.hwa_store(op, part.ctypes.data, bp, rp, mp, points, y0 * ow, y1 * ow, 0, o, relu)
+            np.matmul(wm, patches, out=rows[:, q0:q1])  # straight into the output (BLAS takes its row stride)
+            if epilogue:
+                lib.hwa_epilogue(op, bp, rp, mp, points, relu, 0, o, q0, q1)
         if small or points >= 2 * COLUMNS or o < 2 * ROWS:  # each band's product packs the weights again
             least = oh if small else max(-(-oh // parts), -(-COLUMNS // ow))
             return [[partial(band, y0, y1) for y0, y1 in split(oh, parts, least)]]
@@ -205,16 +207,14 @@ class Transforms:
             lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, 0, oh)
         blocks = split(o, parts, ROWS)
         if rep is None:
-            rows, epilogue = out.reshape(o, points), b is not None or r is not None or relu
-
             def block(a, z):
                 np.matmul(wm[a:z], patches, out=rows[a:z])
                 if epilogue:
-                    lib.hwa_epilogue(op, bp, rp, points, relu, a, z)
+                    lib.hwa_epilogue(op, bp, rp, None, points, relu, a, z, 0, points)
             return [[partial(block, a, z) for a, z in blocks]]
-        rows = np.empty((o, points), np.float32)  # read by every task of the second phase: not a thread's scratch
-        return [[partial(np.matmul, wm[a:z], patches, out=rows[a:z]) for a, z in blocks],
-                [partial(lib.hwa_store, op, rows.ctypes.data, bp, rp, mp, points, 0, points, a, z, relu)
+        raw = np.empty((o, points), np.float32)  # read by every task of the second phase: not a thread's scratch
+        return [[partial(np.matmul, wm[a:z], patches, out=raw[a:z]) for a, z in blocks],
+                [partial(lib.hwa_store, op, raw.ctypes.data, bp, rp, mp, points, 0, points, a, z, relu)
                  for a, z in blocks]]
 
 

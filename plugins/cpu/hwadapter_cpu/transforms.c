@@ -127,22 +127,25 @@ void hwa_winograd_output(const float *m, float *out, const float *bias, const fl
   }
 }
 
-/* out[ko][p] = act(out[ko][p] + bias[ko] + res[ko][p]) in place for the channels [k0, k1), one pass; bias and res
- * may be NULL. */
-void hwa_epilogue(float *out, const float *bias, const float *res, int64_t points, int64_t relu, int64_t k0,
-                  int64_t k1) {
-  for (int64_t ko = k0; ko < k1; ko++) {
+/* out[ko][q] = act(out[rep[ko]][q] + bias[ko] + res[ko][q]) in place, for the columns c0 <= q < c1 of the rows
+ * k0 <= ko < k1: the epilogue of products written straight into the output. bias, res and rep may be NULL
+ * (rep[ko] = ko). rep[ko] <= ko (a filter's first copy), so going down the rows reads every row before it is
+ * overwritten; rep must stay inside [k0, k1). */
+void hwa_epilogue(float *out, const float *bias, const float *res, const int64_t *rep, int64_t points,
+                  int64_t relu, int64_t k0, int64_t k1, int64_t c0, int64_t c1) {
+  for (int64_t ko = k1 - 1; ko >= k0; ko--) {
     float b = bias ? bias[ko] : 0.0f;
     float *o = out + ko * points;
+    const float *y = out + (rep ? rep[ko] : ko) * points;
     const float *r = res ? res + ko * points : 0;
     if (r) {
-      for (int64_t q = 0; q < points; q++) {
-        float val = o[q] + b + r[q];
+      for (int64_t q = c0; q < c1; q++) {
+        float val = y[q] + b + r[q];
         o[q] = relu ? RELU(val) : val;
       }
     } else {
-      for (int64_t q = 0; q < points; q++) {
-        float val = o[q] + b;
+      for (int64_t q = c0; q < c1; q++) {
+        float val = y[q] + b;
         o[q] = relu ? RELU(val) : val;
       }
     }
