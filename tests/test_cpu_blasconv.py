@@ -14,6 +14,8 @@ from hwadapter.runtime.device import get
 
 blasconv = pytest.importorskip("hwadapter_cpu.blasconv")
 KERNEL = blasconv.conv_kernel(get("cpu"))
+# the same tasks run by the Python crew (numpy's matmul), as where numpy's BLAS cannot be called from C
+FORMS = {"native": KERNEL, "python": blasconv.conv_kernel(get("cpu"), native=False)}
 if blasconv.Transforms(get("cpu")).lib() is None:
     pytest.skip("no C compiler: the C transforms are not built (the numpy form runs)", allow_module_level=True)
 
@@ -56,9 +58,10 @@ def test_matches_the_reference_kernel_as_given_and_prepacked(case):
     scale = 1 + np.abs(_want(x, w, bias, residual, **{**attrs, "activation": None})).max()
     winograd = w.shape[2:] == (3, 3) and all(w.shape) and attrs["stride"] == attrs["dilation"] == (1, 1)
     for weight in (w, *((blasconv.Packed(w, 2), blasconv.Packed(w, 4)) if winograd else ())):
-        got = KERNEL(x, weight, bias, residual, **attrs)
-        assert got.dtype == np.float32 and got.shape == want.shape
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
+        for kernel in FORMS.values():
+            got = kernel(x, weight, bias, residual, **attrs)
+            assert got.dtype == np.float32 and got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
 RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, the Winograd tile it gets)
@@ -66,8 +69,9 @@ RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, 
     (128, 28, 128, 3, 2, 1, 0), (256, 14, 256, 3, 1, 1, 2), (512, 7, 512, 3, 1, 1, 0), (3, 224, 64, 7, 2, 3, 0)]
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("c, size, o, k, stride, pad, tile", RESNET_LAYERS)
-def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad, tile):
+def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad, tile, form):
     rng = np.random.default_rng(4)
     x = rng.standard_normal((1, c, size, size)).astype("float32")
     w = (rng.standard_normal((o, c, k, k)) / np.sqrt(c * k * k)).astype("float32")
@@ -77,7 +81,7 @@ def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad, t
     r = rng.standard_normal((1, o, out, out)).astype("float32")
     packed = KERNEL.prepack[1](w, (x.shape, w.shape), **attrs)
     assert getattr(packed, "tile", 0) == tile  # Winograd exactly where it applies, F(4,3) on the larger images
-    got = KERNEL(x, packed if packed is not None else w, b, r, **attrs)
+    got = FORMS[form](x, packed if packed is not None else w, b, r, **attrs)
     np.testing.assert_allclose(got, _want(x, w, b, r, **attrs), rtol=1e-4, atol=1e-4)
 
 
@@ -97,13 +101,14 @@ def test_a_residual_of_another_shape_is_refused_before_c_reads_it():
         KERNEL(x, w, np.zeros(8, "float32"), np.ones((1, 8, 2, 2), "float32"))
 
 
-def test_calls_from_several_threads_at_once_each_get_their_own_result():
+@pytest.mark.parametrize("form", FORMS)
+def test_calls_from_several_threads_at_once_each_get_their_own_result(form):
     from concurrent.futures import ThreadPoolExecutor
     rng = np.random.default_rng(5)
     cases = [(rng.standard_normal((1, 32, 20, 20)).astype("float32"),
               blasconv.Packed(rng.standard_normal((48, 32, 3, 3)).astype("float32"))) for _ in range(8)]
     with ThreadPoolExecutor(4) as pool:
-        got = list(pool.map(lambda xw: KERNEL(*xw, padding=(1, 1, 1, 1)), cases * 3))
+        got = list(pool.map(lambda xw: FORMS[form](*xw, padding=(1, 1, 1, 1)), cases * 3))
     for (x, w), g in zip(cases * 3, got):
         np.testing.assert_allclose(g, reference.KERNELS["conv2d"](x, w.weight, padding=(1, 1, 1, 1)), rtol=1e-4,
                                    atol=1e-3)
@@ -166,7 +171,8 @@ def test_a_failing_prepack_is_a_kernel_error_naming_the_step(monkeypatch):
     (3, 40, 2, 40, [7, 30, 27]),      # stride 2: im2col in bands of output rows
     (1, 13, 1, 128, [40, 60, 60]),    # few pixels, many filters: blocks of channels, then a store phase
 ])
-def test_identical_filters_give_bit_identical_channels_once_packed(k, size, stride, c, copies):
+@pytest.mark.parametrize("form", FORMS)
+def test_identical_filters_give_bit_identical_channels_once_packed(k, size, stride, c, copies, form):
     """OpenBLAS alone rounds rows of one product differently; the packed row map makes copies of a filter agree,
     with the bias and relu applied where the product is stored."""
     rng = np.random.default_rng(11)
@@ -177,9 +183,30 @@ def test_identical_filters_give_bit_identical_channels_once_packed(k, size, stri
     starts = np.cumsum([0] + copies)
     assert packed is not None and packed.rep.tolist() == np.repeat(starts[:-1], copies).tolist()
     bias = np.repeat(rng.standard_normal(3).astype("float32") * 1e6, copies)  # equal within each group of copies
-    got = KERNEL(x, packed, bias, activation="relu", **attrs)
+    got = FORMS[form](x, packed, bias, activation="relu", **attrs)
     for first, last in zip(starts[:-1], starts[1:]):
         np.testing.assert_array_equal(got[:, first:last], np.broadcast_to(got[:, first:first + 1], got[:, first:last].shape))
     want = _want(x, w, bias, None, activation="relu", **attrs)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
     assert blasconv._first_copies(rng.standard_normal((5, 2, 3, 3)).astype("float32")) is None
+
+
+def test_the_native_crew_runs_where_numpys_blas_has_a_cblas_sgemm():
+    transforms = blasconv.Transforms(get("cpu"))
+    assert transforms.lib() is not None
+    if blasconv.single_blas.sgemm() is None:
+        pytest.skip("numpy's BLAS has no cblas_sgemm threadpoolctl can find: the Python crew runs")
+    assert transforms._native_crew is not None and transforms._sgemm is not None
+
+
+def test_without_a_cblas_sgemm_the_python_crew_runs_and_says_why(monkeypatch, caplog):
+    monkeypatch.setattr(blasconv.single_blas, "sgemm", lambda: None)
+    transforms = blasconv.Transforms(get("cpu"))
+    kernel = blasconv.conv_kernel(get("cpu"))
+    with caplog.at_level("INFO", logger="hwadapter_cpu.blasconv"):
+        assert transforms.lib() is not None and transforms._native_crew is None
+    assert "no cblas_sgemm" in caplog.text
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((2, 8, 9, 9)).astype("float32"), rng.standard_normal((16, 8, 3, 3)).astype("float32")
+    np.testing.assert_allclose(kernel(x, w, padding=(1, 1, 1, 1)), _want(x, w, None, None, padding=(1, 1, 1, 1)),
+                               rtol=1e-4, atol=1e-4)

@@ -5,9 +5,10 @@ with a C compiler.
 (C, tiles) transformed inputs, 4x fewer multiplications than im2col's one product) and F(2x2,3x3) on smaller ones
 (16 products, 2.25x fewer); the weights are transformed once per plan (`prepack`), which also maps identical filters
 to their first copy so their channels come out bit-identical. Every other ungrouped convolution is im2col + one
-product. Each image's work is cut into independent tasks (bands of output rows: their patches or transforms, their
-products, their output with the bias, residual and relu) that the device's crew shares (crew.py), BLAS running
-single-threaded in each; scratch is kept per thread between calls (fresh megabytes per call cost page faults).
+product. Each image's work is cut into phases of independent tasks (`Image.phases`: bands of output rows, each its
+patches or transforms, its products and its output with the bias, residual and relu; or, with few pixels, blocks of
+output channels). The native crew (crew.c) runs them in C (tasks.c), calling numpy's own cblas_sgemm single-threaded,
+without the GIL; where that BLAS cannot be called from C, the Python crew (crew.py) runs the same tasks through numpy.
 Anything else (other dtypes, groups, no compiler) is conv.py's numpy.
 """
 from __future__ import annotations
@@ -25,8 +26,12 @@ from hwadapter.plugin import load_source, meta, reference
 from .conv import _EPILOGUE, conv2d
 from .crew import COLUMNS, ROWS, SPLIT_FLOPS, Crew, single_blas, split
 
+#: how long the native crew's threads watch for the next call before sleeping (a ResNet layer comes every ~1 ms)
+SPIN_NS = 200_000
+
 log = logging.getLogger(__name__)
-SOURCE = Path(__file__).with_name("transforms.c")
+#: one library: the tasks call the transforms, the crew runs the tasks
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("crew.c", "transforms.c", "tasks.c"))
 #: Winograd where the products stay large enough for BLAS to run them well (measured on ResNet-50's layers)
 MIN_TILES, MIN_TILES4, MIN_CHANNELS = 32, 49, 16
 
@@ -80,18 +85,112 @@ def _winograd(w_shape, x_shape, stride, dilation, groups) -> int:
     return 0
 
 
-def _ptr(a) -> int | None:
-    return None if a is None else a.ctypes.data
+def _ptr(a) -> int:
+    return 0 if a is None else a.ctypes.data
+
+
+# tasks.c's parameter slots and task kinds
+_SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
+          "direct tile tw").split()
+WINOGRAD, BAND, PATCHES, BLOCK, STORE = range(5)
+
+
+class Image:
+    """One image's conv2d: its arrays and geometry, the phases its work is cut into (tasks.c's kinds, each with
+    ranges that threads share) and the same tasks in Python (numpy's matmul) for a BLAS C cannot call."""
+
+    def __init__(self, transforms, x, w, u, tile, bias, res, rep, out, stride, padding, dilation, relu):
+        (self.c, self.h, self.iw), (self.o, self.oh, self.ow) = x.shape, out.shape
+        self.t, self.x, self.out, self.bias, self.res, self.rep, self.relu = transforms, x, out, bias, res, rep, relu
+        (_, _, self.kh, self.kw), (self.sh, self.sw), (self.dh, self.dw) = w.shape, stride, dilation
+        self.pt, self.pl = padding[0], padding[2]
+        self.points, self.k = self.oh * self.ow, self.c * self.kh * self.kw
+        self.tile, self.tw = tile, -(-self.ow // tile) if tile else 0
+        self.weight = u if tile else np.ascontiguousarray(w.reshape(self.o, self.k))
+        self.direct = not tile and self.kh == self.kw == 1 and stride == (1, 1) and not any(padding)
+        self.epilogue = bias is not None or res is not None or relu or rep is not None
+        self.cols = self.raw = None
+
+    def phases(self, parts: int) -> list:
+        """[(kind, [(start, end), ...])]: phases run one after the other, each one's ranges by any thread."""
+        if self.tile:  # bands of at least 16 tiles: fewer make the products too thin for BLAS
+            return [(WINOGRAD, split(-(-self.oh // self.tile), parts, -(-16 // self.tw)))]
+        small = self.o * self.points * self.k < SPLIT_FLOPS
+        if small or self.points >= 2 * COLUMNS or self.o < 2 * ROWS:  # each band's product packs the weights again
+            least = self.oh if small else max(-(-self.oh // parts), -(-COLUMNS // self.ow))
+            return [(BAND, split(self.oh, parts, least))]
+        phases = []
+        if not self.direct:  # few pixels, many channels: the whole image's patches, shared by blocks of channels
+            self.cols = np.empty((self.k, self.points), np.float32)
+            phases.append((PATCHES, split(self.c, parts)))
+        blocks = split(self.o, parts, ROWS)
+        phases.append((BLOCK, blocks))
+        if self.rep is not None:  # a row may read another block's: the raw product apart, then a store phase
+            self.raw = np.empty((self.o, self.points), np.float32)
+            phases.append((STORE, blocks))
+        return phases
+
+    def params(self, sgemm) -> np.ndarray:
+        """tasks.c's parameters (pointers as integers); sgemm: (address, ilp64) of cblas_sgemm."""
+        values = dict(x=_ptr(self.x), out=_ptr(self.out), weight=_ptr(self.weight), bias=_ptr(self.bias),
+                      res=_ptr(self.res), rep=_ptr(self.rep), cols=_ptr(self.cols), raw=_ptr(self.raw),
+                      sgemm=sgemm[0], ilp64=int(sgemm[1]), failed=0, relu=int(self.relu),
+                      epilogue=int(self.epilogue), direct=int(self.direct))
+        return np.array([values[s] if s in values else getattr(self, s) for s in _SLOTS], np.int64)
+
+    # the same tasks in Python, for a BLAS that C cannot call: numpy's matmul, the transforms through ctypes
+    def winograd(self, ty0, ty1):
+        lib, planes, tiles = self.t.lib(), len(self.weight), (ty1 - ty0) * self.tw
+        v, m = self.t.take("v", (planes, self.c, tiles)), self.t.take("m", (planes, self.o, tiles))
+        forward, back = ((lib.hwa_winograd_input, lib.hwa_winograd_output) if self.tile == 2 else
+                         (lib.hwa_winograd4_input, lib.hwa_winograd4_output))
+        forward(_ptr(self.x), v.ctypes.data, self.c, self.h, self.iw, self.pt, self.pl, self.tw, ty0, ty1)
+        np.matmul(self.weight, v, out=m)
+        back(m.ctypes.data, _ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.o, self.tw,
+             self.oh, self.ow, self.relu, ty0, ty1)
+
+    def band(self, y0, y1):
+        lib, q0, q1 = self.t.lib(), y0 * self.ow, y1 * self.ow
+        if self.direct:
+            patches = self.x.reshape(self.c, -1)[:, q0:q1]
+        else:
+            patches = self.t.take("cols", (self.k, q1 - q0))
+            lib.hwa_im2col(_ptr(self.x), patches.ctypes.data, self.c, self.h, self.iw, self.kh, self.kw, self.sh,
+                           self.sw, self.pt, self.pl, self.dh, self.dw, self.ow, y0, y1)
+        np.matmul(self.weight, patches, out=self.out.reshape(self.o, -1)[:, q0:q1])
+        if self.epilogue:
+            lib.hwa_epilogue(_ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.points,
+                             self.relu, 0, self.o, q0, q1)
+
+    def patches(self, c0, c1):
+        self.t.lib().hwa_im2col(
+            _ptr(self.x) + c0 * self.h * self.iw * 4, _ptr(self.cols) + c0 * self.kh * self.kw * self.points * 4,
+            c1 - c0, self.h, self.iw, self.kh, self.kw, self.sh, self.sw, self.pt, self.pl, self.dh, self.dw,
+            self.ow, 0, self.oh)
+
+    def block(self, a, z):
+        source = self.x.reshape(self.c, -1) if self.direct else self.cols
+        into = (self.out.reshape(self.o, -1) if self.raw is None else self.raw)[a:z]
+        np.matmul(self.weight[a:z], source, out=into)
+        if self.raw is None and self.epilogue:
+            self.t.lib().hwa_epilogue(_ptr(self.out), _ptr(self.bias), _ptr(self.res), 0, self.points, self.relu,
+                                      a, z, 0, self.points)
+
+    def store(self, a, z):
+        self.t.lib().hwa_store(_ptr(self.out), _ptr(self.raw), _ptr(self.bias), _ptr(self.res), _ptr(self.rep),
+                               self.points, 0, self.points, a, z, self.relu)
 
 
 class Transforms:
-    """transforms.c of one device, compiled on first use (None when it cannot be built here), the crew whose threads
-    share each call, and each thread's scratch."""
+    """The C of one device's conv2d (crew.c, transforms.c, tasks.c as one library), compiled on first use (None
+    when it cannot be built here), and who runs each phase's tasks: the native crew, calling numpy's BLAS from C
+    without the GIL, or, when that BLAS cannot be called from C, the Python crew with each thread's scratch."""
 
-    def __init__(self, device, crew: Crew | None = None):
+    def __init__(self, device, crew: Crew | None = None, native: bool = True):
         self.device = device
         self.crew = crew or Crew()
-        self._lib = None
+        self.native = native  # False: the Python crew even where the native one could run (tests compare both)
+        self._lib = self._sgemm = self._native_crew = None
         self._lock = threading.Lock()
         self._local = threading.local()  # .scratch: name -> a float32 array the thread keeps for its next task
 
@@ -104,18 +203,41 @@ class Transforms:
 
     def _load(self):
         try:
-            lib = load_source(self.device, SOURCE.read_text(), "hwa_im2col").library
+            source = "\n".join(path.read_text() for path in SOURCES)
+            lib = load_source(self.device, source, "hwa_conv_phase").library
         except Exception as err:  # no compiler, or one that fails: conv.py's numpy serves, and says so once
             log.warning("%s: conv2d runs in numpy, its C transforms are unavailable: %s", self.device, str(err))
             return None
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        for name, args in (("hwa_im2col", [ptr] * 2 + [i64] * 14), ("hwa_winograd_input", [ptr] * 2 + [i64] * 8),
-                           ("hwa_winograd_output", [ptr] * 5 + [i64] * 7), ("hwa_winograd4_input", [ptr] * 2 + [i64] * 8),
-                           ("hwa_winograd4_output", [ptr] * 5 + [i64] * 7), ("hwa_epilogue", [ptr] * 4 + [i64] * 6),
-                           ("hwa_store", [ptr] * 5 + [i64] * 6)):
+        for name, args, result in (
+                ("hwa_im2col", [ptr] * 2 + [i64] * 14, None), ("hwa_winograd_input", [ptr] * 2 + [i64] * 8, None),
+                ("hwa_winograd_output", [ptr] * 5 + [i64] * 7, None),
+                ("hwa_winograd4_input", [ptr] * 2 + [i64] * 8, None),
+                ("hwa_winograd4_output", [ptr] * 5 + [i64] * 7, None), ("hwa_epilogue", [ptr] * 4 + [i64] * 6, None),
+                ("hwa_store", [ptr] * 5 + [i64] * 6, None), ("hwa_crew_new", [i64, i64], ptr),
+                ("hwa_conv_phase", [ptr, i64, ptr, ptr, i64], i64)):
             fn = getattr(lib, name)
-            fn.restype, fn.argtypes = None, args
+            fn.restype, fn.argtypes = result, args
+        self._sgemm = self._checked_sgemm(lib)
+        if self._sgemm is not None:
+            self._native_crew = lib.hwa_crew_new(self.crew.threads - 1, SPIN_NS)
         return lib
+
+    def _checked_sgemm(self, lib):
+        """numpy's cblas_sgemm for tasks.c, once it gave a small product right through C; None otherwise."""
+        found = single_blas.sgemm()
+        if found is None:
+            log.info("%s: conv2d's threads run in Python: numpy's BLAS has no cblas_sgemm C can call", self.device)
+            return None
+        x, w = np.arange(12, dtype=np.float32).reshape(1, 3, 2, 2), np.arange(-3, 3, dtype=np.float32).reshape(2, 3, 1, 1)
+        out = np.zeros((2, 2, 2), np.float32)
+        image = Image(self, x[0], w, None, 0, None, None, None, out, (1, 1), (0, 0, 0, 0), (1, 1), False)
+        if lib.hwa_conv_phase(None, BAND, image.params(found).ctypes.data, np.array([0, 2], np.int64).ctypes.data, 1) \
+                or not np.array_equal(out.reshape(2, 4), w.reshape(2, 3) @ x.reshape(3, 4)):
+            log.warning("%s: numpy's cblas_sgemm gave a wrong product through C; conv2d's threads run in Python",
+                        self.device)
+            return None
+        return found
 
     def take(self, name: str, shape) -> np.ndarray:
         """This thread's float32 scratch array `name` of `shape` (kept between calls: fresh megabytes fault in)."""
@@ -141,86 +263,33 @@ class Transforms:
         out = np.empty((n, o, oh, ow), np.float32)
         if out.size == 0:
             return out
-        relu = activation == "relu"
+        if not (stride == (1, 1) and dilation == (1, 1)):
+            tile = 0
+        native = self._native_crew if self.native else None
         with single_blas():
-            for i in range(n):  # one image at a time, in phases of independent tasks (one phase but in one case)
-                args = (x[i], None if r is None else r[i], out[i], b, rep, relu)
-                if u is not None and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1):
-                    phases = [self._winograd(lib, u, tile, padding, *args)]
-                else:
-                    phases = self._im2col(lib, w, stride, padding, dilation, *args)
-                for tasks in phases:
-                    self.crew.run(tasks)
+            for i in range(n):  # one image at a time, in phases of independent tasks
+                image = Image(self, x[i], w, u, tile, b, None if r is None else r[i], rep, out[i], stride, padding,
+                              dilation, activation == "relu")
+                phases = image.phases(self.crew.threads)
+                if native is not None:
+                    params = image.params(self._sgemm)
+                    for kind, ranges in phases:
+                        spans = np.array(ranges, np.int64)
+                        if lib.hwa_conv_phase(native, kind, params.ctypes.data, spans.ctypes.data, len(ranges)):
+                            raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
+                    continue
+                tasks = (image.winograd, image.band, image.patches, image.block, image.store)
+                for kind, ranges in phases:
+                    self.crew.run([partial(tasks[kind], a, z) for a, z in ranges])
         if activation not in (None, "relu"):
             out = _EPILOGUE[activation](out)
         return out
 
-    def _winograd(self, lib, u, tile, padding, x, r, out, b, rep, relu) -> list:
-        """Tasks for bands of tile rows: each transforms its tiles' input, runs the (tile + 2)^2 products on them
-        and writes their output with the epilogue."""
-        (c, h, wd), (o, oh, ow), (pt, _, pl, _) = x.shape, out.shape, padding
-        th, tw, planes = -(-oh // tile), -(-ow // tile), len(u)
-        xp, op, rp, bp, mp = x.ctypes.data, out.ctypes.data, _ptr(r), _ptr(b), _ptr(rep)
-        forward, back = ((lib.hwa_winograd_input, lib.hwa_winograd_output) if tile == 2 else
-                         (lib.hwa_winograd4_input, lib.hwa_winograd4_output))
 
-        def band(y0, y1):
-            tiles = (y1 - y0) * tw
-            v, m = self.take("v", (planes, c, tiles)), self.take("m", (planes, o, tiles))
-            forward(xp, v.ctypes.data, c, h, wd, pt, pl, tw, y0, y1)
-            np.matmul(u, v, out=m)
-            back(m.ctypes.data, op, bp, rp, mp, o, tw, oh, ow, relu, y0, y1)
-        # bands of at least 16 tiles: fewer make the products too thin for BLAS
-        return [partial(band, y0, y1) for y0, y1 in split(th, self.crew.threads, -(-16 // tw))]
-
-    def _im2col(self, lib, w, stride, padding, dilation, x, r, out, b, rep, relu) -> list:
-        """Phases of tasks. With many output pixels, bands of output rows (each: its patches, its product straight
-        into the output's columns, the epilogue in place); with few, blocks of output channels: in place with their
-        epilogue, or, under a row map (a row may read another block's), into shared scratch that a second phase
-        stores."""
-        (c, h, wd), (o, oh, ow), (_, _, kh, kw) = x.shape, out.shape, w.shape
-        (sh, sw), (dh, dw), (pt, _, pl, _) = stride, dilation, padding
-        wm = np.ascontiguousarray(w.reshape(o, c * kh * kw))
-        direct = kh == kw == 1 and (sh, sw) == (1, 1) and not any(padding)
-        xp, op, rp, bp, mp = x.ctypes.data, out.ctypes.data, _ptr(r), _ptr(b), _ptr(rep)
-        parts, k, points = self.crew.threads, c * kh * kw, oh * ow
-        flat = x.reshape(c, h * wd) if direct else None
-        small = o * points * k < SPLIT_FLOPS
-        rows, epilogue = out.reshape(o, points), b is not None or r is not None or relu or rep is not None
-
-        def band(y0, y1):
-            q0, q1 = y0 * ow, y1 * ow
-            if direct:
-                patches = flat[:, q0:q1]
-            else:
-                patches = self.take("cols", (k, q1 - q0))
-                lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, y0, y1)
-            np.matmul(wm, patches, out=rows[:, q0:q1])  # straight into the output (BLAS takes its row stride)
-            if epilogue:
-                lib.hwa_epilogue(op, bp, rp, mp, points, relu, 0, o, q0, q1)
-        if small or points >= 2 * COLUMNS or o < 2 * ROWS:  # each band's product packs the weights again
-            least = oh if small else max(-(-oh // parts), -(-COLUMNS // ow))
-            return [[partial(band, y0, y1) for y0, y1 in split(oh, parts, least)]]
-        patches = flat
-        if patches is None:
-            patches = self.take("cols", (k, points))
-            lib.hwa_im2col(xp, patches.ctypes.data, c, h, wd, kh, kw, sh, sw, pt, pl, dh, dw, ow, 0, oh)
-        blocks = split(o, parts, ROWS)
-        if rep is None:
-            def block(a, z):
-                np.matmul(wm[a:z], patches, out=rows[a:z])
-                if epilogue:
-                    lib.hwa_epilogue(op, bp, rp, None, points, relu, a, z, 0, points)
-            return [[partial(block, a, z) for a, z in blocks]]
-        raw = np.empty((o, points), np.float32)  # read by every task of the second phase: not a thread's scratch
-        return [[partial(np.matmul, wm[a:z], patches, out=raw[a:z]) for a, z in blocks],
-                [partial(lib.hwa_store, op, raw.ctypes.data, bp, rp, mp, points, 0, points, a, z, relu)
-                 for a, z in blocks]]
-
-
-def conv_kernel(device, crew: Crew | None = None):
-    """conv2d for `device`: float32 ungrouped convolutions through its Transforms, the rest through conv.py."""
-    transforms = Transforms(device, crew)
+def conv_kernel(device, crew: Crew | None = None, native: bool = True):
+    """conv2d for `device`: float32 ungrouped convolutions through its Transforms, the rest through conv.py.
+    native=False: the Python crew runs the tasks even where the native one could."""
+    transforms = Transforms(device, crew, native)
 
     def conv2d_kernel(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
                       groups=1, activation=None):

@@ -1,5 +1,7 @@
-"""Work-claiming threads for the CPU kernels: the calling thread and the crew's take tasks in turn from one list,
-while BLAS runs single-threaded.
+"""Work-claiming threads for the CPU kernels in Python: the calling thread and the crew's take tasks in turn from one
+list, while BLAS runs single-threaded. matmul uses it, and conv2d where numpy's BLAS cannot be called from C (else
+conv2d's tasks run on the native crew, crew.c, which works the same way without the GIL: handing the GIL between
+threads cost 50-100 us per call here).
 
 Why not BLAS's own threads: OpenBLAS splits each product evenly up front, waits for every thread at its end, and its
 threads spin between products. On the 2-core test machine with other work running, ResNet-50 took 813 ms that way
@@ -9,6 +11,7 @@ holds back only the task it took, and a helper that starts after the work is don
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -83,6 +86,20 @@ class SingleBlas:
         self._inside = 0
         self._saved: list = []
         self._libs = None
+
+    def sgemm(self):
+        """(address, ilp64) of the cblas_sgemm of the BLAS numpy loaded, for C code to call; None when there is none
+        that threadpoolctl knows. ilp64: its integers are 64-bit (a "64_" symbol suffix)."""
+        for lib in self._controllers():
+            try:
+                dll = ctypes.CDLL(lib.filepath)
+            except OSError:
+                continue
+            for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "scipy_cblas_sgemm", "cblas_sgemm"):
+                fn = getattr(dll, name, None)
+                if fn is not None:
+                    return ctypes.cast(fn, ctypes.c_void_p).value, name.endswith("64_")
+        return None
 
     def _controllers(self) -> list:
         if self._libs is None:

@@ -1,0 +1,127 @@
+/* The CPU's native crew (blasconv.py): threads in C that share one call's tasks with the calling thread, without
+ * the GIL. The Python crew (crew.py) lost 50-100 us per call on the test machine handing the GIL between threads
+ * (a sleeping thread takes that long to wake); these threads watch for the next call for a while before sleeping,
+ * and claim tasks with one atomic word, so a call costs a few microseconds.
+ *
+ * A call posts (task function, parameters, ranges); each thread claims the next range until none is left. The
+ * claim word holds the call's number in its high half, so a thread that saw an earlier call can never claim
+ * a range of a later one. A thread that is descheduled holds back only the range it took. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, posix_memalign under -std=c99 */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define RELAX() _mm_pause()
+#else
+#define RELAX() ((void)0)
+#endif
+
+typedef void (*hwa_task)(const int64_t *params, int64_t a, int64_t b);
+
+typedef struct {
+  pthread_mutex_t lock;
+  pthread_cond_t posted, finished;
+  int64_t helpers, started, spin_ns;
+  int64_t busy;             /* a call is running: another caller at the same time runs its tasks alone */
+  uint64_t claim;           /* call number << 32 | next range */
+  int64_t left;             /* ranges of the current call not yet done */
+  hwa_task task;
+  const int64_t *params, *ranges;
+  int64_t count;
+} hwa_crew;
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Runs the ranges of call `call` until none is left; a later call's ranges are never taken. */
+static void work(hwa_crew *c, uint64_t call) {
+  for (;;) {
+    uint64_t w = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE);
+    if (w >> 32 != call) return;
+    uint64_t i = w & 0xffffffffu;
+    if ((int64_t)i >= c->count) return;
+    if (!__atomic_compare_exchange_n(&c->claim, &w, w + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    c->task(c->params, c->ranges[2 * i], c->ranges[2 * i + 1]); /* fields stay: the call waits for this range */
+    if (__atomic_sub_fetch(&c->left, 1, __ATOMIC_ACQ_REL) == 0) {
+      pthread_mutex_lock(&c->lock);
+      pthread_cond_broadcast(&c->finished);
+      pthread_mutex_unlock(&c->lock);
+    }
+  }
+}
+
+static void *serve(void *arg) {
+  hwa_crew *c = arg;
+  uint64_t seen = 0;
+  for (;;) {
+    int64_t end = now_ns() + c->spin_ns;
+    uint64_t call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32;
+    for (int64_t i = 1; call == seen; i++, call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32) {
+      if ((i & 255) == 0 && now_ns() >= end) { /* nothing came: sleep until a call is posted */
+        pthread_mutex_lock(&c->lock);
+        while ((call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32) == seen)
+          pthread_cond_wait(&c->posted, &c->lock);
+        pthread_mutex_unlock(&c->lock);
+        break;
+      }
+      RELAX();
+    }
+    seen = call;
+    work(c, call);
+  }
+  return NULL;
+}
+
+/* A crew of `helpers` threads (started on first use) that watch for calls for spin_ns before sleeping. */
+hwa_crew *hwa_crew_new(int64_t helpers, int64_t spin_ns) {
+  hwa_crew *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->posted, NULL);
+  pthread_cond_init(&c->finished, NULL);
+  c->helpers = helpers;
+  c->spin_ns = spin_ns;
+  return c;
+}
+
+/* task(params, ranges[2i], ranges[2i + 1]) for i < count, shared with the crew; returns when all are done. */
+void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64_t *ranges, int64_t count) {
+  if (!c || count <= 1 || c->helpers == 0 || __atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE)) {
+    for (int64_t i = 0; i < count; i++) task(params, ranges[2 * i], ranges[2 * i + 1]);
+    return;
+  }
+  if (!c->started) { /* threads that fail to start only leave more for the caller */
+    c->started = 1;
+    for (int64_t i = 0; i < c->helpers; i++) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, serve, c) == 0) pthread_detach(t);
+    }
+  }
+  c->task = task;
+  c->params = params;
+  c->ranges = ranges;
+  c->count = count;
+  c->left = count;
+  uint64_t call = (__atomic_load_n(&c->claim, __ATOMIC_RELAXED) >> 32) + 1;
+  pthread_mutex_lock(&c->lock);
+  __atomic_store_n(&c->claim, call << 32, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&c->posted);
+  pthread_mutex_unlock(&c->lock);
+  work(c, call);
+  int64_t end = now_ns() + c->spin_ns;
+  for (int64_t i = 1; __atomic_load_n(&c->left, __ATOMIC_ACQUIRE) > 0; i++) {
+    if ((i & 255) == 0 && now_ns() >= end) { /* a helper is busy with a long range: sleep until it is done */
+      pthread_mutex_lock(&c->lock);
+      while (__atomic_load_n(&c->left, __ATOMIC_ACQUIRE) > 0) pthread_cond_wait(&c->finished, &c->lock);
+      pthread_mutex_unlock(&c->lock);
+      break;
+    }
+    RELAX();
+  }
+  __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,151 @@
+/* conv2d's tasks for the native crew (crew.c), over the transforms (transforms.c) and BLAS's sgemm: each task is
+ * one range of one phase, all of its work in C, so a call never takes the GIL. blasconv.py plans the phases and
+ * fills the parameters; its Python form runs the same phases when numpy's BLAS cannot be called from C. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* The parameters of one image's conv2d, an int64 array filled by blasconv.py (pointers as integers). */
+enum {
+  P_X, P_OUT, P_WEIGHT, P_BIAS, P_RES, P_REP, P_COLS, P_RAW, P_SGEMM, P_ILP64, P_FAILED,
+  P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
+  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_COUNT
+};
+enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE };
+
+#define PTR(type, i) ((type *)(intptr_t)p[i])
+
+typedef void (*sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                        int64_t, float, float *, int64_t);
+typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                        int);
+
+/* c (m x n, row stride ldc) = a (m x k) b (k x n), row-major, through the cblas_sgemm blasconv.py found. */
+static void gemm(const int64_t *p, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float *c, int64_t ldc) {
+  if (p[P_ILP64]) /* 101, 111: CblasRowMajor, CblasNoTrans */
+    ((sgemm64)(intptr_t)p[P_SGEMM])(101, 111, 111, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  else
+    ((sgemm32)(intptr_t)p[P_SGEMM])(101, 111, 111, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
+                                    (int)ldc);
+}
+
+/* Each thread's scratch, kept between calls (fresh megabytes fault in) and freed when the thread ends. */
+typedef struct {
+  float *buf[2];
+  size_t cap[2];
+} scratch_t;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void scratch_free(void *s) {
+  scratch_t *t = s;
+  free(t->buf[0]);
+  free(t->buf[1]);
+  free(t);
+}
+static void scratch_key_make(void) { pthread_key_create(&scratch_key, scratch_free); }
+
+/* This thread's scratch `which` of at least n floats, or NULL (out of memory: the call says so). */
+static float *scratch(int which, int64_t n) {
+  pthread_once(&scratch_once, scratch_key_make);
+  scratch_t *t = pthread_getspecific(scratch_key);
+  if (!t) {
+    if (!(t = calloc(1, sizeof *t))) return NULL;
+    pthread_setspecific(scratch_key, t);
+  }
+  size_t bytes = ((size_t)n * sizeof(float) + 63) & ~(size_t)63;
+  if (t->cap[which] < bytes) {
+    void *buf = NULL;
+    free(t->buf[which]);
+    t->buf[which] = posix_memalign(&buf, 64, bytes ? bytes : 64) == 0 ? buf : NULL;
+    t->cap[which] = t->buf[which] ? bytes : 0;
+  }
+  return t->buf[which];
+}
+
+static void failed(const int64_t *p) { /* the call's flag: blasconv.py raises MemoryError */ __atomic_store_n(PTR(int64_t, P_FAILED), 1, __ATOMIC_RELAXED); }
+
+/* Winograd, tile rows [ty0, ty1): the tiles' input transform, (tile + 2)^2 products, the output with the epilogue. */
+static void task_winograd(const int64_t *p, int64_t ty0, int64_t ty1) {
+  int64_t n = p[P_TILE] + 2, planes = n * n, c = p[P_C], o = p[P_O], tiles = (ty1 - ty0) * p[P_TW];
+  float *v = scratch(0, planes * c * tiles), *m = scratch(1, planes * o * tiles);
+  if (!v || !m) {
+    failed(p);
+    return;
+  }
+  const float *x = PTR(const float, P_X), *u = PTR(const float, P_WEIGHT);
+  if (p[P_TILE] == 2)
+    hwa_winograd_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], ty0, ty1);
+  else
+    hwa_winograd4_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], ty0, ty1);
+  for (int64_t i = 0; i < planes; i++) gemm(p, o, tiles, c, u + i * o * c, c, v + i * c * tiles, tiles, m + i * o * tiles, tiles);
+  if (p[P_TILE] == 2)
+    hwa_winograd_output(m, PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES),
+                        PTR(const int64_t, P_REP), o, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0, ty1);
+  else
+    hwa_winograd4_output(m, PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES),
+                         PTR(const int64_t, P_REP), o, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0, ty1);
+}
+
+/* Output rows [y0, y1): their patches (a 1x1 stride-1 convolution reads the input as they are), one product
+ * straight into the output's columns, the epilogue in place. */
+static void task_band(const int64_t *p, int64_t y0, int64_t y1) {
+  int64_t ow = p[P_OW], points = p[P_OH] * ow, q0 = y0 * ow, q1 = y1 * ow, o = p[P_O];
+  int64_t k = p[P_C] * p[P_KH] * p[P_KW];
+  const float *b = PTR(const float, P_X) + q0;
+  int64_t ldb = points;
+  if (!p[P_DIRECT]) {
+    float *cols = scratch(0, k * (q1 - q0));
+    if (!cols) {
+      failed(p);
+      return;
+    }
+    hwa_im2col(PTR(const float, P_X), cols, p[P_C], p[P_H], p[P_IW], p[P_KH], p[P_KW], p[P_SH], p[P_SW], p[P_PT],
+               p[P_PL], p[P_DH], p[P_DW], ow, y0, y1);
+    b = cols;
+    ldb = q1 - q0;
+  }
+  gemm(p, o, q1 - q0, k, PTR(const float, P_WEIGHT), k, b, ldb, PTR(float, P_OUT) + q0, points);
+  if (p[P_EPILOGUE])
+    hwa_epilogue(PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES), PTR(const int64_t, P_REP),
+                 points, p[P_RELU], 0, o, q0, q1);
+}
+
+/* Input channels [c0, c1): their rows of the whole image's patches, in the shared P_COLS. */
+static void task_patches(const int64_t *p, int64_t c0, int64_t c1) {
+  int64_t points = p[P_OH] * p[P_OW];
+  hwa_im2col(PTR(const float, P_X) + c0 * p[P_H] * p[P_IW], PTR(float, P_COLS) + c0 * p[P_KH] * p[P_KW] * points,
+             c1 - c0, p[P_H], p[P_IW], p[P_KH], p[P_KW], p[P_SH], p[P_SW], p[P_PT], p[P_PL], p[P_DH], p[P_DW], p[P_OW],
+             0, p[P_OH]);
+}
+
+/* Output channels [a, z): their rows of the product, into the output with the epilogue, or into P_RAW for the
+ * store phase when a row map may read another block's rows. */
+static void task_block(const int64_t *p, int64_t a, int64_t z) {
+  int64_t points = p[P_OH] * p[P_OW], k = p[P_C] * p[P_KH] * p[P_KW];
+  const float *b = p[P_DIRECT] ? PTR(const float, P_X) : PTR(const float, P_COLS);
+  float *dst = p[P_RAW] ? PTR(float, P_RAW) : PTR(float, P_OUT);
+  gemm(p, z - a, points, k, PTR(const float, P_WEIGHT) + a * k, k, b, points, dst + a * points, points);
+  if (!p[P_RAW] && p[P_EPILOGUE])
+    hwa_epilogue(PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES), NULL, points, p[P_RELU], a,
+                 z, 0, points);
+}
+
+/* Output channels [a, z) from P_RAW, each from its row map's row, with the epilogue. */
+static void task_store(const int64_t *p, int64_t a, int64_t z) {
+  int64_t points = p[P_OH] * p[P_OW];
+  hwa_store(PTR(float, P_OUT), PTR(const float, P_RAW), PTR(const float, P_BIAS), PTR(const float, P_RES),
+            PTR(const int64_t, P_REP), points, 0, points, a, z, p[P_RELU]);
+}
+
+/* One phase of one image's conv2d: the task `kind` for each of `count` ranges, shared with `crew`. Returns 0, or
+ * -1 when a thread's scratch could not be allocated. */
+int64_t hwa_conv_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
+  static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store};
+  if (kind < 0 || kind > K_STORE) return -1;
+  int64_t fail = 0;
+  p[P_FAILED] = (int64_t)(intptr_t)&fail;
+  hwa_crew_run(crew, tasks[kind], p, ranges, count);
+  return fail ? -1 : 0;
+}
