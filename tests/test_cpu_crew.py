@@ -79,3 +79,49 @@ def test_matmul_gives_the_references_products(xs, ys, tx, ty):
     assert got.shape == want.shape and got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
     assert matmul(x.astype("float64"), y.astype("float64"), tx, ty).dtype == np.float64  # other dtypes: the reference
+
+
+def _native_crew():
+    """blasconv's library (crew.c is part of it) and a new native crew of two helpers, or a skip naming why."""
+    import ctypes
+    from hwadapter.runtime.device import get
+    from hwadapter_cpu import blasconv
+    lib = blasconv.Transforms(get("cpu")).lib()
+    if lib is None:
+        pytest.skip("no C compiler: the native crew is not built")
+    task = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    lib.hwa_crew_run.restype = None
+    lib.hwa_crew_run.argtypes = [ctypes.c_void_p, task, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    return lib, task, lib.hwa_crew_new(2, 200_000)
+
+
+def test_the_native_crew_runs_every_range_once_across_runs_and_callers():
+    """Runs posted back to back from three threads at once (a run that finds the crew busy runs alone): every range
+    of every run is done exactly once, and by more than one thread."""
+    lib, task_type, crew = _native_crew()
+    done, threads, lock, late = {}, set(), threading.Lock(), []
+
+    def record(_params, a, b):
+        with lock:
+            done[a] = done.get(a, 0) + 1
+            threads.add(threading.get_ident())
+        if a % 7 == 0:
+            time.sleep(0.0005)  # some ranges take longer: the others are claimed meanwhile
+    task = task_type(record)
+
+    def caller(c):
+        for r in range(60):
+            base = (c * 60 + r) * 1000
+            ranges = np.array([(base + i, base + i + 1) for i in range(9)], np.int64)
+            lib.hwa_crew_run(crew, task, None, ranges.ctypes.data, len(ranges))
+            with lock:
+                if not all(done.get(base + i) == 1 for i in range(9)):  # all done when the call returns
+                    late.append(base)
+    callers = [threading.Thread(target=caller, args=(c,)) for c in range(3)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(60)
+    assert not any(t.is_alive() for t in callers)
+    assert not late and len(done) == 3 * 60 * 9 and set(done.values()) == {1}
+    assert len(threads) > 3  # the crew's helpers took ranges, not only the three callers
