@@ -73,6 +73,11 @@ class CudaPlugin(Plugin):
             raise _device_error(100)
         return count
 
+    def native_library(self) -> str:
+        """The GPUs through the CUDA runtime in C (cuda_device.c), for native hosts such as the Paddle bridge."""
+        from . import native
+        return native.library(self.name)
+
     def create_runtime(self, index: int):
         from .runtime import CudaRuntime
         return CudaRuntime(index, f"{self.name}:{index}")
