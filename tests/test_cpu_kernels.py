@@ -1,4 +1,4 @@
-"""The CPU plugin's own kernels (conv2d, max_pool2d) against the reference kernels, the semantics' oracle."""
+"""The CPU plugin's own kernels (conv2d, max_pool2d, avg_pool2d) against the reference kernels, the semantics' oracle."""
 from __future__ import annotations
 
 import numpy as np
@@ -76,7 +76,17 @@ def pools(draw):
     x = (rng.standard_normal((draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w)) * 50).astype(dtype)
     if dtype.startswith("float") and draw(st.booleans()):
         x.flat[0] = np.nan
+    if dtype.startswith("float") and draw(st.booleans()):  # ties of -0 and +0, infinities
+        x.flat[rng.integers(0, x.size, x.size // 2)] = rng.choice(np.array([0.0, -0.0, np.inf, -np.inf], dtype), x.size // 2)
     return x, dict(kernel_size=(kh, kw), stride=stride, padding=padding, ceil_mode=draw(st.booleans()))
+
+
+def _pool_kernels():
+    from hwadapter.runtime.device import get
+    return pool.kernels(get("cpu"))  # float32 through pool.c (numpy where it cannot be compiled)
+
+
+POOLS = _pool_kernels()
 
 
 @settings(max_examples=200, deadline=None)
@@ -84,9 +94,33 @@ def pools(draw):
 def test_max_pool_matches_the_reference_kernel(case):
     x, attrs = case
     want = reference.KERNELS["max_pool2d"](x, **attrs)
-    got = pool.max_pool2d(x, **attrs)
+    for got in (pool.max_pool2d(x, **attrs), POOLS["max_pool2d"](x, **attrs)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)  # which of a tie of -0 and +0 wins, numpy's max leaves open
+
+
+@settings(max_examples=200, deadline=None)
+@given(pools(), st.booleans())
+def test_avg_pool_matches_the_reference_kernel(case, exclusive):
+    x, attrs = case
+    if x.dtype.kind != "f":
+        x = x.astype("float32")
+    want = reference.KERNELS["avg_pool2d"](x, **attrs, exclusive=exclusive)
+    got = POOLS["avg_pool2d"](x, **attrs, exclusive=exclusive)
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, want, rtol=TOL[x.dtype.name], atol=TOL[x.dtype.name])
+
+
+def test_pool_c_is_what_runs_for_float32():
+    from hwadapter.runtime.device import get
+    if pool._load(get("cpu")) is None:
+        pytest.skip("pool.c could not be compiled here: numpy pools")
+    x = np.arange(2 * 3 * 9 * 9, dtype="float32").reshape(2, 3, 9, 9)
+    x[0, 0, 0, 0] = np.nan
+    got = POOLS["max_pool2d"](x, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1, 1, 1))
+    assert np.isnan(got[0, 0, 0, 0]) and got[1, 2, 3, 3] == x[1, 2, 7, 7]
+    assert POOLS["avg_pool2d"](x[1:], kernel_size=(9, 9), stride=(1, 1))[0, :, 0, 0].tolist() == \
+        [float(np.float32(x[1, c].sum()) / 81) for c in range(3)]
 
 
 def _device_conv():

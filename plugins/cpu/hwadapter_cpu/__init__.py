@@ -37,12 +37,13 @@ class CpuPlugin(Plugin):
             if op not in skip:
                 kernels.register(op, fn)
         # the reference's semantics, faster: conv2d as BLAS products with C transforms around them (all in C, with
-        # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), max_pool2d over whole planes
+        # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), float32 pooling in C (pool.c)
         crew = Crew(name=str(kernels.device))  # one set of threads for the device's conv2d and matmul
         default = {"conv2d": blasconv.conv_kernel(kernels.device, crew), "matmul": matmul_kernel(crew)}
         for op, fn in (compiled.kernels(kernels.device) if codegen else default).items():
             kernels.register(op, fn)
-        kernels.register("max_pool2d", pool.max_pool2d)
+        for op, fn in pool.kernels(kernels.device).items():
+            kernels.register(op, fn)
 
     def native_library(self) -> str:
         """Host memory in C (host_device.c), for native hosts such as the Paddle bridge."""
