@@ -1,56 +1,93 @@
-/* float32 max and average pooling over planes (pool.py): one pass, each window clipped to the image, so padding
- * never needs a padded copy. numpy's strided views took 1.5 ms for ResNet-50's first max pool, this 0.1 ms. */
+/* float32 max and average pooling over planes (pool.py), separably: each input row reduced across its windows'
+ * columns once, then the output rows across those rows' results. Loops over whole rows, which the compiler
+ * vectorises; a 3x3 stride-2 pool reads each input element once instead of 2.25 times. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
-/* The window of output (oy, ox) clipped to the image: rows [*y0, *y1), columns [*x0, *x1). */
-static void clip(int64_t oy, int64_t ox, int64_t h, int64_t w, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
-                 int64_t pt, int64_t pl, int64_t *y0, int64_t *y1, int64_t *x0, int64_t *x1) {
-  int64_t ys = oy * sh - pt, xs = ox * sw - pl;
-  *y0 = ys < 0 ? 0 : ys;
-  *y1 = ys + kh > h ? h : ys + kh;
-  *x0 = xs < 0 ? 0 : xs;
-  *x1 = xs + kw > w ? w : xs + kw;
+#define MAX(m, v) (((m) >= (v) || (m) != (m)) ? (m) : (v)) /* np.maximum: nan wins, then the first of equals */
+
+/* Input row y of `plane` padded to wp columns with `fill` (pl of them on the left). */
+static void padded_row(float *restrict row, const float *restrict plane, int64_t y, int64_t w, int64_t pl,
+                       int64_t wp, float fill) {
+  int64_t n = w < wp - pl ? w : wp - pl;
+  n = n > 0 ? n : 0;
+  for (int64_t q = 0; q < pl && q < wp; q++) row[q] = fill;
+  memcpy(row + pl, plane + y * w, (size_t)n * sizeof(float));
+  for (int64_t q = pl + n; q < wp; q++) row[q] = fill;
 }
 
-/* out[p][oy][ox] = the largest of the window (nan if any is nan; of equal values the first, row by row; -inf for
- * a window wholly in the padding), as np.maximum over the window's taps in order. */
-void hwa_max_pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                  int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow) {
-  for (int64_t p = 0; p < planes; p++) {
-    const float *plane = x + p * h * w;
-    for (int64_t oy = 0; oy < oh; oy++) {
-      for (int64_t ox = 0; ox < ow; ox++) {
-        int64_t y0, y1, x0, x1;
-        clip(oy, ox, h, w, kh, kw, sh, sw, pt, pl, &y0, &y1, &x0, &x1);
-        float m = -INFINITY;
-        for (int64_t y = y0; y < y1; y++)
-          for (int64_t xx = x0; xx < x1; xx++) {
-            float v = plane[y * w + xx];
-            m = (m >= v || m != m) ? m : v;
-          }
-        out[(p * oh + oy) * ow + ox] = m;
-      }
+/* across[ox] = the max (or sum) of row[ox * sw + j] for j < kw; sw a constant where inlined, so it vectorises */
+static inline __attribute__((always_inline)) void across(float *restrict dst, const float *restrict row, int64_t ow,
+                                                          int64_t sw, int64_t kw, int sum) {
+  for (int64_t ox = 0; ox < ow; ox++) dst[ox] = row[ox * sw];
+  for (int64_t j = 1; j < kw; j++)
+    for (int64_t ox = 0; ox < ow; ox++) dst[ox] = sum ? dst[ox] + row[ox * sw + j] : MAX(dst[ox], row[ox * sw + j]);
+}
+
+/* One plane: cols[y][ox] for every input row y, then out[oy][ox] from the rows of its window inside the image
+ * (a window wholly in the padding gives fill: -inf for max, 0 for a sum). */
+static void pool_plane(const float *plane, float *out, float *row, float *cols, int64_t h, int64_t w, int64_t kh,
+                       int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int sum) {
+  float fill = sum ? 0.0f : -INFINITY;
+  int64_t wp = (ow - 1) * sw + kw;
+  for (int64_t y = 0; y < h; y++) {
+    padded_row(row, plane, y, w, pl, wp, fill);
+    float *dst = cols + y * ow;
+    if (sw == 1)
+      across(dst, row, ow, 1, kw, sum);
+    else if (sw == 2)
+      across(dst, row, ow, 2, kw, sum);
+    else
+      across(dst, row, ow, sw, kw, sum);
+  }
+  for (int64_t oy = 0; oy < oh; oy++) {
+    float *o = out + oy * ow;
+    int64_t y0 = oy * sh - pt, y1 = y0 + kh;
+    y0 = y0 < 0 ? 0 : y0;
+    y1 = y1 > h ? h : y1;
+    for (int64_t ox = 0; ox < ow; ox++) o[ox] = fill;
+    for (int64_t y = y0; y < y1; y++) {
+      const float *c = cols + y * ow;
+      for (int64_t ox = 0; ox < ow; ox++) o[ox] = sum ? o[ox] + c[ox] : MAX(o[ox], c[ox]);
     }
   }
 }
 
-/* out[p][oy][ox] = the window's sum (row by row) / its count: the elements inside the image when exclusive, else
- * kh * kw (the padding counted as zeros). */
-void hwa_avg_pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                  int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int64_t exclusive) {
-  for (int64_t p = 0; p < planes; p++) {
-    const float *plane = x + p * h * w;
+/* max (sum = 0) or sum pooling of `planes` planes; returns -1 when its scratch cannot be allocated */
+static int64_t pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                    int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int sum) {
+  int64_t wp = (ow - 1) * sw + kw;
+  float *row = malloc((size_t)(wp + h * ow) * sizeof(float));
+  if (!row) return -1;
+  for (int64_t p = 0; p < planes; p++)
+    pool_plane(x + p * h * w, out + p * oh * ow, row, row + wp, h, w, kh, kw, sh, sw, pt, pl, oh, ow, sum);
+  free(row);
+  return 0;
+}
+
+/* out[p][oy][ox] = the largest of the window (nan if any is nan; -inf for a window wholly in the padding). */
+int64_t hwa_max_pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                     int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow) {
+  return pool(x, out, planes, h, w, kh, kw, sh, sw, pt, pl, oh, ow, 0);
+}
+
+/* out[p][oy][ox] = the window's sum / its count: the elements inside the image when exclusive, else kh * kw (the
+ * padding counted as zeros). */
+int64_t hwa_avg_pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                     int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int64_t exclusive) {
+  if (pool(x, out, planes, h, w, kh, kw, sh, sw, pt, pl, oh, ow, 1)) return -1;
+  for (int64_t p = 0; p < planes; p++)
     for (int64_t oy = 0; oy < oh; oy++) {
+      int64_t y0 = oy * sh - pt, y1 = y0 + kh;
+      int64_t rows = (y1 > h ? h : y1) - (y0 < 0 ? 0 : y0);
+      float *o = out + (p * oh + oy) * ow;
       for (int64_t ox = 0; ox < ow; ox++) {
-        int64_t y0, y1, x0, x1;
-        clip(oy, ox, h, w, kh, kw, sh, sw, pt, pl, &y0, &y1, &x0, &x1);
-        float s = 0.0f;
-        for (int64_t y = y0; y < y1; y++)
-          for (int64_t xx = x0; xx < x1; xx++) s += plane[y * w + xx];
-        int64_t count = exclusive ? (y1 - y0) * (x1 - x0) : kh * kw;
-        out[(p * oh + oy) * ow + ox] = s / (float)count;
+        int64_t x0 = ox * sw - pl, x1 = x0 + kw;
+        int64_t cols = (x1 > w ? w : x1) - (x0 < 0 ? 0 : x0);
+        o[ox] /= (float)(exclusive ? (rows > 0 ? rows : 0) * (cols > 0 ? cols : 0) : kh * kw);
       }
     }
-  }
+  return 0;
 }
