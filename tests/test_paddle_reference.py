@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 
 import numpy as np
 import pytest
 from test_paddle_bridge import THREADS, _child, _hwadapter, _result
+from test_paddle_kernels import DEVICE_FORMS, FORM_CASES, check_device_forms
 
 _SKIP = None
 if importlib.util.find_spec("paddle") is None:
@@ -227,15 +229,48 @@ for kind, path in libraries.items():
         predictor.run()
         r[model]["inference"] = predictor.get_output_handle(predictor.get_output_names()[0]).copy_to_cpu().tolist()
         del predictor, handle
+if "cpu" in libraries:  # hwa_cpu's Python kernels with attributes (optable.FORMS) against Paddle's CPU, counted
+    lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "libhwadapter_paddle_cpu.pykernels"))
+    lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
+    calls = lambda name: lib.hwadapter_paddle_kernel_calls(name.encode())
+    from hwadapter_paddle import optable
+    by_phi = {m.phi: m for m in optable.TABLE if m.form in ("reduce", "sum", "softmax", "conv2d", "pool2d")}
+    out["forms"] = device_forms("hwa_cpu:0", by_phi, dtypes=lambda phi: by_phi[phi].dtypes)  # every mapped dtype
+    paddle.set_device("hwa_cpu:0")  # what the device's kernels cannot do exactly: refused, with the reason
+    rs, refused = np.random.default_rng(2), out.setdefault("refused", {})
+    for name, fn, args in [
+            ("conv2d NHWC", lambda a, b: _F.conv2d(a, b, data_format="NHWC"),
+             [rs.standard_normal((1, 5, 5, 2)).astype("float32"), rs.standard_normal((3, 2, 3, 3)).astype("float32")]),
+            ("pool2d ceil_mode past the input", lambda t: _F.max_pool2d(t, 2, 3, ceil_mode=True),
+             [rs.standard_normal((1, 1, 6, 6)).astype("float32")]),
+            ("sum into float64", lambda t: paddle.sum(t, dtype="float64"), [np.ones(3, "float32")])]:
+        try:
+            fn(*[paddle.to_tensor(a) for a in args])
+            refused[name] = None
+        except Exception as err:
+            refused[name] = str(err)
+    names = [m.phi for m in optable.TABLE]
+    for model, (build, x) in inputs.items():  # which of the nets' phi kernels ran on the device's kernels
+        net = build()
+        net.eval()
+        before = {n: calls(n) for n in names}
+        net(paddle.to_tensor(x))
+        out[model + "_kernels"] = {n: calls(n) - before[n] for n in names if calls(n) != before[n]}
 print("RESULT=" + json.dumps(out))
 """
 
 
 def test_cpu_and_opencl_in_paddle_match_paddle_cpu_eager_to_static_and_inference(installed):
     root, site, libraries, _ = installed
-    proc = _child(f"PADDLE_NAME = {PADDLE_NAME!r}\n" + REFERENCE, root, site,
-                  env={"REFERENCE_LIBRARIES": json.dumps(libraries), "CDEMO_LIBRARY": libraries["cpu"]})
+    proc = _child(f"PADDLE_NAME = {PADDLE_NAME!r}\n" + FORM_CASES + DEVICE_FORMS + REFERENCE, root, site,
+                  env={"REFERENCE_LIBRARIES": json.dumps(libraries), "CDEMO_LIBRARY": libraries["cpu"],
+                       "GLOG_minloglevel": "0", "GLOG_vmodule": "kernel_factory=1"})  # Paddle's fallback lines
     r = _result(proc)
+    # Paddle says each op it runs on the CPU instead ("missing hwa_cpu kernel: relu, ... fallbacking to CPU one!")
+    fell_back = set(re.findall(r"missing hwa_cpu kernel: (\w+),", proc.stderr))
+    assert not fell_back & {"conv2d", "pool2d", "softmax", "matmul", "add"}, fell_back
+    assert "relu" in fell_back or "cpu" not in libraries, fell_back  # the observable works (relu is not mapped)
+    print("hwa_cpu fell back for:", sorted(fell_back))
     assert sorted(r["types"]) == sorted(PADDLE_NAME[t] for t in libraries)
     for kind in libraries:
         place = f"Place({PADDLE_NAME[kind]}:0)"
@@ -257,6 +292,23 @@ def test_cpu_and_opencl_in_paddle_match_paddle_cpu_eager_to_static_and_inference
         first, second = r[kind]["after"]
         assert second <= first, (kind, r[kind]["after"])
         assert r[kind]["freed"] == 0 or PADDLE_NAME[kind] != r["types"][0], (kind, r[kind]["freed"])
+    if "cpu" in libraries:
+        _check_forms_on_hwa_cpu(r)
+
+
+def _check_forms_on_hwa_cpu(r: dict) -> None:
+    """Reductions, softmax, conv2d and pool2d ran on hwa_cpu's kernels (their counters moved, never on the CPU) and
+    equal Paddle's CPU as the optable entry claims; what they cannot do is refused naming the kernel and the fix."""
+    assert len(r["forms"]) >= 60, sorted(r["forms"])
+    check_device_forms(r["forms"], "hwa_cpu:0")
+    for name, message in r["refused"].items():
+        assert message and "hwadapter-paddle: hwa_cpu kernel" in message and "--runtime-only" in message, (name,
+                                                                                                          message)
+    assert "NHWC" in r["refused"]["conv2d NHWC"] and "paddle.cast" in r["refused"]["sum into float64"]
+    # The CNN's convolutions (their bias adds too), pooling and Linear ran as registered kernels; the MLP's softmax.
+    assert {"conv2d", "pool2d", "add", "matmul"} <= set(r["cnn_kernels"]), r["cnn_kernels"]
+    assert r["cnn_kernels"]["conv2d"] == 2 and r["cnn_kernels"]["pool2d"] == 1
+    assert {"matmul", "add", "softmax"} <= set(r["mlp_kernels"]), r["mlp_kernels"]
 
 
 @pytest.mark.slow

@@ -5,7 +5,10 @@
 With the kernels library installed, `add` (float32) on the device is a phi kernel calling the device library's C
 kernel; `subtract` has no kernel in cdemo, so it shows the price of Paddle's CPU fallback (its kernel plus the copies
 through the device library) in the same run. The MLP (Linear, ReLU) runs matmul and add on the device's kernels and
-relu through the fallback. Installed with --runtime-only, every op on the device falls back.
+relu through the fallback. The small CNN (tests/test_paddle_reference.py's: Conv2D, BatchNorm2D, ReLU, MaxPool2D,
+Conv2D, ReLU, Flatten, Linear; batch 2, 3x12x12) runs conv2d, pool2d, add and matmul on the device's kernels where it
+has them (hwa_cpu: the cpu plugin's Python kernels), batch_norm and relu through the fallback. Installed with
+--runtime-only, every op on the device falls back.
 """
 from __future__ import annotations
 
@@ -29,6 +32,16 @@ def per_call(fn, n: int, repeats: int = 7) -> float:
     return statistics.median(runs)
 
 
+def cnn():
+    """The small CNN of tests/test_paddle_reference.py (eval mode) and its input, on the current device."""
+    paddle.seed(11)
+    net = paddle.nn.Sequential(paddle.nn.Conv2D(3, 8, 3, padding=1), paddle.nn.BatchNorm2D(8), paddle.nn.ReLU(),
+                               paddle.nn.MaxPool2D(2), paddle.nn.Conv2D(8, 4, 3), paddle.nn.ReLU(),
+                               paddle.nn.Flatten(), paddle.nn.Linear(4 * 4 * 4, 5))
+    net.eval()
+    return net, paddle.to_tensor(np.random.default_rng(1).standard_normal((2, 3, 12, 12)).astype("float32"))
+
+
 def main(device: str) -> None:
     print(f"paddle {paddle.__version__}; custom devices {paddle.device.get_all_custom_device_type()}")
     rows = []
@@ -48,12 +61,14 @@ def main(device: str) -> None:
             static_net = paddle.jit.to_static(net, full_graph=True)
             static = per_call(lambda: static_net(x), 500)
             round_trip = per_call(lambda: net(x).numpy(), 500)
-        rows.append((place, add, sub, eager, static, round_trip))
+            cnn_net, image = cnn()
+            conv = per_call(lambda: cnn_net(image), 200)
+        rows.append((place, add, sub, eager, static, round_trip, conv))
     print(f"{'device':10} {'add [16] us':>12} {'subtract [16] us':>17} {'MLP eager us':>13} {'MLP to_static us':>17} "
-          f"{'MLP + .numpy() us':>18}")
-    for place, add, sub, eager, static, rt in rows:
+          f"{'MLP + .numpy() us':>18} {'CNN eager us':>13}")
+    for place, add, sub, eager, static, rt, conv in rows:
         print(f"{place:10} {add * 1e6:12.1f} {sub * 1e6:17.1f} {eager * 1e6:13.1f} {static * 1e6:17.1f} "
-              f"{rt * 1e6:18.1f}")
+              f"{rt * 1e6:18.1f} {conv * 1e6:13.1f}")
     print("On the device, add runs the library's C kernel when the kernels library registers it (`hwadapter paddle "
           "status`); subtract, which cdemo has no kernel for, runs Paddle's CPU kernel through the fallback.")
 

@@ -55,6 +55,47 @@ _MATMUL_ATTRS = """  HwaAttr attrs[2] = {{"transpose_x", HWA_ATTR_INT, transpose
                       {"transpose_y", HWA_ATTR_INT, transpose_y, 0, nullptr, 0, nullptr}};
   size_t n = (transpose_x || transpose_y) ? 2 : 0;
 """
+# Forms whose shapes and attributes a helper of paddle_kernels.cc works out: (the phi kernel's parameters, the
+# helper's call after `fn`).
+_HELPED = {
+    "reduce": ("const phi::DenseTensor &x, const phi::IntArray &dims, bool keep_dim",
+               "reduce<T>({phi}, {op}, fn, ctx, x, dims.GetData(), keep_dim, out, {calls})"),
+    "sum": ("const phi::DenseTensor &x, const phi::IntArray &dims, phi::DataType out_dtype, bool keep_dim",
+            "sum<T>({phi}, {op}, fn, ctx, x, dims.GetData(), out_dtype, keep_dim, out, {calls})"),
+    "softmax": ("const phi::DenseTensor &x, int axis", "softmax<T>({phi}, {op}, fn, ctx, x, axis, out, {calls})"),
+    "conv2d": ("const phi::DenseTensor &input, const phi::DenseTensor &filter, const std::vector<int> &strides, "
+               "const std::vector<int> &paddings, const std::string &padding_algorithm, "
+               "const std::vector<int> &dilations, int groups, const std::string &data_format",
+               "conv2d<T>({phi}, {op}, fn, ctx, input, filter, strides, paddings, padding_algorithm, dilations, "
+               "groups, data_format, out, {calls})"),
+    "pool2d": ("const phi::DenseTensor &x, const phi::IntArray &kernel_size, const std::vector<int64_t> &strides, "
+               "const std::vector<int64_t> &paddings, bool ceil_mode, bool exclusive, const std::string &data_format, "
+               "const std::string &pooling_type, bool global_pooling, bool adaptive, "
+               "const std::string &padding_algorithm",
+               "pool2d<T>({phi}, fn, fn_avg_pool2d, fn_adaptive_avg_pool2d, ctx, x, kernel_size.GetData(), strides, "
+               "paddings, ceil_mode, exclusive, data_format, pooling_type, global_pooling, adaptive, "
+               "padding_algorithm, out, {calls})"),
+}
+
+
+def _wrapper(m: optable.Mapping) -> str:
+    """One phi kernel's wrapper: find the library's kernel(s) once, then launch (or the form's helper)."""
+    codes = ", ".join(["Code<T>::value"] * optable.arity(m))
+    head = (f"std::atomic<uint64_t> calls_{m.phi}{{0}};\n"
+            f"template <typename T, typename Context>\n")
+    finds = f"  static const HwaKernelFn fn = find_kernel(\"{m.op}\", {{{codes}}});\n"
+    for other in m.requires:
+        finds += f"  static const HwaKernelFn fn_{other} = find_kernel(\"{other}\", {{{codes}}});\n"
+    if m.form in _HELPED:
+        params, call = _HELPED[m.form]
+        call = call.format(phi=f'"{m.phi}"', op=f'"{m.op}"', calls=f"calls_{m.phi}")
+        return head + f"void k_{m.phi}(const Context &ctx, {params}, phi::DenseTensor *out) {{\n{finds}  {call};\n}}\n"
+    params, ins, shape, out_type, attrs = _FORMS[m.form]
+    shape = shape.replace("{phi}", f'"{m.phi}"')
+    return (head + f"void k_{m.phi}(const Context &ctx, {params}, phi::DenseTensor *out) {{\n" + finds
+            + (_MATMUL_ATTRS if m.form == "matmul" else "") +
+            f"  launch<T, {out_type}>(\"{m.phi}\", \"{m.op}\", fn, ctx, {ins}, {shape}, out, {attrs}, calls_{m.phi});\n"
+            f"}}\n")
 
 
 def generate(register: dict[str, list[str]]) -> str:
@@ -62,18 +103,7 @@ def generate(register: dict[str, list[str]]) -> str:
     wrappers, registrations, counters, said = [], [], [], []
     for op, dtypes in register.items():
         m = optable.BY_OP[op]
-        params, ins, shape, out_type, attrs = _FORMS[m.form]
-        shape = shape.replace("{phi}", f'"{m.phi}"')
-        arity = 1 if m.form == "unary" else 2
-        codes = ", ".join(["Code<T>::value"] * arity)
-        wrappers.append(
-            f"std::atomic<uint64_t> calls_{m.phi}{{0}};\n"
-            f"template <typename T, typename Context>\n"
-            f"void k_{m.phi}(const Context &ctx, {params}, phi::DenseTensor *out) {{\n"
-            f"  static const HwaKernelFn fn = find_kernel(\"{op}\", {{{codes}}});\n"
-            + (_MATMUL_ATTRS if m.form == "matmul" else "") +
-            f"  launch<T, {out_type}>(\"{m.phi}\", \"{op}\", fn, ctx, {ins}, {shape}, out, {attrs}, calls_{m.phi});\n"
-            f"}}\n")
+        wrappers.append(_wrapper(m))
         body = "kernel->OutputAt(0).SetDataType(phi::DataType::BOOL);" if m.form == "compare" else ""
         types = ", ".join(optable.CPP_TYPES[d] for d in dtypes)
         registrations.append(f"PD_REGISTER_PLUGIN_KERNEL({m.phi}, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::k_{m.phi}, "
@@ -97,10 +127,11 @@ def python_kernels(device_type: str, c_kernels: dict[str, list[str]]) -> list[tu
         return []
     out = []
     for m in optable.TABLE:
-        arity = 1 if m.form == "unary" else 2
+        arity = optable.arity(m)
         for dtype in m.dtypes:
-            if dtype not in c_kernels.get(m.op, []) and dev.kernels.find(m.op, (np.dtype(dtype),) * arity):
-                out.append((m.op, (optable.DTYPE_CODES[dtype],) * arity))
+            for op in (m.op,) + m.requires:
+                if dtype not in c_kernels.get(m.op, []) and dev.kernels.find(op, (np.dtype(dtype),) * arity):
+                    out.append((op, (optable.DTYPE_CODES[dtype],) * arity))
     return out
 
 

@@ -25,11 +25,31 @@ class Mapping:
     """One hwadapter op as one phi kernel. form: how the phi kernel's arguments reach the C kernel."""
     op: str                    # the op's kernel name in hwadapter (and in a library's kernel table)
     phi: str                   # Paddle's phi kernel name
-    form: str                  # "unary" (x) -> out, "binary" (x, y) -> out, "compare" (x, y) -> bool out,
-    #                            "matmul" (x, y, transpose_x, transpose_y) -> out
+    form: str                  # how the phi kernel's arguments become the op's inputs and attributes: FORMS
     dtypes: tuple[str, ...]    # where the semantics are exactly the same
     exact: bool = True         # False: the same function, equal to rounding (a few ulp), not bit for bit
     note: str = ""
+    requires: tuple[str, ...] = ()  # further hwadapter ops the phi kernel calls (by its attributes): all needed
+
+
+#: form: the phi kernel's arguments (after the context) -> the op's inputs and attributes (docs/ops.md, "what a
+#: kernel receives"); what cannot be passed exactly is refused at run time by the wrapper (paddle_kernels.cc).
+FORMS = {
+    "unary": "(x) -> out",
+    "binary": "(x, y) -> out, numpy broadcasting",
+    "compare": "(x, y) -> bool out, numpy broadcasting",
+    "matmul": "(x, y, transpose_x, transpose_y) -> out; the transposes passed when set",
+    "reduce": "(x, dims, keep_dim) -> axis (all when dims is empty), keepdim",
+    "sum": "(x, dims, out_dtype, keep_dim) -> as reduce; an out_dtype other than x's is refused",
+    "softmax": "(x, axis) -> axis, non-negative; a 0-d x as one element",
+    "conv2d": "(input, filter, strides, paddings, padding_algorithm, dilations, groups, data_format) -> stride, "
+              "padding (t, b, l, r; SAME/VALID resolved as Paddle does), dilation, groups; NHWC refused",
+    "pool2d": "(x, kernel_size, strides, paddings, ceil_mode, exclusive, data_format, pooling_type, global_pooling, "
+              "adaptive, padding_algorithm) -> max_pool2d, avg_pool2d or adaptive_avg_pool2d; NHWC, adaptive max "
+              "and Paddle-only window rules refused",
+}
+#: inputs each form's op takes
+ARITY = {"unary": 1, "reduce": 1, "sum": 1, "softmax": 1, "pool2d": 1}
 
 
 TABLE = (
@@ -59,6 +79,21 @@ TABLE = (
     Mapping("tanh", "tanh", "unary", FLOATS, exact=False),
     Mapping("matmul", "matmul", "matmul", FLOATS, exact=False,
             note="transpose_x/transpose_y passed when set; sums in another order than Paddle's BLAS"),
+    # Integer sums: Paddle's sum of int32 (and smaller) gives int64, hwadapter's kernel keeps the dtype.
+    Mapping("sum", "sum", "sum", FLOATS + ("int64",), exact=False, note="floats sum in another order than Paddle's"),
+    # Integer means: Paddle's mean of int32 is int32, hwadapter's mean of integers is float32.
+    Mapping("mean", "mean", "reduce", FLOATS, exact=False),
+    Mapping("max", "max", "reduce", FLOATS + ("int32", "int64"), note="nan propagates in both"),
+    Mapping("min", "min", "reduce", FLOATS + ("int32", "int64"), note="nan propagates in both"),
+    Mapping("softmax", "softmax", "softmax", FLOATS, exact=False,
+            note="Paddle's CPU clips x - max(x) at -64 (an element more than 64 below the max gives 1.6e-28, not "
+                 "less): equal to rounding or within 1.7e-28 (exp(-64))"),
+    Mapping("conv2d", "conv2d", "conv2d", FLOATS, exact=False, note="sums in another order than Paddle's"),
+    # Registered although Paddle's CPU max pooling differs on nan and -inf (checked in the tests): its nan depends on
+    # where in the window it lies (an artefact of `y = y > x ? y : x`), so no program can rely on it.
+    Mapping("max_pool2d", "pool2d", "pool2d", FLOATS, exact=False, requires=("avg_pool2d", "adaptive_avg_pool2d"),
+            note="max equal on numbers, averages to rounding; Paddle's CPU max ignores a nan unless it is the last "
+                 "of its window and gives -3.4e38 for a window of -inf, hwadapter's propagates nan and keeps -inf"),
 )
 
 #: hwadapter ops a library may have that are deliberately not mapped, and why (printed by `hwadapter paddle status`).
@@ -71,27 +106,47 @@ UNMAPPED = {
     "round": "Paddle's round has a `decimals` attribute hwadapter's round has not",
     "neg": "Paddle has no phi kernel `neg` (it scales by -1)",
     "cast": "Paddle's cast kernel is keyed by the input dtype alone; a library's cast may not produce every output",
+    "log_softmax": "Paddle's CPU log_softmax clips x - max(x) at -64: -64.3 where hwadapter's gives -inf",
+    "gelu": "Paddle's CPU gelu loses its tail (float32 gelu(-10) is -0.0, not -7.6e-23; gelu(-5.5) -1.64e-7, not "
+            "-1.04e-7) and gives nan for -inf, hwadapter's -0.0",
 }
 
 BY_OP = {m.op: m for m in TABLE}
+#: an op that only serves another mapping's phi kernel -> that mapping
+REQUIRED_BY = {op: m for m in TABLE for op in m.requires}
+
+
+def arity(m: Mapping) -> int:
+    return ARITY.get(m.form, 2)
 
 
 def plan(kernels: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, list[str]], list[dict]]:
     """From a library's kernel table [(op, input dtype codes)]: {op: dtypes to register} and, for every kernel
     not registered, {"op", "dtypes", "why"}. A kernel is registered when the op is mapped, all its inputs share
-    one dtype and the mapping holds for that dtype."""
+    one dtype, the mapping holds for that dtype and the library also has the mapping's `requires` for it (those
+    then serve its phi kernel)."""
     register: dict[str, list[str]] = {}
     left = []
+    have = set(kernels)
     for op, codes in kernels:
         names = [CODE_NAMES.get(c, f"code {c}") for c in codes]
         mapping = BY_OP.get(op)
-        arity = {"unary": 1}.get(mapping.form, 2) if mapping else None
-        if mapping is None:
+        n = arity(mapping) if mapping else None
+        missing = [r for r in mapping.requires if (r, codes) not in have] if mapping else []
+        if mapping is None and op in REQUIRED_BY:
+            owner = REQUIRED_BY[op]
+            if (owner.op, codes) in have and names[0] in owner.dtypes and all(
+                    (r, codes) in have for r in owner.requires):
+                continue  # served through the owner's phi kernel
+            why = f"used only by phi {owner.phi}, which needs {', '.join((owner.op,) + owner.requires)}"
+        elif mapping is None:
             why = UNMAPPED.get(op, "no Paddle kernel mapped for this op")
-        elif len(codes) != arity or len(set(names)) != 1:
-            why = f"phi {mapping.phi} takes {arity} inputs of one dtype"
+        elif len(codes) != n or len(set(names)) != 1:
+            why = f"phi {mapping.phi} takes {n} inputs of one dtype"
         elif names[0] not in mapping.dtypes:
             why = f"phi {mapping.phi} is mapped for {', '.join(mapping.dtypes)} only"
+        elif missing:
+            why = f"phi {mapping.phi} also needs {', '.join(missing)} for {names[0]} (never registered half-done)"
         else:
             if names[0] not in register.setdefault(op, []):
                 register[op].append(names[0])

@@ -10,7 +10,8 @@
  *   -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DPADDLE_WITH_CUSTOM_DEVICE -DPADDLE_WITH_CUSTOM_KERNEL
  *   -DHWA_PD_DEVICE_TYPE="cdemo" -DHWA_PD_TYPE_TOKEN=cdemo -DHWA_PD_LIBRARY="/path/lib.so" -DHWA_PD_BUILT_FOR="..."
  * linked to <paddle>/base/libpaddle.so. `contiguous` (strided views) is registered for every dtype here, built on
- * the library's copies alone.
+ * the library's copies alone. Phi kernels with attributes (reductions, softmax, conv2d, pool2d) go through helpers
+ * here that turn Paddle's arguments into hwadapter's attributes and refuse, naming why, the calls they cannot pass.
  *
  * Built with -DHWA_PD_PYTHON -DHWA_PD_HWA_TYPE="cpu" (and Python's include folder) it is the Python-kernel library
  * instead, libhwadapter_paddle_<type>.pykernels, for a plugin whose kernels are Python and whose memory the host
@@ -31,6 +32,7 @@
 
 #include "hwadapter/device_api.h"
 #include "paddle/phi/backends/custom/custom_context.h"
+#include "paddle/phi/common/int_array.h"
 #include "paddle/phi/core/dense_tensor.h"
 #include "paddle/phi/core/kernel_registry.h"
 
@@ -124,7 +126,17 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
   PyObject *inputs = PyList_New((Py_ssize_t)nin), *kw = PyDict_New();
   for (size_t i = 0; i < nin; ++i) PyList_SET_ITEM(inputs, (Py_ssize_t)i, tensor_tuple(in[i], itemsize(in[i].dtype)));
   for (size_t i = 0; i < na; ++i) {
-    PyObject *v = attrs[i].type == HWA_ATTR_FLOAT ? PyFloat_FromDouble(attrs[i].f) : PyLong_FromLongLong(attrs[i].i);
+    PyObject *v;
+    if (attrs[i].type == HWA_ATTR_FLOAT) {
+      v = PyFloat_FromDouble(attrs[i].f);
+    } else if (attrs[i].type == HWA_ATTR_INTS) {  /* axes, strides, paddings: a tuple, as the frontend passes */
+      v = PyTuple_New((Py_ssize_t)attrs[i].count);
+      for (size_t j = 0; j < attrs[i].count; ++j) PyTuple_SET_ITEM(v, (Py_ssize_t)j, PyLong_FromLongLong(attrs[i].ints[j]));
+    } else if (attrs[i].type == HWA_ATTR_STRING) {
+      v = PyUnicode_FromString(attrs[i].s);
+    } else {
+      v = PyLong_FromLongLong(attrs[i].i);
+    }
     PyDict_SetItemString(kw, attrs[i].name, v);
     Py_DECREF(v);
   }
@@ -276,7 +288,8 @@ struct Counter {
 template <typename T, typename U>
 void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
             std::initializer_list<const phi::DenseTensor *> ins, const Shape &out_shape, phi::DenseTensor *out,
-            const HwaAttr *attrs, size_t num_attrs, std::atomic<uint64_t> &calls) {
+            const HwaAttr *attrs, size_t num_attrs, std::atomic<uint64_t> &calls,
+            const Shape *paddle_shape = nullptr) {
   calls.fetch_add(1, std::memory_order_relaxed);
   std::vector<Desc> in;
   in.reserve(ins.size());
@@ -294,6 +307,7 @@ void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::Cus
   if (out->numel() == 0) return;  /* a kernel is not called when its output is empty (device_api.h) */
   Desc o(*out, data, true);
   o.t.dtype = Code<U>::value;
+  if (paddle_shape) out->Resize(common::make_ddim(*paddle_shape));  /* the kernel saw out_shape (a 0-d as 1-D) */
   std::vector<HwaTensor> tin;
   for (auto &d : in) tin.push_back(d.t);
   int device = ctx.GetPlace().GetDeviceId();
@@ -313,6 +327,185 @@ void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::Cus
         "fault; `hwadapter paddle install --runtime-only %s` leaves every op to Paddle's CPU kernels",
         HWA_PD_DEVICE_TYPE, phi_name, op, device, status_name(rc), library_message().c_str(), HWA_PD_LIBRARY,
         HWA_PD_DEVICE_TYPE));
+}
+
+
+/* ---- the forms with attributes (optable.FORMS): Paddle's arguments as hwadapter's kernel attributes (docs/ops.md),
+ * output shapes as Paddle's InferMeta gives them. What the op cannot say exactly is refused here, at run time, with
+ * the reason: Paddle has no per-call fallback for a registered kernel. ---- */
+[[noreturn]] void refuse(const char *phi_name, const phi::CustomContext &ctx, const std::string &what) {
+  PADDLE_THROW(common::errors::Unimplemented(
+      "hwadapter-paddle: %s kernel %s on %s: %s; the device's kernel cannot do this and Paddle has no per-call "
+      "fallback: change the call, move the tensors to the CPU for it, or run `hwadapter paddle install "
+      "--runtime-only %s` to leave every op to Paddle's CPU kernels", HWA_PD_DEVICE_TYPE, phi_name,
+      ctx.GetPlace().DebugString().c_str(), what.c_str(), HWA_PD_DEVICE_TYPE));
+}
+
+[[noreturn]] void bad_argument(const char *phi_name, const std::string &what) {
+  PADDLE_THROW(common::errors::InvalidArgument("hwadapter-paddle: %s kernel %s: %s", HWA_PD_DEVICE_TYPE, phi_name,
+                                               what.c_str()));
+}
+
+HwaAttr int_attr(const char *name, int64_t v) { return {name, HWA_ATTR_INT, v, 0, nullptr, 0, nullptr}; }
+HwaAttr ints_attr(const char *name, const std::vector<int64_t> &v) {
+  return {name, HWA_ATTR_INTS, 0, 0, v.data(), v.size(), nullptr};
+}
+
+/* sum, mean, max, min: Paddle's dims (negative allowed; none, or a 0-d x: every axis) -> sorted axes, keepdim. */
+template <typename T>
+void reduce(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            const phi::DenseTensor &x, const std::vector<int64_t> &dims, bool keep_dim, phi::DenseTensor *out,
+            std::atomic<uint64_t> &calls) {
+  Shape in = shape_of(x), shape;
+  const int64_t rank = (int64_t)in.size(), span = std::max<int64_t>(rank, 1);
+  std::vector<bool> reduced(rank, dims.empty());
+  for (int64_t d : dims) {
+    if (d < -span || d >= span)
+      bad_argument(phi_name, "axis " + std::to_string(d) + " is out of range for a " + std::to_string(rank) +
+                                 "-d tensor");
+    if (rank) reduced[d < 0 ? d + rank : d] = true;
+  }
+  std::vector<int64_t> axes;
+  for (int64_t a = 0; a < rank; ++a) {
+    if (reduced[a]) {
+      axes.push_back(a);
+      if (keep_dim) shape.push_back(1);
+      if (in[a] == 0 && (!strcmp(op, "max") || !strcmp(op, "min")))  /* Paddle's CPU refuses this too */
+        bad_argument(phi_name, "cannot reduce along an axis (" + std::to_string(a) + ") that has a size of 0");
+    } else {
+      shape.push_back(in[a]);
+    }
+  }
+  HwaAttr attrs[2] = {ints_attr("axis", axes), int_attr("keepdim", keep_dim)};
+  launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 2, calls);
+}
+
+/* sum's out_dtype: hwadapter's sum kernel keeps x's dtype (the frontend casts first), so another one is refused. */
+template <typename T>
+void sum(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+         const phi::DenseTensor &x, const std::vector<int64_t> &dims, phi::DataType out_dtype, bool keep_dim,
+         phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  const phi::DataType own = phi::CppTypeToDataType<T>::Type();
+  if (out_dtype != phi::DataType::UNDEFINED && out_dtype != own)
+    refuse(phi_name, ctx, "a sum of " + phi::DataTypeToString(own) + " into " + phi::DataTypeToString(out_dtype) +
+                              " (cast the input with paddle.cast first)");
+  reduce<T>(phi_name, op, fn, ctx, x, dims, keep_dim, out, calls);
+}
+
+/* softmax: axis made non-negative; a 0-d x is passed as one element (the kernel takes >= 1-D). */
+template <typename T>
+void softmax(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+             const phi::DenseTensor &x, int axis, phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  Shape in = shape_of(x);
+  const int64_t rank = (int64_t)in.size(), span = std::max<int64_t>(rank, 1);
+  if (axis < -span || axis >= span)
+    bad_argument(phi_name, "axis " + std::to_string(axis) + " is out of range for a " + std::to_string(rank) +
+                               "-d tensor");
+  HwaAttr attrs[1] = {int_attr("axis", axis < 0 ? axis + span : axis)};
+  if (rank > 0) return launch<T, T>(phi_name, op, fn, ctx, {&x}, in, out, attrs, 1, calls);
+  phi::DenseTensor one(x);  /* shares x's memory */
+  one.Resize(common::make_ddim({1}));
+  launch<T, T>(phi_name, op, fn, ctx, {&one}, Shape{1}, out, attrs, 1, calls, &in);
+}
+
+/* Paddle's paddings: 2 values (h, w) or 4 (top, bottom, left, right); SAME and VALID as UpdatePaddingAndDilation
+ * resolves them (SAME: the output ceil(size / stride), the odd element of padding at the end). */
+std::vector<int64_t> paddings_of(const char *phi_name, const std::vector<int64_t> &p, const std::string &algorithm,
+                                 const Shape &in, const std::vector<int64_t> &stride, const std::vector<int64_t> &k) {
+  std::vector<int64_t> pad;
+  if (p.size() == 2) pad = {p[0], p[0], p[1], p[1]};
+  else if (p.size() == 4) pad = p;
+  else bad_argument(phi_name, "paddings must have 2 or 4 values, not " + std::to_string(p.size()));
+  for (int i = 0; i < 2; ++i) {
+    if (algorithm == "SAME") {
+      int64_t size = in[2 + i], o = (size + stride[i] - 1) / stride[i];
+      int64_t total = std::max<int64_t>((o - 1) * stride[i] + k[i] - size, 0);
+      pad[2 * i] = total / 2, pad[2 * i + 1] = total - total / 2;
+    } else if (algorithm == "VALID") {
+      pad[2 * i] = pad[2 * i + 1] = 0;
+    }
+  }
+  return pad;
+}
+
+template <typename T>
+void conv2d(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            const phi::DenseTensor &input, const phi::DenseTensor &filter, const std::vector<int> &strides,
+            const std::vector<int> &paddings, const std::string &padding_algorithm, const std::vector<int> &dilations,
+            int groups, const std::string &data_format, phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  if (data_format == "NHWC") refuse(phi_name, ctx, "data_format NHWC (hwadapter's conv2d kernels take NCHW)");
+  Shape x = shape_of(input), w = shape_of(filter);
+  if (x.size() != 4 || w.size() != 4 || strides.size() != 2 || dilations.size() != 2) shape_error(phi_name, x, w);
+  std::vector<int64_t> stride(strides.begin(), strides.end()), dilation(dilations.begin(), dilations.end());
+  if (padding_algorithm == "SAME") dilation = {1, 1};  /* Paddle's rule: SAME ignores the dilation */
+  std::vector<int64_t> pad = paddings_of(phi_name, std::vector<int64_t>(paddings.begin(), paddings.end()),
+                                         padding_algorithm, x, stride, {w[2], w[3]});
+  if (groups < 1 || x[1] != groups * w[1] || w[0] % groups) shape_error(phi_name, x, w);
+  Shape shape = {x[0], w[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1 || pad[2 * i] < 0 || pad[2 * i + 1] < 0)
+      bad_argument(phi_name, "strides and dilations must be positive and paddings non-negative");
+    int64_t reach = (w[2 + i] - 1) * dilation[i] + 1, padded = x[2 + i] + pad[2 * i] + pad[2 * i + 1];
+    if (padded < reach) shape_error(phi_name, x, w);
+    shape[2 + i] = (padded - reach) / stride[i] + 1;
+  }
+  HwaAttr attrs[4] = {ints_attr("stride", stride), ints_attr("padding", pad), ints_attr("dilation", dilation),
+                      int_attr("groups", groups)};
+  launch<T, T>(phi_name, op, fn, ctx, {&input, &filter}, shape, out, attrs, 4, calls);
+}
+
+/* pool2d -> max_pool2d, avg_pool2d or adaptive_avg_pool2d. Paddle's window rules where they are hwadapter's: its
+ * ceil_mode keeps a last window that starts past the input (hwadapter drops it) and divides a partial last window by
+ * its real size even with exclusive=False; those calls are refused. */
+template <typename T>
+void pool2d(const char *phi_name, HwaKernelFn fn_max, HwaKernelFn fn_avg, HwaKernelFn fn_adaptive,
+            const phi::CustomContext &ctx, const phi::DenseTensor &x, const std::vector<int64_t> &kernel_size,
+            const std::vector<int64_t> &strides, const std::vector<int64_t> &paddings, bool ceil_mode, bool exclusive,
+            const std::string &data_format, const std::string &pooling_type, bool global_pooling, bool adaptive,
+            const std::string &padding_algorithm, phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  if (data_format == "NHWC") refuse(phi_name, ctx, "data_format NHWC (hwadapter's pooling kernels take NCHW)");
+  const bool is_max = pooling_type == "max";
+  if (!is_max && pooling_type != "avg") refuse(phi_name, ctx, "pooling_type " + pooling_type);
+  Shape in = shape_of(x);
+  if (in.size() != 4 || kernel_size.size() != 2 || strides.size() != 2)
+    bad_argument(phi_name, "pool2d takes a 4-d NCHW x, 2 kernel sizes and 2 strides");
+  std::vector<int64_t> k = kernel_size, stride = strides;
+  if (global_pooling) k = {in[2], in[3]};
+  if (adaptive && !global_pooling) {  /* kernel_size is the output size; cells as hwadapter's (floor/ceil bounds) */
+    if (is_max) refuse(phi_name, ctx, "adaptive max pooling through pool2d");
+    if (k[0] < 1 || k[1] < 1 || in[2] < 1 || in[3] < 1)
+      bad_argument(phi_name, "adaptive pooling needs a positive output size and a non-empty input");
+    HwaAttr attrs[1] = {ints_attr("output_size", k)};
+    return launch<T, T>(phi_name, "adaptive_avg_pool2d", fn_adaptive, ctx, {&x}, Shape{in[0], in[1], k[0], k[1]},
+                        out, attrs, 1, calls);
+  }
+  std::vector<int64_t> pad = global_pooling ? std::vector<int64_t>{0, 0, 0, 0}
+                                            : paddings_of(phi_name, paddings, padding_algorithm, in, stride, k);
+  Shape shape = {in[0], in[1], 0, 0};
+  bool partial = false;  /* ceil_mode adds a window somewhere */
+  for (int i = 0; i < 2; ++i) {
+    if (k[i] < 1 || stride[i] < 1 || pad[2 * i] < 0 || pad[2 * i + 1] < 0)
+      bad_argument(phi_name, "kernel sizes and strides must be positive and paddings non-negative");
+    if (2 * pad[2 * i] > k[i] || 2 * pad[2 * i + 1] > k[i])
+      refuse(phi_name, ctx, "a padding of more than half the window (a window could see only padding)");
+    int64_t room = in[2 + i] + pad[2 * i] + pad[2 * i + 1] - k[i];
+    if (room < 0) bad_argument(phi_name, "the window is larger than the padded input");
+    int64_t floor_out = room / stride[i] + 1, out_size = ceil_mode ? (room + stride[i] - 1) / stride[i] + 1 : floor_out;
+    if (out_size != floor_out) {
+      partial = true;
+      if ((out_size - 1) * stride[i] >= in[2 + i] + pad[2 * i])
+        refuse(phi_name, ctx, "ceil_mode with a last window that starts past the input (Paddle keeps it, hwadapter "
+                              "drops it)");
+    }
+    shape[2 + i] = out_size;
+  }
+  if (partial && !is_max && !exclusive)
+    refuse(phi_name, ctx, "ceil_mode with exclusive=False and a partial last window (Paddle divides it by its real "
+                          "size, hwadapter by the window's)");
+  HwaAttr attrs[5] = {ints_attr("kernel_size", k), ints_attr("stride", stride), ints_attr("padding", pad),
+                      int_attr("ceil_mode", partial), int_attr("exclusive", exclusive)};
+  launch<T, T>(phi_name, is_max ? "max_pool2d" : "avg_pool2d", is_max ? fn_max : fn_avg, ctx, {&x}, shape, out,
+               attrs, is_max ? 4 : 5, calls);
 }
 
 #ifndef HWA_PD_PYTHON
