@@ -128,6 +128,8 @@ def test_build_library_keeps_one_file_per_source_and_says_why_it_cannot(monkeypa
 def test_candidates_name_and_classify_the_reference_plugins():
     import hwadapter_paddle.bridge as bridge
     assert bridge.paddle_type("cpu") == "hwa_cpu" and bridge.paddle_type("opencl") == "opencl"
+    # Paddle reads "cuda:N" anywhere in a device string as its GPU: no Paddle name may end in "cuda"
+    assert [bridge.paddle_type(t) for t in ("cuda", "dcu", "mycuda")] == ["hwa_cudart", "hwa_dcu", "mycudart"]
     with pytest.raises(bridge.BridgeError, match="the bridge names it 'hwa_cpu'"):
         bridge.check_type_name("cpu")
     found = {c.device_type: c for c in bridge.candidates(["cpu", "testdev"])}

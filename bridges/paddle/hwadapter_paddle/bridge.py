@@ -28,8 +28,9 @@ SHIM_SOURCE = HERE / "shim" / "paddle_shim.cc"
 SUPPORTED_RUNTIME_ABI = (0, 1)
 MANIFEST = "hwadapter_paddle.json"
 SHIM_PREFIX = "libhwadapter_paddle_"
-#: Device types Paddle has built in: a custom device may not take these names.
-PADDLE_BUILTIN_TYPES = frozenset({"cpu", "gpu", "xpu", "ipu", "npu", "mlu"})
+#: Device types Paddle has built in, and names its set_device reads as them ("cuda:N" and "dcu:N" mean its GPU): a
+#: custom device may not take these names (paddle_type renames them).
+PADDLE_BUILTIN_TYPES = frozenset({"cpu", "gpu", "xpu", "ipu", "npu", "mlu", "cuda", "dcu"})
 #: Prefixed to a hwadapter device type whose name Paddle reserves, to make Paddle's name for it (cpu -> hwa_cpu).
 RESERVED_PREFIX = "hwa_"
 #: What a shim gives Paddle today.
@@ -137,8 +138,12 @@ def shim_filename(device_type: str) -> str:
 
 
 def paddle_type(device_type: str) -> str:
-    """Paddle's name for a hwadapter device type: the same, or RESERVED_PREFIX + it when Paddle reserves the name."""
-    return RESERVED_PREFIX + device_type if device_type in PADDLE_BUILTIN_TYPES else device_type
+    """Paddle's name for a hwadapter device type: the same, or RESERVED_PREFIX + it when Paddle reserves the name;
+    "rt" appended to a name ending in "cuda" (cuda -> hwa_cudart)."""
+    name = RESERVED_PREFIX + device_type if device_type in PADDLE_BUILTIN_TYPES else device_type
+    # paddle.set_device rewrites "cuda:" anywhere in a device string to "gpu:" (paddle 3.3.1,
+    # device._device_to_paddle): "hwa_cuda:0" would become "hwa_gpu:0", a type that does not exist
+    return name + "rt" if name.endswith("cuda") else name
 
 
 def check_type_name(device_type: str) -> None:
