@@ -210,3 +210,28 @@ def test_without_a_cblas_sgemm_the_python_crew_runs_and_says_why(monkeypatch, ca
     x, w = rng.standard_normal((2, 8, 9, 9)).astype("float32"), rng.standard_normal((16, 8, 3, 3)).astype("float32")
     np.testing.assert_allclose(kernel(x, w, padding=(1, 1, 1, 1)), _want(x, w, None, None, padding=(1, 1, 1, 1)),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_a_forked_child_runs_its_own_crew():
+    """A child forked while the crew's threads exist has none of them (crew.c resets its copy of the crew): conv2d
+    there gives the right result, neither hanging nor crashing."""
+    import multiprocessing
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform cannot fork")
+    rng = np.random.default_rng(12)
+    x, w = rng.standard_normal((1, 32, 30, 30)).astype("float32"), rng.standard_normal((64, 32, 3, 3)).astype("float32")
+    want = _want(x, w, None, None, stride=(2, 2), padding=(1, 1, 1, 1))
+    KERNEL(x, w, stride=(2, 2), padding=(1, 1, 1, 1))  # the parent's threads are running now
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_conv_in_child, args=(x, w, want))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung running conv2d")
+    assert child.exitcode == 0
+
+
+def _conv_in_child(x, w, want):
+    got = KERNEL(x, w, stride=(2, 2), padding=(1, 1, 1, 1))
+    raise SystemExit(0 if np.allclose(got, want, rtol=1e-4, atol=1e-3) else 3)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define RELAX() _mm_pause()
@@ -30,6 +31,7 @@ typedef struct {
   hwa_task task;
   const int64_t *params, *ranges;
   int64_t count;
+  pid_t pid;                /* the process that made it: a forked child has none of its threads */
 } hwa_crew;
 
 static int64_t now_ns(void) {
@@ -77,13 +79,21 @@ static void *serve(void *arg) {
   return NULL;
 }
 
+/* The crew as new: no threads started, nothing running, fresh locks (also in a forked child, whose copy of the
+ * parent's locks may be held by threads it does not have). */
+static void reset(hwa_crew *c) {
+  pthread_mutex_init(&c->lock, NULL);
+  pthread_cond_init(&c->posted, NULL);
+  pthread_cond_init(&c->finished, NULL);
+  c->started = c->busy = 0;
+  c->pid = getpid();
+}
+
 /* A crew of `helpers` threads (started on first use) that watch for calls for spin_ns before sleeping. */
 hwa_crew *hwa_crew_new(int64_t helpers, int64_t spin_ns) {
   hwa_crew *c = calloc(1, sizeof *c);
   if (!c) return NULL;
-  pthread_mutex_init(&c->lock, NULL);
-  pthread_cond_init(&c->posted, NULL);
-  pthread_cond_init(&c->finished, NULL);
+  reset(c);
   c->helpers = helpers;
   c->spin_ns = spin_ns;
   return c;
@@ -91,6 +101,7 @@ hwa_crew *hwa_crew_new(int64_t helpers, int64_t spin_ns) {
 
 /* task(params, ranges[2i], ranges[2i + 1]) for i < count, shared with the crew; returns when all are done. */
 void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64_t *ranges, int64_t count) {
+  if (c && c->pid != getpid()) reset(c); /* a forked child: start its own threads */
   if (!c || count <= 1 || c->helpers == 0 || __atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE)) {
     for (int64_t i = 0; i < count; i++) task(params, ranges[2 * i], ranges[2 * i + 1]);
     return;
