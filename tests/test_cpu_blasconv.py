@@ -85,10 +85,27 @@ def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad, t
     np.testing.assert_allclose(got, _want(x, w, b, r, **attrs), rtol=1e-4, atol=1e-4)
 
 
-def test_other_dtypes_and_groups_run_the_numpy_form():
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("c, o, groups, k, stride, size", [
+    (24, 24, 24, 3, 1, 28), (24, 24, 24, 3, 2, 28),  # depthwise, as ShuffleNet's
+    (240, 60, 3, 1, 1, 14), (12, 18, 3, 3, 2, 9), (8, 8, 2, 1, 1, 40)])  # grouped 1x1 and 3x3
+def test_grouped_convolutions_run_as_one_product_per_group(c, o, groups, k, stride, size, form):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((2, c, size, size)).astype("float32")
+    w = rng.standard_normal((o, c // groups, k, k)).astype("float32")
+    b = rng.standard_normal(o).astype("float32")
+    attrs = dict(stride=(stride, stride), padding=(k // 2,) * 4, dilation=(1, 1), groups=groups, activation="relu")
+    out = (size + 2 * (k // 2) - k) // stride + 1
+    r = rng.standard_normal((2, o, out, out)).astype("float32")
+    got = FORMS[form](x, w, b, r, **attrs)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, _want(x, w, b, r, **attrs), rtol=1e-4, atol=1e-4)
+
+
+def test_other_dtypes_run_the_numpy_form_and_grouped_weights_are_not_prepacked():
     rng = np.random.default_rng(2)
     x, w = rng.standard_normal((1, 4, 6, 6)), rng.standard_normal((4, 2, 3, 3))
-    got = KERNEL(x, w, groups=2, padding=(1, 1, 1, 1))
+    got = KERNEL(x, w, groups=2, padding=(1, 1, 1, 1))  # float64: numpy
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, reference.KERNELS["conv2d"](x, w, groups=2, padding=(1, 1, 1, 1)), rtol=1e-12)
     assert KERNEL.prepack[1](w.astype("float32"), ((1, 4, 6, 6), w.shape), groups=2) is None

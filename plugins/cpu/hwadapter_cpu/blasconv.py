@@ -9,7 +9,8 @@ product. Each image's work is cut into phases of independent tasks (`Image.phase
 patches or transforms, its products and its output with the bias, residual and relu; or, with few pixels, blocks of
 output channels). The native crew (crew.c) runs them in C (tasks.c), calling numpy's own cblas_sgemm single-threaded,
 without the GIL; where that BLAS cannot be called from C, the Python crew (crew.py) runs the same tasks through numpy.
-Anything else (other dtypes, groups, no compiler) is conv.py's numpy.
+Grouped convolutions run as bands of one product per group. Anything else (other dtypes, no compiler) is
+conv.py's numpy.
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def _ptr(a) -> int:
 
 # tasks.c's parameter slots and task kinds
 _SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
-          "direct tile tw").split()
+          "direct tile tw groups").split()
 WINOGRAD, BAND, PATCHES, BLOCK, STORE = range(5)
 
 
@@ -99,12 +100,12 @@ class Image:
     """One image's conv2d: its arrays and geometry, the phases its work is cut into (tasks.c's kinds, each with
     ranges that threads share) and the same tasks in Python (numpy's matmul) for a BLAS C cannot call."""
 
-    def __init__(self, transforms, x, w, u, tile, bias, res, rep, out, stride, padding, dilation, relu):
+    def __init__(self, transforms, x, w, u, tile, bias, res, rep, out, stride, padding, dilation, relu, groups=1):
         (self.c, self.h, self.iw), (self.o, self.oh, self.ow) = x.shape, out.shape
         self.t, self.x, self.out, self.bias, self.res, self.rep, self.relu = transforms, x, out, bias, res, rep, relu
         (_, _, self.kh, self.kw), (self.sh, self.sw), (self.dh, self.dw) = w.shape, stride, dilation
-        self.pt, self.pl = padding[0], padding[2]
-        self.points, self.k = self.oh * self.ow, self.c * self.kh * self.kw
+        self.pt, self.pl, self.groups = padding[0], padding[2], groups
+        self.points, self.k = self.oh * self.ow, self.c // groups * self.kh * self.kw  # k: a group's patch rows
         self.tile, self.tw = tile, -(-self.ow // tile) if tile else 0
         self.weight = u if tile else np.ascontiguousarray(w.reshape(self.o, self.k))
         self.direct = not tile and self.kh == self.kw == 1 and stride == (1, 1) and not any(padding)
@@ -116,7 +117,8 @@ class Image:
         if self.tile:  # bands of at least 16 tiles: fewer make the products too thin for BLAS
             return [(WINOGRAD, split(-(-self.oh // self.tile), parts, -(-16 // self.tw)))]
         small = self.o * self.points * self.k < SPLIT_FLOPS
-        if small or self.points >= 2 * COLUMNS or self.o < 2 * ROWS:  # each band's product packs the weights again
+        # bands when there are many pixels, few channels or groups (each band's product packs the weights again)
+        if small or self.points >= 2 * COLUMNS or self.o < 2 * ROWS or self.groups > 1:
             least = self.oh if small else max(-(-self.oh // parts), -(-COLUMNS // self.ow))
             return [(BAND, split(self.oh, parts, least))]
         phases = []
@@ -150,14 +152,17 @@ class Image:
              self.oh, self.ow, self.relu, ty0, ty1)
 
     def band(self, y0, y1):
-        lib, q0, q1 = self.t.lib(), y0 * self.ow, y1 * self.ow
-        if self.direct:
-            patches = self.x.reshape(self.c, -1)[:, q0:q1]
-        else:
-            patches = self.t.take("cols", (self.k, q1 - q0))
-            lib.hwa_im2col(_ptr(self.x), patches.ctypes.data, self.c, self.h, self.iw, self.kh, self.kw, self.sh,
-                           self.sw, self.pt, self.pl, self.dh, self.dw, self.ow, y0, y1)
-        np.matmul(self.weight, patches, out=self.out.reshape(self.o, -1)[:, q0:q1])
+        lib, q0, q1, groups = self.t.lib(), y0 * self.ow, y1 * self.ow, self.groups
+        cg, og, rows = self.c // groups, self.o // groups, self.out.reshape(self.o, -1)
+        for g in range(groups):
+            x = self.x[g * cg:(g + 1) * cg]
+            if self.direct:
+                patches = x.reshape(cg, -1)[:, q0:q1]
+            else:
+                patches = self.t.take("cols", (self.k, q1 - q0))
+                lib.hwa_im2col(_ptr(x), patches.ctypes.data, cg, self.h, self.iw, self.kh, self.kw, self.sh,
+                               self.sw, self.pt, self.pl, self.dh, self.dw, self.ow, y0, y1)
+            np.matmul(self.weight[g * og:(g + 1) * og], patches, out=rows[g * og:(g + 1) * og, q0:q1])
         if self.epilogue:
             lib.hwa_epilogue(_ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.points,
                              self.relu, 0, self.o, q0, q1)
@@ -248,7 +253,7 @@ class Transforms:
             buf = scratch[name] = np.empty(size, np.float32)
         return buf[:size].reshape(shape)
 
-    def __call__(self, lib, x, w, bias, residual, stride, padding, dilation, activation):
+    def __call__(self, lib, x, w, bias, residual, stride, padding, dilation, activation, groups=1):
         n, c, h, wd = x.shape
         u, rep, tile = (w.u, w.rep, w.tile) if isinstance(w, Packed) else (None, None, 0)
         if isinstance(w, Packed):
@@ -263,13 +268,13 @@ class Transforms:
         out = np.empty((n, o, oh, ow), np.float32)
         if out.size == 0:
             return out
-        if not (stride == (1, 1) and dilation == (1, 1)):
+        if not (stride == (1, 1) and dilation == (1, 1) and groups == 1):
             tile = 0
         native = self._native_crew if self.native else None
         with single_blas():
             for i in range(n):  # one image at a time, in phases of independent tasks
                 image = Image(self, x[i], w, u, tile, b, None if r is None else r[i], rep, out[i], stride, padding,
-                              dilation, activation == "relu")
+                              dilation, activation == "relu", groups)
                 phases = image.phases(self.crew.threads)
                 if native is not None:
                     params = image.params(self._sgemm)
@@ -294,12 +299,14 @@ def conv_kernel(device, crew: Crew | None = None, native: bool = True):
     def conv2d_kernel(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
                       groups=1, activation=None):
         weight = w.weight if isinstance(w, Packed) else w
-        if x.dtype == weight.dtype == np.float32 and groups == 1 and x.size and weight.size and all(
+        # channels that do not fit the groups: conv.py names the mismatch
+        fits = x.ndim == weight.ndim == 4 and x.shape[1] == weight.shape[1] * groups and weight.shape[0] % groups == 0
+        if x.dtype == weight.dtype == np.float32 and fits and x.size and weight.size and all(
                 a is None or a.dtype == np.float32 for a in (bias, residual)):
             lib = transforms.lib()
             if lib is not None:
                 return transforms(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation),
-                                  activation)
+                                  activation, groups)
         return conv2d(x, weight, bias, residual, stride, padding, dilation, groups, activation)
 
     def pack(weight, shapes, stride=(1, 1), dilation=(1, 1), groups=1, **_):

@@ -9,7 +9,7 @@
 enum {
   P_X, P_OUT, P_WEIGHT, P_BIAS, P_RES, P_REP, P_COLS, P_RAW, P_SGEMM, P_ILP64, P_FAILED,
   P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
-  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_COUNT
+  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_COUNT
 };
 enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE };
 
@@ -88,25 +88,28 @@ static void task_winograd(const int64_t *p, int64_t ty0, int64_t ty1) {
                          PTR(const int64_t, P_REP), o, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0, ty1);
 }
 
-/* Output rows [y0, y1): their patches (a 1x1 stride-1 convolution reads the input as they are), one product
- * straight into the output's columns, the epilogue in place. */
+/* Output rows [y0, y1): their patches (a 1x1 stride-1 convolution reads the input as they are), one product per
+ * group straight into the output's columns, the epilogue in place. */
 static void task_band(const int64_t *p, int64_t y0, int64_t y1) {
-  int64_t ow = p[P_OW], points = p[P_OH] * ow, q0 = y0 * ow, q1 = y1 * ow, o = p[P_O];
-  int64_t k = p[P_C] * p[P_KH] * p[P_KW];
-  const float *b = PTR(const float, P_X) + q0;
-  int64_t ldb = points;
-  if (!p[P_DIRECT]) {
-    float *cols = scratch(0, k * (q1 - q0));
-    if (!cols) {
-      failed(p);
-      return;
-    }
-    hwa_im2col(PTR(const float, P_X), cols, p[P_C], p[P_H], p[P_IW], p[P_KH], p[P_KW], p[P_SH], p[P_SW], p[P_PT],
-               p[P_PL], p[P_DH], p[P_DW], ow, y0, y1);
-    b = cols;
-    ldb = q1 - q0;
+  int64_t ow = p[P_OW], points = p[P_OH] * ow, q0 = y0 * ow, q1 = y1 * ow, o = p[P_O], groups = p[P_GROUPS];
+  int64_t cg = p[P_C] / groups, og = o / groups, k = cg * p[P_KH] * p[P_KW];
+  float *cols = p[P_DIRECT] ? NULL : scratch(0, k * (q1 - q0));
+  if (!p[P_DIRECT] && !cols) {
+    failed(p);
+    return;
   }
-  gemm(p, o, q1 - q0, k, PTR(const float, P_WEIGHT), k, b, ldb, PTR(float, P_OUT) + q0, points);
+  for (int64_t g = 0; g < groups; g++) {
+    const float *x = PTR(const float, P_X) + g * cg * p[P_H] * p[P_IW], *b = x + q0;
+    int64_t ldb = points;
+    if (cols) {
+      hwa_im2col(x, cols, cg, p[P_H], p[P_IW], p[P_KH], p[P_KW], p[P_SH], p[P_SW], p[P_PT], p[P_PL], p[P_DH],
+                 p[P_DW], ow, y0, y1);
+      b = cols;
+      ldb = q1 - q0;
+    }
+    gemm(p, og, q1 - q0, k, PTR(const float, P_WEIGHT) + g * og * k, k, b, ldb,
+         PTR(float, P_OUT) + g * og * points + q0, points);
+  }
   if (p[P_EPILOGUE])
     hwa_epilogue(PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES), PTR(const int64_t, P_REP),
                  points, p[P_RELU], 0, o, q0, q1);
