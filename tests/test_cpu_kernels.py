@@ -255,3 +255,29 @@ def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog
     x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
     np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
     assert "its C kernel is unavailable: cpu: no C compiler found" in caplog.text
+
+
+norm = pytest.importorskip("hwadapter_cpu.norm")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 4), st.integers(0, 2 ** 16), st.sampled_from(["float32", "float64", "float16"]), st.booleans())
+def test_batch_norm_is_bit_identical_to_the_reference_kernel(ndim, seed, dtype, special):
+    """norm.c computes each element in the reference's order and precision: bit for bit, nan and inf included."""
+    from hwadapter.runtime.device import get
+    if norm._load(get("cpu")) is None:
+        pytest.skip("norm.c could not be compiled here: the reference kernel serves")
+    kernel = norm.kernels(get("cpu"))["batch_norm"]
+    rng = np.random.default_rng(seed)
+    shape = tuple(rng.integers(1, 6, ndim))
+    axis = int(rng.integers(-ndim, ndim))
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    if special:
+        x.flat[rng.integers(0, x.size, 3)] = [np.nan, np.inf, -0.0]
+    c = shape[axis]
+    mean, weight, bias = (rng.standard_normal(c).astype(dtype) for _ in range(3))
+    var = (rng.random(c) * 3).astype(dtype)
+    want = reference.KERNELS["batch_norm"](x, mean, var, weight, bias, 1e-3, axis)
+    got = kernel(x, mean, var, weight, bias, epsilon=1e-3, channel_axis=axis)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
-from . import blasconv, compiled, native, pool
+from . import blasconv, compiled, native, norm, pool
 from .crew import Crew
 from .matmul import matmul_kernel
 from .runtime import CpuRuntime
@@ -37,12 +37,13 @@ class CpuPlugin(Plugin):
             if op not in skip:
                 kernels.register(op, fn)
         # the reference's semantics, faster: conv2d as BLAS products with C transforms around them (all in C, with
-        # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), float32 pooling in C (pool.c)
+        # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), float32 pooling and batch_norm in C (pool.c, norm.c)
         crew = Crew(name=str(kernels.device))  # one set of threads for the device's conv2d and matmul
         default = {"conv2d": blasconv.conv_kernel(kernels.device, crew), "matmul": matmul_kernel(crew)}
         for op, fn in (compiled.kernels(kernels.device) if codegen else default).items():
             kernels.register(op, fn)
-        for op, fn in pool.kernels(kernels.device).items():
+        c_kernels = {**pool.kernels(kernels.device), **({} if codegen else norm.kernels(kernels.device))}
+        for op, fn in c_kernels.items():  # batch_norm is a primitive op: under codegen, its compiled form serves
             kernels.register(op, fn)
 
     def native_library(self) -> str:
