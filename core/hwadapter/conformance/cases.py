@@ -152,6 +152,7 @@ def _movement_cases():
     for perm in itertools.permutations(range(3)):
         yield "transpose", [x], {"perm": perm}
     yield "transpose", [arr((2, 0))], {"perm": (1, 0)}
+    yield "transpose", [arr(())], {"perm": ()}  # 0-d stays 0-d
     for axis in (0, 1, 2, -1):
         parts = [arr(tuple(n if i == axis % 3 else s for i, s in enumerate(x.shape))) for n in (1, 0, 3)]
         yield "concat", parts, {"axis": axis}
@@ -167,7 +168,7 @@ def _movement_cases():
     for index, axis in [((), 0), ((3,), 1), ((2, 2), 2), ((0,), 0), ((2, 1), -1)]:
         yield "gather", [x, _rng.integers(-2, 2, size=index).astype(np.int64)], {"axis": axis}
     yield "gather", [x, np.array([1, 0])], {}
-    for src, dst in [((3,), (2, 3)), ((1, 3), (4, 2, 3)), ((), (2,)), ((2, 1), (2, 0)), ((1,), (1,))]:
+    for src, dst in [((3,), (2, 3)), ((1, 3), (4, 2, 3)), ((), (2,)), ((2, 1), (2, 0)), ((1,), (1,)), ((), ())]:
         yield "expand", [arr(src)], {"shape": dst}
     for mode in ("constant", "reflect", "replicate", "circular"):
         yield "pad", [x], {"pads": ((0, 1), (1, 1), (2, 0)), "mode": mode, "value": 1.5}

@@ -20,6 +20,11 @@ from .shapes import residual as _residual_shape
 _ndarray = np.ndarray
 
 
+
+def _contiguous(a) -> np.ndarray:
+    """a as a C-contiguous array, 0-d staying 0-d (np.ascontiguousarray makes a 0-d array 1-d)."""
+    return np.asarray(a, order="C")
+
 def _quiet():
     return np.errstate(all="ignore")  # inf/nan results are the semantics, not a warning (one per call: not reentrant)
 
@@ -310,7 +315,7 @@ def _pool_pad(x, kernel, stride, padding, ceil_mode, value):
 def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
     low = -np.inf if x.dtype.kind == "f" else (False if x.dtype == np.bool_ else np.iinfo(x.dtype).min)
     xp, _ = _pool_pad(x, kernel_size, stride, padding, ceil_mode, low)
-    return np.ascontiguousarray(_windows(xp, *kernel_size, stride, (1, 1)).max(axis=(4, 5)))
+    return _contiguous(_windows(xp, *kernel_size, stride, (1, 1)).max(axis=(4, 5)))
 
 
 def avg_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False, exclusive=True):
@@ -352,7 +357,7 @@ def reshape(x, shape):
 
 
 def transpose(x, perm):
-    return np.ascontiguousarray(np.transpose(x, perm))
+    return _contiguous(np.transpose(x, perm))
 
 
 def concat(*xs, axis=0):
@@ -361,7 +366,7 @@ def concat(*xs, axis=0):
 
 def split(x, sections, axis=0):
     bounds = np.cumsum(sections)[:-1]
-    return [np.ascontiguousarray(p) for p in np.split(x, bounds, axis=axis)]
+    return [_contiguous(p) for p in np.split(x, bounds, axis=axis)]
 
 
 def slice_positions(start, end, step):
@@ -382,7 +387,7 @@ def slice(x, axes, starts, ends, steps):  # noqa: A001  the op's name
     index = [np.s_[:]] * x.ndim
     for a, s, e, st in zip(axes, starts, ends, steps):
         index[a] = slice_positions(s, e, st)
-    return np.ascontiguousarray(x[tuple(index)])
+    return _contiguous(x[tuple(index)])
 
 
 def gather(x, index, axis=0):
@@ -395,7 +400,7 @@ def gather(x, index, axis=0):
 
 
 def expand(x, shape):
-    return np.ascontiguousarray(np.broadcast_to(x, shape))
+    return _contiguous(np.broadcast_to(x, shape))
 
 
 def pad(x, pads, mode="constant", value=0.0):
@@ -461,8 +466,8 @@ def topk(x, k, axis=-1, largest=True, sorted=True):  # noqa: A002  ONNX's name
         order = (n - 1) - np.flip(order, axis)
     else:
         order = np.argsort(x, axis=axis, kind="stable")
-    index = np.ascontiguousarray(np.take(order, np.arange(k), axis=axis)).astype(np.int64)
-    return [np.ascontiguousarray(np.take_along_axis(x, index, axis=axis)), index]
+    index = _contiguous(np.take(order, np.arange(k), axis=axis)).astype(np.int64)
+    return [_contiguous(np.take_along_axis(x, index, axis=axis)), index]
 
 
 def _scan(ufunc, identity):
@@ -480,7 +485,7 @@ def _scan(ufunc, identity):
             out = np.concatenate([first, np.take(out, np.arange(x.shape[axis] - 1), axis=axis)], axis=axis)
         if reverse:
             out = np.flip(out, axis)
-        return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+        return _contiguous(out).astype(x.dtype, copy=False)
     kernel.__name__ = f"cum{ufunc.__name__}"
     return kernel
 
@@ -508,7 +513,7 @@ def _element_positions(op, x, indices, axis):
 
 def gather_elements(x, indices, axis=0):
     """out[i, j, ...] = x[..., indices[i, j, ...] (along axis), ...] (ONNX GatherElements, torch.gather)."""
-    return np.ascontiguousarray(x[_element_positions("gather_elements", x, indices, axis)])
+    return _contiguous(x[_element_positions("gather_elements", x, indices, axis)])
 
 
 _SCATTER = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -547,7 +552,7 @@ def gather_nd(x, indices, batch_dims=0):
     ib = indices.reshape((batch, -1, m))
     where = _nd_positions("gather_nd", xb.shape[1:], ib)
     out = xb[(np.arange(batch)[:, None],) + where]  # (batch, picks) + the rest of x's axes
-    return np.ascontiguousarray(out.reshape(shape))
+    return _contiguous(out.reshape(shape))
 
 
 def scatter_nd(x, indices, updates, reduction="none"):
@@ -581,7 +586,7 @@ def conv_transpose2d(x, w, bias=None, stride=(1, 1), padding=(0, 0, 0, 0), outpu
     out = full[:, :, pt:pt + oh, pl:pl + ow]
     if bias is not None:
         out = out + bias.astype(acc).reshape(1, -1, 1, 1)
-    return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+    return _contiguous(out).astype(x.dtype, copy=False)
 
 
 def lrn(x, size, alpha=1e-4, beta=0.75, bias=1.0):
@@ -692,7 +697,7 @@ def resize(x, sizes, scales, mode="nearest", coordinate_transformation_mode="hal
             out = _resize_axis(out, axis, int(sizes[axis]), float(scales[axis]), box, mode,
                                coordinate_transformation_mode, nearest_mode, cubic_coeff_a, exclude_outside,
                                extrapolation_value, antialias)
-    return np.ascontiguousarray(out).astype(x.dtype, copy=False)
+    return _contiguous(out).astype(x.dtype, copy=False)
 
 
 KERNELS.update({k: _quietly(v) for k, v in UNARY_MATH.items()})
