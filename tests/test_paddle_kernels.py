@@ -43,7 +43,7 @@ def form_cases(phi, dtype):
     else:
         x = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 0.5, 3.0, -7.0, 1e30, np.inf, -np.inf, np.nan, 100.0, 1e-3,
                       9.0], dtype).reshape(4, 4)
-    if phi in ("sum", "mean", "max", "min"):
+    if phi in ("sum", "mean", "max", "min", "prod"):
         api, op, x3 = getattr(paddle, phi), k[phi], x.reshape(2, 2, 4)
         return [(f"{phi} axis=1", lambda t: api(t, axis=1), [x], op(x, axis=(1,))),
                 (f"{phi} axis=-2 keepdim", lambda t: api(t, axis=-2, keepdim=True), [x], op(x, axis=(0,), keepdim=True)),
@@ -85,6 +85,57 @@ def form_cases(phi, dtype):
                 ("adaptive avg 3x2", lambda t: _F.adaptive_avg_pool2d(t, [3, 2]), [p], ad(p, (3, 2))),
                 ("adaptive avg 1 (global)", lambda t: _F.adaptive_avg_pool2d(t, 1), [p], ad(p, (1, 1))),
                 ("MaxPool2D layer", paddle.nn.MaxPool2D(2), [p], mx(p, (2, 2), (2, 2), (0, 0, 0, 0)))]
+    x3, x0 = x.reshape(2, 2, 4), x[0, 2]
+    if phi == "clip":  # integer bounds for integers (Paddle's API makes an integer x float for float bounds)
+        bounds = [(-1.5, 2.5), (-0.0, 0.0), (3.0, 3.0)] if dtype.startswith("float") else [(-1, 2), (0, 0)]
+        return [(f"clip {lo} {hi} of {a.ndim}-d", lambda t, lo=lo, hi=hi: paddle.clip(t, lo, hi), [a],
+                 k["clip"](a, min=np.array(lo, dtype).item(), max=np.array(hi, dtype).item()))
+                for lo, hi in bounds for a in (x, x0)]
+    if phi == "transpose":  # with stride kernels on (Paddle's default) an eager transpose is a view, no kernel
+        def tr(perm):
+            def call(t):
+                paddle.set_flags({"FLAGS_use_stride_kernel": False})
+                try:
+                    return paddle.transpose(t, perm)
+                finally:
+                    paddle.set_flags({"FLAGS_use_stride_kernel": True})
+            return call
+        return [("transpose 2-d", tr([1, 0]), [x], k["transpose"](x, (1, 0))),
+                ("transpose 3-d", tr([2, 0, 1]), [x3], k["transpose"](x3, (2, 0, 1))),
+                ("transpose negative axes", tr([-1, 0, 1]), [x3], k["transpose"](x3, (2, 0, 1))),
+                ("transpose 0-d", tr([]), [x0], k["transpose"](x0.reshape(1), (0,)).reshape(()))]  # as one element
+    if phi == "cumsum":  # the phi kernel itself: paddle.cumsum casts an int32 x to int64 first
+        cs = _R.cumsum
+        return [("cumsum axis=1", lambda t: paddle._C_ops.cumsum(t, 1, False, False, False), [x], cs(x, 1)),
+                ("cumsum axis=-2", lambda t: paddle._C_ops.cumsum(t, -2, False, False, False), [x], cs(x, 0)),
+                ("cumsum flatten", lambda t: paddle._C_ops.cumsum(t, -1, True, False, False), [x3],
+                 cs(x3.reshape(-1), 0)),
+                ("cumsum exclusive reverse", lambda t: paddle._C_ops.cumsum(t, 2, False, True, True), [x3],
+                 cs(x3, 2, True, True)),
+                ("cumsum 0-d", lambda t: paddle._C_ops.cumsum(t, 0, False, False, False), [x0], x0.copy()),
+                ("cumsum 0-d flatten", lambda t: paddle._C_ops.cumsum(t, -1, True, False, False), [x0],
+                 x0.reshape(1).copy())]
+    if phi in ("argmax", "argmin"):
+        api, op = getattr(paddle, phi), k[phi]
+        ties = np.array([[1, 5, 5, 2], [7, 7, 0, 1], [3, 2, 9, 9]], dtype)
+        return [(f"{phi} axis=1", lambda t: api(t, axis=1), [x], op(x, 1)),
+                (f"{phi} axis=-2 keepdim", lambda t: api(t, axis=-2, keepdim=True), [x], op(x, 0, True)),
+                (f"{phi} flattened", lambda t: api(t), [x3], op(x3)),
+                (f"{phi} flattened keepdim", lambda t: api(t, keepdim=True), [x3], op(x3, None, True)),
+                (f"{phi} ties", lambda t: api(t, axis=1), [ties], op(ties, 1)),
+                (f"{phi} ties axis=0", lambda t: api(t, axis=0), [ties], op(ties, 0)),
+                (f"{phi} 0-d", lambda t: api(t), [x0], op(x0))]
+    if phi == "where":
+        c, y = np.arange(16).reshape(4, 4) % 3 == 0, np.roll(x, 5)
+        return [("where", paddle.where, [c, x, y], k["where"](c, x, y)),
+                ("where broadcast", paddle.where, [c[:, :1], x, y[0]], k["where"](c[:, :1], x, y[0])),
+                ("where 0-d", paddle.where, [c[0, 0], x0, y[0, 0]], k["where"](c[0, 0], x0, y[0, 0]))]
+    if phi == "gather":
+        i, g = np.array([2, 0, -1, 2]), k["gather"]
+        return [("gather axis=0", lambda a, b: paddle.gather(a, b), [x, i], g(x, i, axis=0)),
+                ("gather axis=-1", lambda a, b: paddle.gather(a, b, axis=-1), [x3, i[:2]], g(x3, i[:2], axis=2)),
+                ("gather 0-d index", lambda a, b: paddle.gather(a, b, axis=1), [x, i[1]], g(x, i[1], axis=1)),
+                ("gather [n, 1] index", lambda a, b: paddle.gather(a, b), [x, i[:, None]], g(x, i, axis=0))]
     raise KeyError(phi)
 """
 
@@ -196,14 +247,19 @@ def mlp_and_claims(kernels_root, cdemo_site) -> dict:
                            "matmul_calls": calls("matmul") - before}
 
         from hwadapter_paddle import optable
-        FORMS_WITH_CASES = ("reduce", "sum", "softmax", "conv2d", "pool2d")
+        FORMS_WITH_CASES = optable.ATTRIBUTE_FORMS
         api = {"add": paddle.add, "subtract": paddle.subtract, "multiply": paddle.multiply, "divide": paddle.divide,
                "maximum": paddle.maximum, "minimum": paddle.minimum, "elementwise_pow": paddle.pow,
                "equal": paddle.equal, "not_equal": paddle.not_equal, "less_than": paddle.less_than,
                "less_equal": paddle.less_equal, "greater_than": paddle.greater_than,
                "greater_equal": paddle.greater_equal, "abs": paddle.abs, "sign": paddle.sign, "floor": paddle.floor,
                "ceil": paddle.ceil, "reciprocal": paddle.reciprocal, "exp": paddle.exp, "log": paddle.log,
-               "sin": paddle.sin, "cos": paddle.cos, "tanh": paddle.tanh, "matmul": paddle.matmul}
+               "sin": paddle.sin, "cos": paddle.cos, "tanh": paddle.tanh, "matmul": paddle.matmul,
+               "remainder": paddle.remainder, "bitwise_left_shift": paddle.bitwise_left_shift,
+               "bitwise_right_shift": paddle.bitwise_right_shift}
+        api.update({phi: getattr(paddle, phi) for phi in ("acos", "asin", "atan", "sinh", "cosh", "tan", "asinh",
+                    "acosh", "atanh", "erf", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+                    "logical_and", "logical_or", "logical_xor", "logical_not")})
         f = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 0.5, 3.0, -7.0, 1e30, np.inf, -np.inf, np.nan, 100.0, 1e-3, 9.0])
         claims = out["claims"] = {}
         paddle.set_device("cpu")
@@ -220,7 +276,7 @@ def mlp_and_claims(kernels_root, cdemo_site) -> dict:
                 y = np.roll(x, 5)
                 if m.form == "matmul":
                     x, y = x.reshape(4, 4), np.where(np.isfinite(y), y, 1).reshape(4, 4)
-                args = [x] if m.form == "unary" else [x, y]
+                args = [x, y][:optable.arity(m)]
                 try:
                     got = api[m.phi](*[paddle.to_tensor(a) for a in args]).numpy()
                 except Exception as err:  # Paddle's CPU has no kernel for this dtype: nothing to differ from
@@ -255,6 +311,11 @@ def test_the_table_claims_paddles_cpu_semantics_for_every_mapped_dtype(mlp_and_c
                "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal, "abs": np.abs,
                "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "reciprocal": np.reciprocal, "exp": np.exp,
                "log": np.log, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "matmul": np.matmul}
+    from hwadapter.ops import reference
+    oracles.update({op: reference.KERNELS.get(op) or getattr(reference, op) for op in (
+        "acos", "asin", "atan", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "erf", "bitwise_and", "bitwise_or",
+        "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_xor", "logical_not", "left_shift",
+        "right_shift", "mod")})
     checked = 0
     for m in optable.TABLE:
         for dtype in m.dtypes:
@@ -264,8 +325,7 @@ def test_the_table_claims_paddles_cpu_semantics_for_every_mapped_dtype(mlp_and_c
             if "cases" in case:
                 checked += _check_form_cases(m, dtype, case["cases"])
                 continue
-            args = [np.array(case["x"], dtype)] + ([np.array(case["y"], dtype)] if "y" in case and m.form != "unary"
-                                                  else [])
+            args = [np.array(case["x"], dtype), np.array(case["y"], dtype)][:optable.arity(m)]
             with np.errstate(all="ignore"):
                 want = oracles[m.op](*args)
             got = np.array(case["got"], dtype=case["dtype"])
@@ -400,6 +460,13 @@ def test_the_cpu_plugins_python_kernels_run_as_paddle_kernels(cdemo_site, tmp_pa
         lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "libhwadapter_paddle_cpu.pykernels"))
         lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
         calls = lambda name: lib.hwadapter_paddle_kernel_calls(name.encode())
+        import hwadapter_paddle.pykernels as pykernels  # wrapped before the first kernel: the shim keeps `run`
+        seen, local, run = [], threading.local(), pykernels.run
+        def counted(*args):  # on the main thread or not; calls seen so far by this thread's Python state
+            local.n = getattr(local, "n", 0) + 1
+            seen.append((threading.get_ident() == threading.main_thread().ident, local.n))
+            return run(*args)
+        pykernels.run = counted
         device = os.environ["PADDLE_TYPE"] + ":0"
         rng = np.random.default_rng(0)
         cases = {"add int8": (paddle.add, rng.integers(-128, 127, (3, 4)).astype("int8"),
@@ -424,7 +491,10 @@ def test_the_cpu_plugins_python_kernels_run_as_paddle_kernels(cdemo_site, tmp_pa
         net = paddle.nn.Sequential(paddle.nn.Linear(16, 32), paddle.nn.ReLU(), paddle.nn.Linear(32, 4))
         net.eval()
         x = paddle.to_tensor(rng.standard_normal((8, 16)).astype("float32"))
-        out["mlp"] = [net(x).numpy().tolist(), paddle.jit.to_static(net, full_graph=True)(x).numpy().tolist()]
+        eager = net(x).numpy().tolist()
+        static, seen[:] = paddle.jit.to_static(net, full_graph=True), []
+        out["mlp"] = [eager] + [static(x).numpy().tolist() for _ in range(3)]
+        out["static calls"] = seen[:]
         errors = []
         def work(i):
             try:
@@ -446,7 +516,12 @@ def test_the_cpu_plugins_python_kernels_run_as_paddle_kernels(cdemo_site, tmp_pa
     for name in ("matmul float32", "x.T @ x"):
         np.testing.assert_allclose(np.array(r[name][1]), np.array(r[name][0]), rtol=1e-5, atol=1e-6, err_msg=name)
     assert all(r["after"][k] - r["before"][k] >= 1 for k in r["before"]), r
-    np.testing.assert_allclose(np.array(r["mlp"][1]), np.array(r["mlp"][0]), rtol=1e-5, atol=1e-6)
+    for static in r["mlp"][1:]:
+        np.testing.assert_allclose(np.array(static), np.array(r["mlp"][0]), rtol=1e-5, atol=1e-6)
+    # to_static ran the kernels on Paddle's worker threads, each keeping its Python thread state between calls (a
+    # state per call, as PyGILState_Ensure alone makes there, would start every call's count at 1)
+    worker = [n for on_main, n in r["static calls"] if not on_main]
+    assert worker and max(worker) > 1, r["static calls"]
     assert r["errors"] == []
 
 
@@ -479,6 +554,41 @@ def check_device_forms(forms: dict, device: str) -> None:
         cpu, dev = got["cpu"], got[device]
         assert dev["place"] == f"Place({device})" and dev["calls"] >= 1 and cpu["calls"] == 0, (key, got)
         assert_form_equal(by_phi[phi], dtype, np.array(dev["v"], dev["dtype"]), np.array(cpu["v"], cpu["dtype"]), key)
+
+
+#: Child code: every one- and two-input entry of `mappings` (optable.Mapping) for each of its dtypes on `device` and on
+#: Paddle's CPU, on special values (floats) or the dtype's range (integers), with the device's call counter.
+DEVICE_SIMPLE = r"""
+def simple_inputs(m, dtype):
+    from hwadapter_paddle import optable
+    if dtype.startswith(("int", "uint")):
+        info = np.iinfo(dtype)
+        x = np.linspace(info.min, info.max, 16).astype(dtype)
+    else:
+        x = np.array([0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 0.5, 3.0, -7.0, 1e30, np.inf, -np.inf, np.nan, 100.0, 1e-3,
+                      0.25]).astype(dtype)
+    return [x, np.roll(x, 5)][:optable.arity(m)]
+def device_simple(device, mappings):
+    out = {}
+    for m in mappings:
+        api = paddle.pow if m.phi == "elementwise_pow" else getattr(paddle, m.phi)
+        for dtype in m.dtypes:
+            got, args = {}, simple_inputs(m, dtype)
+            for place in ("cpu", device):
+                paddle.set_device(place)
+                before = calls(m.phi)
+                try:
+                    t = api(*[paddle.to_tensor(a) for a in args])
+                except RuntimeError:  # Paddle's CPU has no kernel for this dtype (int8 subtract): nothing to compare
+                    if place != "cpu":
+                        raise
+                    break
+                got[place] = {"v": t.numpy().tolist(), "dtype": str(t.numpy().dtype), "place": str(t.place),
+                              "calls": calls(m.phi) - before}
+            else:
+                out[f"{m.phi} {dtype}"] = got
+    return out
+"""
 
 
 #: A device library with C kernels for the attribute forms (float32), over host memory as cdemo's is: its kernels
@@ -614,6 +724,94 @@ static int avg_pool_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaT
 static int adaptive_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
                         const HwaAttr *a, size_t na) { return pool(in, out, a, na, 2); }
 
+static int clip_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                    const HwaAttr *a, size_t na) {
+  const float lo = (float)attr(a, na, "min")->f, hi = (float)attr(a, na, "max")->f;
+  int64_t idx[16] = {0};
+  do {
+    float v = ((const float *)in->data)[at(in, idx)];
+    ((float *)out->data)[at(out, idx)] = v < lo ? lo : v > hi ? hi : v;  /* nan stays */
+  } while (next(out, idx));
+  return HWA_OK;
+}
+
+static int transpose_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                         const HwaAttr *a, size_t na) {
+  const int64_t *perm = attr(a, na, "perm")->ints;
+  int64_t o[16] = {0}, i[16];
+  do {
+    for (int k = 0; k < out->ndim; ++k) i[perm[k]] = o[k];
+    ((float *)out->data)[at(out, o)] = ((const float *)in->data)[at(in, i)];
+  } while (next(out, o));
+  return HWA_OK;
+}
+
+static int cumsum_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                      const HwaAttr *a, size_t na) {
+  int axis = (int)ival(a, na, "axis", 0), exclusive = (int)ival(a, na, "exclusive", 0);
+  int reverse = (int)ival(a, na, "reverse", 0);
+  int64_t idx[16] = {0}, n = in->shape[axis];
+  do {
+    if (idx[axis]) continue;
+    float total = 0.0f;  /* in order, in float32, as numpy's accumulate */
+    for (int64_t j = 0; j < n; ++j) {
+      idx[axis] = reverse ? n - 1 - j : j;
+      float v = ((const float *)in->data)[at(in, idx)];
+      if (!exclusive) total += v;
+      ((float *)out->data)[at(out, idx)] = total;
+      if (exclusive) total += v;
+    }
+    idx[axis] = 0;
+  } while (next(in, idx));
+  return HWA_OK;
+}
+
+/* argmax of int32: the first of equal maxima; no "axis": of the flattened tensor (C order). */
+static int argmax_i32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                      const HwaAttr *a, size_t na) {
+  const HwaAttr *ax = attr(a, na, "axis");
+  int keep = out->ndim == in->ndim && in->ndim > 0, axis = ax ? (int)ax->i : -1;
+  int64_t idx[16] = {0}, oi[16] = {0}, best[16], flat = 0, n = numel(in);
+  int32_t m = 0;
+  const int32_t *x = in->data;
+  int64_t *o = out->data;
+  if (!ax) {  /* one result */
+    for (int64_t k = 0; k < n; ++k, next(in, idx))
+      if (!k || x[at(in, idx)] > m) m = x[at(in, idx)], flat = k;
+    o[0] = flat;
+    return HWA_OK;
+  }
+  do {
+    if (idx[axis]) continue;
+    for (int64_t j = 0; j < in->shape[axis]; ++j) {
+      idx[axis] = j;
+      if (!j || x[at(in, idx)] > m) m = x[at(in, idx)], best[0] = j;
+    }
+    idx[axis] = 0;
+    int k = 0;
+    for (int dd = 0; dd < in->ndim; ++dd)
+      if (dd != axis) oi[k++] = idx[dd];
+      else if (keep) oi[k++] = 0;
+    o[at(out, oi)] = best[0];
+  } while (next(in, idx));
+  return HWA_OK;
+}
+
+/* gather: float32 x, an int64 index of 0 or 1 dims (negative counts from the end). */
+static int gather_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                      const HwaAttr *a, size_t na) {
+  const HwaTensor *x = &in[0], *index = &in[1];
+  int axis = (int)ival(a, na, "axis", 0), k = index->ndim;  /* out: x's axes before, the index's, x's after */
+  int64_t o[16] = {0}, i[16];
+  do {
+    for (int dd = 0; dd < x->ndim; ++dd) i[dd] = dd < axis ? o[dd] : o[dd + k - 1];
+    int64_t j = ((const int64_t *)index->data)[k ? o[axis] * index->strides[0] : 0];
+    i[axis] = j < 0 ? j + x->shape[axis] : j;
+    ((float *)out->data)[at(out, o)] = ((const float *)x->data)[at(x, i)];
+  } while (next(out, o));
+  return HWA_OK;
+}
+
 /* Memory: cdemo's host memory (only the kernels and copies of this table are used, by the kernels library). */
 static int count(int *n) { *n = 1; return HWA_OK; }
 static int no_alloc(int d, size_t n, void **p) { return HWA_UNSUPPORTED; }
@@ -622,11 +820,13 @@ static int copy(int d, void *dst, const void *src, size_t n) { memmove(dst, src,
 static int fill(int d, void *dst, int v, size_t n) { memset(dst, v, n); return HWA_OK; }
 static int sync(int d) { return HWA_OK; }
 
-static const int32_t F32[] = {HWA_FLOAT32}, F32_F32[] = {HWA_FLOAT32, HWA_FLOAT32};
+static const int32_t F32[] = {HWA_FLOAT32}, F32_F32[] = {HWA_FLOAT32, HWA_FLOAT32}, I32[] = {HWA_INT32},
+    F32_I64[] = {HWA_FLOAT32, HWA_INT64};
 static const HwaKernelDef kernels[] = {
     {"sum", 1, F32, sum_f32}, {"max", 1, F32, max_f32}, {"softmax", 1, F32, softmax_f32},
     {"conv2d", 2, F32_F32, conv2d_f32}, {"max_pool2d", 1, F32, max_pool_f32}, {"avg_pool2d", 1, F32, avg_pool_f32},
-    {"adaptive_avg_pool2d", 1, F32, adaptive_f32}};
+    {"adaptive_avg_pool2d", 1, F32, adaptive_f32}, {"clip", 1, F32, clip_f32}, {"transpose", 1, F32, transpose_f32},
+    {"cumsum", 1, F32, cumsum_f32}, {"argmax", 1, I32, argmax_i32}, {"gather", 2, F32_I64, gather_f32}};
 static const HwaDeviceInterface api = {
     .struct_size = sizeof(HwaDeviceInterface), .api_major = HWA_API_MAJOR, .api_minor = HWA_API_MINOR,
     .device_type = "forms", .device_count = count, .allocate = no_alloc, .deallocate = no_free, .memcpy_h2d = copy,
@@ -638,9 +838,10 @@ __attribute__((visibility("default"))) const HwaDeviceInterface *hwadapter_get_d
 
 @pytest.mark.slow  # a kernels library compiled (about 10 s) and a child
 def test_attribute_forms_through_a_c_librarys_kernels(kernels_root, cdemo_site, tmp_path):
-    """The C path of the attribute forms (reductions, softmax, conv2d, pool2d): FORMS_C's kernels registered for
-    cdemo (whose memory is host memory, which they address) get the attributes and strides the wrappers derive, and
-    equal Paddle's CPU on every form case."""
+    """The C path of the attribute forms (reductions, softmax, conv2d, pool2d, clip, transpose, cumsum, argmax and
+    gather, whose index is another dtype): FORMS_C's kernels registered for cdemo (whose memory is host memory,
+    which they address) get the attributes and strides the wrappers derive, and equal Paddle's CPU on every form
+    case."""
     import shutil
     from hwadapter_paddle import bridge, kernels, optable
     (tmp_path / "forms.c").write_text(FORMS_C)
@@ -648,7 +849,8 @@ def test_attribute_forms_through_a_c_librarys_kernels(kernels_root, cdemo_site, 
     subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-fvisibility=hidden", f"-I{bridge.hwadapter_include()}",
                     str(tmp_path / "forms.c"), "-o", str(lib), "-lm"], check=True)
     register, left = optable.plan(kernels.library_kernels(lib))
-    assert register == {op: ["float32"] for op in ("sum", "max", "softmax", "conv2d", "max_pool2d")}, register
+    assert register == {**{op: ["float32"] for op in ("sum", "max", "softmax", "conv2d", "max_pool2d", "clip",
+                                                      "transpose", "cumsum", "gather")}, "argmax": ["int32"]}, register
     assert left == []  # avg_pool2d and adaptive_avg_pool2d serve pool2d
     root = tmp_path / "root"
     root.mkdir()
@@ -656,8 +858,11 @@ def test_attribute_forms_through_a_c_librarys_kernels(kernels_root, cdemo_site, 
     kernels.compile_kernels("cdemo", lib, root / kernels.kernels_filename("cdemo"), bridge.find_paddle(), register,
                             bridge.compiler(), [bridge.hwadapter_include()])
     proc = _kchild("""
-        print("RESULT=" + json.dumps({"forms": device_forms("cdemo:0", ("sum", "max", "softmax", "conv2d", "pool2d"))}))
+        forms = device_forms("cdemo:0", ("sum", "max", "softmax", "conv2d", "pool2d", "clip", "transpose", "cumsum",
+                                         "gather"))
+        forms.update(device_forms("cdemo:0", ("argmax",), ("int32",)))
+        print("RESULT=" + json.dumps({"forms": forms}))
     """, root, cdemo_site, prefix=FORM_CASES + DEVICE_FORMS)
     r = _result(proc)
-    assert len(r["forms"]) == 7 + 7 + 4 + 4 + 9, sorted(r["forms"])
+    assert len(r["forms"]) == 7 + 7 + 4 + 4 + 9 + 6 + 4 + 6 + 4 + 7, sorted(r["forms"])
     check_device_forms(r["forms"], "cdemo:0")

@@ -15,7 +15,7 @@ import shutil
 import numpy as np
 import pytest
 from test_paddle_bridge import THREADS, _child, _hwadapter, _result
-from test_paddle_kernels import DEVICE_FORMS, FORM_CASES, check_device_forms
+from test_paddle_kernels import DEVICE_FORMS, DEVICE_SIMPLE, FORM_CASES, check_device_forms
 
 _SKIP = None
 if importlib.util.find_spec("paddle") is None:
@@ -236,8 +236,10 @@ if "cpu" in libraries:  # hwa_cpu's Python kernels with attributes (optable.FORM
     lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
     calls = lambda name: lib.hwadapter_paddle_kernel_calls(name.encode())
     from hwadapter_paddle import optable
-    by_phi = {m.phi: m for m in optable.TABLE if m.form in ("reduce", "sum", "softmax", "conv2d", "pool2d")}
+    by_phi = {m.phi: m for m in optable.TABLE if m.form in optable.ATTRIBUTE_FORMS}
     out["forms"] = device_forms("hwa_cpu:0", by_phi, dtypes=lambda phi: by_phi[phi].dtypes)  # every mapped dtype
+    out["simple"] = device_simple("hwa_cpu:0", [m for m in optable.TABLE if m.form not in optable.ATTRIBUTE_FORMS
+                                                and m.form != "matmul"])
     paddle.set_device("hwa_cpu:0")  # what the device's kernels cannot do exactly: refused, with the reason
     rs, refused = np.random.default_rng(2), out.setdefault("refused", {})
     for name, fn, args in [
@@ -245,7 +247,12 @@ if "cpu" in libraries:  # hwa_cpu's Python kernels with attributes (optable.FORM
              [rs.standard_normal((1, 5, 5, 2)).astype("float32"), rs.standard_normal((3, 2, 3, 3)).astype("float32")]),
             ("pool2d ceil_mode past the input", lambda t: _F.max_pool2d(t, 2, 3, ceil_mode=True),
              [rs.standard_normal((1, 1, 6, 6)).astype("float32")]),
-            ("sum into float64", lambda t: paddle.sum(t, dtype="float64"), [np.ones(3, "float32")])]:
+            ("sum into float64", lambda t: paddle.sum(t, dtype="float64"), [np.ones(3, "float32")]),
+            ("logical right shift of int32", lambda a, b: paddle.bitwise_right_shift(a, b, is_arithmetic=False),
+             [np.array([-8], "int32"), np.array([1], "int32")]),
+            ("argmax into int32", lambda t: paddle.argmax(t, dtype="int32"), [np.arange(3, dtype="int64")]),
+            ("clip with a nan bound", lambda t: paddle.clip(t, float("nan"), 1.0), [np.ones(3, "float32")]),
+            ("gather with an int32 index", paddle.gather, [np.ones(3, "float32"), np.array([1], "int32")])]:
         try:
             fn(*[paddle.to_tensor(a) for a in args])
             refused[name] = None
@@ -264,7 +271,8 @@ print("RESULT=" + json.dumps(out))
 
 def test_cpu_and_opencl_in_paddle_match_paddle_cpu_eager_to_static_and_inference(installed):
     root, site, libraries, _ = installed
-    proc = _child(f"PADDLE_NAME = {PADDLE_NAME!r}\n" + FORM_CASES + DEVICE_FORMS + REFERENCE, root, site,
+    code = f"PADDLE_NAME = {PADDLE_NAME!r}\n" + FORM_CASES + DEVICE_FORMS + DEVICE_SIMPLE + REFERENCE
+    proc = _child(code, root, site,
                   env={"REFERENCE_LIBRARIES": json.dumps(libraries), "CDEMO_LIBRARY": libraries["cpu"],
                        "GLOG_minloglevel": "0", "GLOG_vmodule": "kernel_factory=1"})  # Paddle's fallback lines
     r = _result(proc)
@@ -303,10 +311,14 @@ def _check_forms_on_hwa_cpu(r: dict) -> None:
     equal Paddle's CPU as the optable entry claims; what they cannot do is refused naming the kernel and the fix."""
     assert len(r["forms"]) >= 60, sorted(r["forms"])
     check_device_forms(r["forms"], "hwa_cpu:0")
+    check_device_forms(r["simple"], "hwa_cpu:0")  # the one- and two-input entries (keys "phi dtype")
     for name, message in r["refused"].items():
         assert message and "hwadapter-paddle: hwa_cpu kernel" in message and "--runtime-only" in message, (name,
                                                                                                           message)
     assert "NHWC" in r["refused"]["conv2d NHWC"] and "paddle.cast" in r["refused"]["sum into float64"]
+    assert "is_arithmetic=False" in r["refused"]["logical right shift of int32"]
+    assert "int32" in r["refused"]["argmax into int32"] and "nan" in r["refused"]["clip with a nan bound"]
+    assert "cast the index" in r["refused"]["gather with an int32 index"]
     # The CNN's convolutions (their bias adds too), pooling and Linear ran as registered kernels; the MLP's softmax.
     assert {"conv2d", "pool2d", "add", "matmul"} <= set(r["cnn_kernels"]), r["cnn_kernels"]
     assert r["cnn_kernels"]["conv2d"] == 2 and r["cnn_kernels"]["pool2d"] == 1

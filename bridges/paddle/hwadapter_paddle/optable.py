@@ -18,6 +18,9 @@ CPP_TYPES = {"bool": "bool", "uint8": "uint8_t", "int8": "int8_t", "int16": "int
 FLOATS = ("float32", "float64")
 INTS = ("int8", "int16", "int32", "int64", "uint8")
 NUMERIC = FLOATS + INTS
+BITS = ("bool",) + INTS
+#: Paddle's CPU logical_* kernels: no uint8
+LOGICAL = ("bool", "int8", "int16", "int32", "int64") + FLOATS
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Mapping:
     exact: bool = True         # False: the same function, equal to rounding (a few ulp), not bit for bit
     note: str = ""
     requires: tuple[str, ...] = ()  # further hwadapter ops the phi kernel calls (by its attributes): all needed
+    inputs: tuple[str | None, ...] = ()  # inputs of a fixed dtype (None: the registered one); () all of it
 
 
 #: form: the phi kernel's arguments (after the context) -> the op's inputs and attributes (docs/ops.md, "what a
@@ -38,6 +42,8 @@ FORMS = {
     "unary": "(x) -> out",
     "binary": "(x, y) -> out, numpy broadcasting",
     "compare": "(x, y) -> bool out, numpy broadcasting",
+    "unary_bool": "(x) -> bool out",
+    "shift": "(x, y, is_arithmetic) -> out, numpy broadcasting; a logical right shift of a signed dtype refused",
     "matmul": "(x, y, transpose_x, transpose_y) -> out; the transposes passed when set",
     "reduce": "(x, dims, keep_dim) -> axis (all when dims is empty), keepdim",
     "sum": "(x, dims, out_dtype, keep_dim) -> as reduce; an out_dtype other than x's is refused",
@@ -47,9 +53,22 @@ FORMS = {
     "pool2d": "(x, kernel_size, strides, paddings, ceil_mode, exclusive, data_format, pooling_type, global_pooling, "
               "adaptive, padding_algorithm) -> max_pool2d, avg_pool2d or adaptive_avg_pool2d; NHWC, adaptive max "
               "and Paddle-only window rules refused",
+    "clip": "(x, min, max) -> min, max as x's dtype (Scalar::to<T>, as Paddle's CPU reads them); min > max and nan "
+            "bounds refused",
+    "transpose": "(x, axis) -> perm (non-negative)",
+    "cumsum": "(x, axis, flatten, exclusive, reverse) -> axis (non-negative), exclusive, reverse; flatten: x as 1-D",
+    "arg": "(x, axis, keepdims, flatten, dtype) -> axis (none when flatten), keepdim; int64 out; dtype int32 refused",
+    "prod": "(x, dims, keep_dim, reduce_all) -> as reduce (reduce_all or no dims: every axis)",
+    "where": "(condition, x, y) -> out, numpy broadcasting of the three; condition bool",
+    "gather": "(x, index, axis) -> axis (non-negative); an int64 index of 0 or 1 dims (or [n, 1], as Paddle's); an "
+              "int32 index refused",
 }
 #: inputs each form's op takes
-ARITY = {"unary": 1, "reduce": 1, "sum": 1, "softmax": 1, "pool2d": 1}
+ARITY = {"unary": 1, "unary_bool": 1, "reduce": 1, "sum": 1, "softmax": 1, "pool2d": 1, "clip": 1, "transpose": 1,
+         "cumsum": 1, "arg": 1, "prod": 1}
+#: forms whose phi kernels take attributes: the tests check them case by case (FORM_CASES)
+ATTRIBUTE_FORMS = ("reduce", "sum", "softmax", "conv2d", "pool2d", "clip", "transpose", "cumsum", "arg", "prod",
+                   "where", "gather")
 
 
 TABLE = (
@@ -94,6 +113,42 @@ TABLE = (
     Mapping("max_pool2d", "pool2d", "pool2d", FLOATS, exact=False, requires=("avg_pool2d", "adaptive_avg_pool2d"),
             note="max equal on numbers, averages to rounding; Paddle's CPU max ignores a nan unless it is the last "
                  "of its window and gives -3.4e38 for a window of -inf, hwadapter's propagates nan and keeps -inf"),
+    # Bit for bit on special values and 7000 random ones each (both glibc's libm here); another numpy build may use
+    # its own SIMD functions, so rounding is all that is claimed.
+    *(Mapping(op, op, "unary", FLOATS, exact=False)
+      for op in ("acos", "asin", "atan", "sinh", "cosh", "tan", "asinh", "acosh", "atanh")),
+    # float32 erf: Paddle's CPU loses precision for subnormal results (erf(1.18e-38) is 23 ulp off) and is up to 4
+    # ulp off elsewhere; hwadapter's is float64 rounded once.
+    Mapping("erf", "erf", "unary", ("float64",), exact=False, note="Paddle's CPU differs by up to 5 ulp"),
+    Mapping("bitwise_and", "bitwise_and", "binary", BITS),
+    Mapping("bitwise_or", "bitwise_or", "binary", BITS),
+    Mapping("bitwise_xor", "bitwise_xor", "binary", BITS),
+    Mapping("bitwise_not", "bitwise_not", "unary", BITS),
+    Mapping("logical_and", "logical_and", "compare", LOGICAL),
+    Mapping("logical_or", "logical_or", "compare", LOGICAL),
+    Mapping("logical_xor", "logical_xor", "compare", LOGICAL),
+    Mapping("logical_not", "logical_not", "unary_bool", LOGICAL),
+    # Negative shift counts (unspecified in hwadapter) gave the same as Paddle's CPU in the tests, not promised.
+    Mapping("left_shift", "bitwise_left_shift", "shift", INTS, note="is_arithmetic makes no difference"),
+    Mapping("right_shift", "bitwise_right_shift", "shift", INTS,
+            note="arithmetic for signed dtypes; is_arithmetic=False refused for them (uint8: logical in both)"),
+    # Float remainder: Paddle's CPU keeps the sign of a zero x (remainder(-0.0, 3) is -0.0), numpy's np.mod gives 0.0.
+    Mapping("mod", "remainder", "binary", ("int32", "int64"),
+            note="floor mod in both; Paddle's CPU process died (SIGFPE) on int32 [INT_MIN, 5] % [-1, 0], where "
+                 "hwadapter's gives 0"),
+    Mapping("clip", "clip", "clip", FLOATS + ("int32", "int64"), note="nan stays nan in both"),
+    Mapping("transpose", "transpose", "transpose", BITS + FLOATS),
+    # paddle.cumsum casts int32 to int64 first; the int32 phi kernel itself (_C_ops.cumsum) keeps int32, as ours.
+    Mapping("cumsum", "cumsum", "cumsum", FLOATS + ("int32", "int64"), exact=False,
+            note="bit for bit in the tests (both add in order)"),
+    # Floats: Paddle's CPU argmax/argmin skip nan (argmax of [1, nan, 5, nan, 9] is 4), numpy's stop at the first.
+    Mapping("argmax", "argmax", "arg", ("uint8", "int16", "int32", "int64")),
+    Mapping("argmin", "argmin", "arg", ("uint8", "int16", "int32", "int64")),
+    Mapping("prod", "prod", "prod", FLOATS + ("int32", "int64"), exact=False,
+            note="floats multiply in another order than Paddle's; integers wrap in both"),
+    Mapping("where", "where", "where", ("bool", "int32", "int64") + FLOATS, inputs=("bool", None, None)),
+    Mapping("gather", "gather", "gather", BITS + FLOATS, inputs=(None, "int64"),
+            note="negative indices count from the end in both"),
 )
 
 #: hwadapter ops a library may have that are deliberately not mapped, and why (printed by `hwadapter paddle status`).
@@ -111,13 +166,36 @@ UNMAPPED = {
             "-1.04e-7) and gives nan for -inf, hwadapter's -0.0",
 }
 
+#: mapped ops left to the fallback for some dtypes, and why (status prints it)
+DTYPES_LEFT = {
+    "mod": "float remainder keeps the sign of a zero x in Paddle's CPU (remainder(-0.0, 3) is -0.0), numpy's np.mod "
+           "gives 0.0",
+    "argmax": "Paddle's CPU argmax of floats skips nan (of [1, nan, 5, nan, 9]: 4), hwadapter's stops at the first",
+    "argmin": "Paddle's CPU argmin of floats skips nan (of [1, nan, 5, nan, 9]: 0), hwadapter's stops at the first",
+    "erf": "Paddle's CPU float32 erf is 23 ulp off for subnormal results (erf(1.18e-38)) and up to 4 ulp elsewhere",
+    "div": "Paddle's integer divide truncates to an integer, hwadapter's gives float32",
+    "pow": "Paddle's integer pow overflows and handles negative exponents differently",
+    "sum": "Paddle sums int32 and smaller into int64, hwadapter's kernel keeps the dtype",
+    "mean": "Paddle's mean of int32 is int32, hwadapter's mean of integers float32",
+}
+
 BY_OP = {m.op: m for m in TABLE}
 #: an op that only serves another mapping's phi kernel -> that mapping
 REQUIRED_BY = {op: m for m in TABLE for op in m.requires}
 
 
 def arity(m: Mapping) -> int:
-    return ARITY.get(m.form, 2)
+    return len(m.inputs) if m.inputs else ARITY.get(m.form, 2)
+
+
+def input_dtypes(m: Mapping, dtype: str) -> tuple[str, ...]:
+    """The dtypes of the op's inputs when its phi kernel is registered for `dtype`."""
+    return tuple(d or dtype for d in m.inputs) if m.inputs else (dtype,) * arity(m)
+
+
+def _registered(m: Mapping, names: list[str]) -> str:
+    """The dtype a kernel with inputs of dtypes `names` would be registered for: its first input not of a fixed one."""
+    return names[m.inputs.index(None)] if m.inputs else names[0]
 
 
 def plan(kernels: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, list[str]], list[dict]]:
@@ -141,15 +219,18 @@ def plan(kernels: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, list[str
             why = f"used only by phi {owner.phi}, which needs {', '.join((owner.op,) + owner.requires)}"
         elif mapping is None:
             why = UNMAPPED.get(op, "no Paddle kernel mapped for this op")
-        elif len(codes) != n or len(set(names)) != 1:
-            why = f"phi {mapping.phi} takes {n} inputs of one dtype"
-        elif names[0] not in mapping.dtypes:
-            why = f"phi {mapping.phi} is mapped for {', '.join(mapping.dtypes)} only"
+        elif len(codes) != n or tuple(names) != input_dtypes(mapping, _registered(mapping, names)):
+            why = (f"phi {mapping.phi} takes inputs of dtypes ({', '.join(input_dtypes(mapping, 'T'))})"
+                   if mapping.inputs else f"phi {mapping.phi} takes {n} inputs of one dtype")
+        elif _registered(mapping, names) not in mapping.dtypes:
+            why = f"phi {mapping.phi} is mapped for {', '.join(mapping.dtypes)} only" + (
+                f": {DTYPES_LEFT[op]}" if op in DTYPES_LEFT else "")
         elif missing:
             why = f"phi {mapping.phi} also needs {', '.join(missing)} for {names[0]} (never registered half-done)"
         else:
-            if names[0] not in register.setdefault(op, []):
-                register[op].append(names[0])
+            dtype = _registered(mapping, names)
+            if dtype not in register.setdefault(op, []):
+                register[op].append(dtype)
             continue
         left.append({"op": op, "dtypes": names, "why": why})
     return register, left

@@ -13,16 +13,18 @@ from .optable import CODE_NAMES
 _kernels: dict = {}
 
 
-def _kernel(device_type: str, op: str, dtypes: tuple):
-    """The plugin's kernel for (op, dtypes) on device 0 of device_type (hwadapter's kernel table), cached."""
-    key = (device_type, op, dtypes)
+def _kernel(device_type: str, op: str, codes: tuple):
+    """The plugin's kernel for (op, input dtype codes) on device 0 of device_type (hwadapter's kernel table), cached
+    by the codes: dtype names cost microseconds a call (np.dtype.name is Python code) and this runs per kernel."""
+    key = (device_type, op, codes)
     fn = _kernels.get(key)
     if fn is None:
         from hwadapter.device import devices  # lazy: only when Paddle runs a Python kernel
-        fn = devices.get(f"{device_type}:0").kernels.find(op, tuple(np.dtype(d) for d in dtypes))
+        dtypes = tuple(_DTYPES[c] for c in codes)
+        fn = devices.get(f"{device_type}:0").kernels.find(op, dtypes)
         if fn is None:
-            raise RuntimeError(f"the {device_type} plugin has no kernel for {op} of {', '.join(dtypes)} any more; "
-                               f"run `hwadapter paddle install {device_type}` again")
+            raise RuntimeError(f"the {device_type} plugin has no kernel for {op} of {', '.join(d.name for d in dtypes)}"
+                               f" any more; run `hwadapter paddle install {device_type}` again")
         _kernels[key] = fn
     return fn
 
@@ -43,7 +45,7 @@ def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> 
     """inputs: [(memoryview, shape, strides, dtype code)], output likewise: output = the plugin's op(inputs,
     **attrs)."""
     arrays = [_array(*t) for t in inputs]
-    fn = _kernel(device_type, op, tuple(a.dtype.name for a in arrays))
+    fn = _kernel(device_type, op, tuple(t[3] for t in inputs))
     result = np.asarray(fn(*arrays, **attrs))
     out = _array(*output)
     if result.shape != out.shape or result.dtype != out.dtype:

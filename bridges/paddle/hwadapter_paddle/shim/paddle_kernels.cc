@@ -10,8 +10,9 @@
  *   -std=c++17 -D_GLIBCXX_USE_CXX11_ABI=1 -DPADDLE_WITH_CUSTOM_DEVICE -DPADDLE_WITH_CUSTOM_KERNEL
  *   -DHWA_PD_DEVICE_TYPE="cdemo" -DHWA_PD_TYPE_TOKEN=cdemo -DHWA_PD_LIBRARY="/path/lib.so" -DHWA_PD_BUILT_FOR="..."
  * linked to <paddle>/base/libpaddle.so. `contiguous` (strided views) is registered for every dtype here, built on
- * the library's copies alone. Phi kernels with attributes (reductions, softmax, conv2d, pool2d) go through helpers
- * here that turn Paddle's arguments into hwadapter's attributes and refuse, naming why, the calls they cannot pass.
+ * the library's copies alone. Phi kernels with attributes (reductions, softmax, conv2d, pool2d, clip, cumsum, ...)
+ * go through helpers here that turn Paddle's arguments into hwadapter's attributes and refuse, naming why, the
+ * calls they cannot pass.
  *
  * Built with -DHWA_PD_PYTHON -DHWA_PD_HWA_TYPE="cpu" (and Python's include folder) it is the Python-kernel library
  * instead, libhwadapter_paddle_<type>.pykernels, for a plugin whose kernels are Python and whose memory the host
@@ -28,11 +29,13 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "hwadapter/device_api.h"
 #include "paddle/phi/backends/custom/custom_context.h"
 #include "paddle/phi/common/int_array.h"
+#include "paddle/phi/common/scalar.h"
 #include "paddle/phi/core/dense_tensor.h"
 #include "paddle/phi/core/kernel_registry.h"
 
@@ -119,10 +122,52 @@ size_t itemsize(int32_t code) {
   }
 }
 
+/* Under to_static, Paddle's executor runs kernels on its own worker threads, which Python does not know: there
+ * PyGILState_Ensure made a Python thread state for every call and PyGILState_Release deleted it again (~16 us a
+ * kernel, measured). The first call on such a thread keeps its state instead (taken, then the GIL released with the
+ * state kept), so later calls only take the GIL. A thread that ends leaves its state on `ended`, deleted under the
+ * GIL by the next call: never at thread exit, where the thread may be being joined by one holding the GIL. Both
+ * are leaked on purpose: Paddle's threads may end after static destruction. */
+std::mutex *ended_lock = new std::mutex;
+std::vector<PyThreadState *> *ended = new std::vector<PyThreadState *>;
+
+struct KeptState {
+  PyThreadState *state = nullptr;
+  ~KeptState() {
+    if (!state) return;
+    std::lock_guard<std::mutex> hold(*ended_lock);
+    ended->push_back(state);
+  }
+};
+
+void keep_thread_state() {
+  static thread_local bool checked = false;
+  static thread_local KeptState kept;
+  if (checked) return;
+  checked = true;
+  if (PyGILState_GetThisThreadState()) return;  /* a thread Python knows (eager mode's caller): nothing to keep */
+  PyGILState_Ensure();
+  kept.state = PyEval_SaveThread();
+}
+
+void delete_ended_states() {  /* under the GIL */
+  std::vector<PyThreadState *> states;
+  {
+    std::lock_guard<std::mutex> hold(*ended_lock);
+    states.swap(*ended);
+  }
+  for (PyThreadState *s : states) {
+    PyThreadState_Clear(s);
+    PyThreadState_Delete(s);
+  }
+}
+
 /* hwadapter_paddle.pykernels.run(type, op, inputs, output, attrs) under the GIL; the exception's text in *err. */
 int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor *out, const HwaAttr *attrs,
                 size_t na, std::string *err) {
+  keep_thread_state();
   PyGILState_STATE gil = PyGILState_Ensure();
+  delete_ended_states();
   PyObject *inputs = PyList_New((Py_ssize_t)nin), *kw = PyDict_New();
   for (size_t i = 0; i < nin; ++i) PyList_SET_ITEM(inputs, (Py_ssize_t)i, tensor_tuple(in[i], itemsize(in[i].dtype)));
   for (size_t i = 0; i < na; ++i) {
@@ -201,6 +246,21 @@ HWA_CODE(phi::dtype::float16, HWA_FLOAT16)
 HWA_CODE(float, HWA_FLOAT32)
 HWA_CODE(double, HWA_FLOAT64)
 #undef HWA_CODE
+
+/* The HwaDType of a Paddle dtype (the inputs of where and gather, which are not all T). */
+int32_t code_of(phi::DataType d) {
+  switch (d) {
+    case phi::DataType::BOOL: return HWA_BOOL;
+    case phi::DataType::UINT8: return HWA_UINT8;
+    case phi::DataType::INT8: return HWA_INT8;
+    case phi::DataType::INT16: return HWA_INT16;
+    case phi::DataType::INT32: return HWA_INT32;
+    case phi::DataType::INT64: return HWA_INT64;
+    case phi::DataType::FLOAT16: return HWA_FLOAT16;
+    case phi::DataType::FLOAT32: return HWA_FLOAT32;
+    default: return HWA_FLOAT64;  /* the only other dtype registered */
+  }
+}
 
 /* A DenseTensor as a kernel sees it: Paddle's element strides (kernels read them), data NULL when empty. */
 struct Desc {
@@ -289,18 +349,20 @@ template <typename T, typename U>
 void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
             std::initializer_list<const phi::DenseTensor *> ins, const Shape &out_shape, phi::DenseTensor *out,
             const HwaAttr *attrs, size_t num_attrs, std::atomic<uint64_t> &calls,
-            const Shape *paddle_shape = nullptr) {
+            const Shape *paddle_shape = nullptr, const phi::DataType *in_dtypes = nullptr) {
   calls.fetch_add(1, std::memory_order_relaxed);
   std::vector<Desc> in;
   in.reserve(ins.size());
   for (const phi::DenseTensor *x : ins) {
-    if (x->dtype() != phi::CppTypeToDataType<T>::Type())
+    /* each input T, or (where, gather) the dtype of its position in in_dtypes */
+    const phi::DataType want = in_dtypes ? in_dtypes[in.size()] : phi::CppTypeToDataType<T>::Type();
+    if (x->dtype() != want)
       PADDLE_THROW(common::errors::InvalidArgument(
           "hwadapter-paddle: %s kernel %s on %s: inputs of mixed dtypes (%s and %s); cast them to one dtype first",
           HWA_PD_DEVICE_TYPE, phi_name, ctx.GetPlace().DebugString().c_str(),
-          phi::DataTypeToString(x->dtype()).c_str(), phi::DataTypeToString(phi::CppTypeToDataType<T>::Type()).c_str()));
+          phi::DataTypeToString(x->dtype()).c_str(), phi::DataTypeToString(want).c_str()));
     in.emplace_back(*x, x->data(), false);
-    in.back().t.dtype = Code<T>::value;
+    in.back().t.dtype = in_dtypes ? code_of(want) : Code<T>::value;
   }
   out->Resize(common::make_ddim(out_shape));
   U *data = ctx.template Alloc<U>(out);
@@ -506,6 +568,152 @@ void pool2d(const char *phi_name, HwaKernelFn fn_max, HwaKernelFn fn_avg, HwaKer
                       int_attr("ceil_mode", partial), int_attr("exclusive", exclusive)};
   launch<T, T>(phi_name, is_max ? "max_pool2d" : "avg_pool2d", is_max ? fn_max : fn_avg, ctx, {&x}, shape, out,
                attrs, is_max ? 4 : 5, calls);
+}
+
+/* bitwise_left_shift, bitwise_right_shift: hwadapter's right shift of a signed dtype is arithmetic, so Paddle's
+ * is_arithmetic=False is refused for it (a left shift, and any shift of uint8, is the same either way). */
+template <typename T>
+void shift(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+           const phi::DenseTensor &x, const phi::DenseTensor &y, bool is_arithmetic, phi::DenseTensor *out,
+           std::atomic<uint64_t> &calls) {
+  if (!is_arithmetic && std::is_signed<T>::value && !strcmp(op, "right_shift"))
+    refuse(phi_name, ctx, "a logical right shift (is_arithmetic=False) of " +
+                              phi::DataTypeToString(phi::CppTypeToDataType<T>::Type()) +
+                              " (hwadapter's right shift of a signed dtype is arithmetic)");
+  launch<T, T>(phi_name, op, fn, ctx, {&x, &y}, binary_shape(phi_name, x, y), out, nullptr, 0, calls);
+}
+
+/* clip: the bounds as Paddle's CPU reads them (Scalar::to<T>), passed in x's kind. numpy's clip differs from
+ * Paddle's where min > max (Paddle's CPU refuses it too) and for a nan bound: both refused. */
+template <typename T>
+void clip(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+          const phi::DenseTensor &x, const phi::Scalar &min, const phi::Scalar &max, phi::DenseTensor *out,
+          std::atomic<uint64_t> &calls) {
+  const T lo = min.to<T>(), hi = max.to<T>();
+  if (lo != lo || hi != hi) refuse(phi_name, ctx, "a nan bound");
+  if (lo > hi)
+    bad_argument(phi_name, "min (" + std::to_string((double)lo) + ") is greater than max (" +
+                               std::to_string((double)hi) + ")");
+  HwaAttr attrs[2];
+  if (std::is_floating_point<T>::value) {
+    attrs[0] = {"min", HWA_ATTR_FLOAT, 0, (double)lo, nullptr, 0, nullptr};
+    attrs[1] = {"max", HWA_ATTR_FLOAT, 0, (double)hi, nullptr, 0, nullptr};
+  } else {
+    attrs[0] = int_attr("min", (int64_t)lo), attrs[1] = int_attr("max", (int64_t)hi);
+  }
+  launch<T, T>(phi_name, op, fn, ctx, {&x}, shape_of(x), out, attrs, 2, calls);
+}
+
+/* x itself, or (flatten, or a 0-d x) a 1-D view of it: the kernels take an axis of a >= 1-D tensor. */
+phi::DenseTensor as_1d(const char *phi_name, const phi::CustomContext &ctx, const phi::DenseTensor &x) {
+  if (!x.meta().is_contiguous()) refuse(phi_name, ctx, "flattening a strided view");
+  phi::DenseTensor flat(x);  /* shares x's memory */
+  flat.Resize(common::make_ddim({x.numel()}));
+  return flat;
+}
+
+/* transpose: Paddle's axis (negative allowed) -> perm, checked to be a permutation. */
+template <typename T>
+void transpose(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+               const phi::DenseTensor &x, const std::vector<int> &axis, phi::DenseTensor *out,
+               std::atomic<uint64_t> &calls) {
+  Shape in = shape_of(x), shape;
+  const int64_t rank = (int64_t)in.size();
+  std::vector<int64_t> perm;
+  std::vector<bool> seen(rank, false);
+  for (int a : axis) {
+    int64_t p = a < 0 ? a + rank : a;
+    if (p < 0 || p >= rank || seen[p] || (int64_t)axis.size() != rank)
+      bad_argument(phi_name, "axis is not a permutation of the " + std::to_string(rank) + " axes");
+    seen[p] = true;
+    perm.push_back(p);
+    shape.push_back(in[p]);
+  }
+  if ((int64_t)axis.size() != rank)  /* also an empty axis for a >= 1-d x */
+    bad_argument(phi_name, "axis is not a permutation of the " + std::to_string(rank) + " axes");
+  if (rank > 0) {
+    HwaAttr attrs[1] = {ints_attr("perm", perm)};
+    return launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 1, calls);
+  }
+  const std::vector<int64_t> one{0};  /* a 0-d x as one element (numpy's 0-d transpose is 1-D in some kernels) */
+  HwaAttr attrs[1] = {ints_attr("perm", one)};
+  phi::DenseTensor flat = as_1d(phi_name, ctx, x);
+  launch<T, T>(phi_name, op, fn, ctx, {&flat}, Shape{1}, out, attrs, 1, calls, &in);
+}
+
+/* cumsum: flatten as Paddle's CumInferMeta (a 1-D result of every element); the axis made non-negative. */
+template <typename T>
+void cumsum(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            const phi::DenseTensor &x, const phi::Scalar &axis, bool flatten, bool exclusive, bool reverse,
+            phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  Shape in = shape_of(x);
+  const int64_t rank = (int64_t)in.size(), span = std::max<int64_t>(rank, 1), a = axis.to<int64_t>();
+  if (!flatten && (a < -span || a >= span))
+    bad_argument(phi_name, "axis " + std::to_string(a) + " is out of range for a " + std::to_string(rank) +
+                               "-d tensor");
+  HwaAttr attrs[3] = {int_attr("axis", flatten || rank == 0 ? 0 : (a < 0 ? a + rank : a)),
+                      int_attr("exclusive", exclusive), int_attr("reverse", reverse)};
+  if (!flatten && rank > 0) return launch<T, T>(phi_name, op, fn, ctx, {&x}, in, out, attrs, 3, calls);
+  phi::DenseTensor flat = as_1d(phi_name, ctx, x);
+  Shape paddle = flatten ? Shape{x.numel()} : in;
+  launch<T, T>(phi_name, op, fn, ctx, {&flat}, Shape{x.numel()}, out, attrs, 3, calls, &paddle);
+}
+
+/* argmax, argmin: int64 indices (hwadapter's); flatten (or a 0-d x) passes no axis: the flattened tensor's. */
+template <typename T>
+void arg(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+         const phi::DenseTensor &x, const phi::Scalar &axis, bool keepdims, bool flatten, phi::DataType dtype,
+         phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  if (dtype != phi::DataType::INT64 && dtype != phi::DataType::UNDEFINED)
+    refuse(phi_name, ctx, "indices of dtype " + phi::DataTypeToString(dtype) + " (hwadapter's " + op +
+                              " gives int64: cast its result)");
+  Shape in = shape_of(x), shape;
+  const int64_t rank = (int64_t)in.size(), span = std::max<int64_t>(rank, 1), a = axis.to<int64_t>();
+  if (x.numel() == 0) bad_argument(phi_name, "an empty tensor has no " + std::string(op));
+  const bool all = flatten || rank == 0;
+  if (!all && (a < -span || a >= span))
+    bad_argument(phi_name, "axis " + std::to_string(a) + " is out of range for a " + std::to_string(rank) +
+                               "-d tensor");
+  const int64_t d = a < 0 ? a + rank : a;
+  for (int64_t i = 0; i < rank; ++i)
+    if (all ? keepdims : i != d || keepdims) shape.push_back(all || i == d ? 1 : in[i]);
+  HwaAttr attrs[2] = {int_attr("keepdim", keepdims), int_attr("axis", d)};
+  launch<T, int64_t>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, all ? 1 : 2, calls);
+}
+
+/* where: condition (bool), x, y broadcast as numpy does. */
+template <typename T>
+void where(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+           const phi::DenseTensor &condition, const phi::DenseTensor &x, const phi::DenseTensor &y,
+           phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  const phi::DataType t = phi::CppTypeToDataType<T>::Type(), dtypes[3] = {phi::DataType::BOOL, t, t};
+  Shape shape = broadcast(phi_name, broadcast(phi_name, shape_of(condition), shape_of(x)), shape_of(y));
+  launch<T, T>(phi_name, op, fn, ctx, {&condition, &x, &y}, shape, out, nullptr, 0, calls, nullptr, dtypes);
+}
+
+/* gather: an int64 index of 0 or 1 dims ([n, 1] as [n], as Paddle's GatherInferMeta); the axis non-negative. */
+template <typename T>
+void gather(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            const phi::DenseTensor &x, const phi::DenseTensor &index, const phi::Scalar &axis, phi::DenseTensor *out,
+            std::atomic<uint64_t> &calls) {
+  if (index.dtype() != phi::DataType::INT64)
+    refuse(phi_name, ctx, "an index of dtype " + phi::DataTypeToString(index.dtype()) +
+                              " (hwadapter's gather takes int64: cast the index)");
+  Shape in = shape_of(x), idx = shape_of(index);
+  const int64_t rank = (int64_t)in.size(), a = axis.to<int64_t>();
+  if (rank == 0 || a < -rank || a >= rank)
+    bad_argument(phi_name, "axis " + std::to_string(a) + " is out of range for a " + std::to_string(rank) +
+                               "-d tensor");
+  if (idx.size() > 2 || (idx.size() == 2 && idx[1] != 1))
+    bad_argument(phi_name, "the index must have 0 or 1 dimensions (or the shape [n, 1])");
+  const int64_t d = a < 0 ? a + rank : a;
+  Shape shape(in.begin(), in.begin() + d);
+  if (!idx.empty()) shape.push_back(idx[0]);
+  shape.insert(shape.end(), in.begin() + d + 1, in.end());
+  const phi::DataType dtypes[2] = {phi::CppTypeToDataType<T>::Type(), phi::DataType::INT64};
+  HwaAttr attrs[1] = {int_attr("axis", d)};
+  phi::DenseTensor flat = idx.size() == 2 ? as_1d(phi_name, ctx, index) : index;
+  launch<T, T>(phi_name, op, fn, ctx, {&x, &flat}, shape, out, attrs, 1, calls, nullptr, dtypes);
 }
 
 #ifndef HWA_PD_PYTHON
