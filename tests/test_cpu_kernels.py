@@ -113,7 +113,7 @@ def test_avg_pool_matches_the_reference_kernel(case, exclusive):
 
 def test_pool_c_is_what_runs_for_float32():
     from hwadapter.runtime.device import get
-    if pool._load(get("cpu")) is None:
+    if pool.library(get("cpu"))() is None:
         pytest.skip("pool.c could not be compiled here: numpy pools")
     x = np.arange(2 * 3 * 9 * 9, dtype="float32").reshape(2, 3, 9, 9)
     x[0, 0, 0, 0] = np.nan
@@ -265,7 +265,7 @@ norm = pytest.importorskip("hwadapter_cpu.norm")
 def test_batch_norm_is_bit_identical_to_the_reference_kernel(ndim, seed, dtype, special):
     """norm.c computes each element in the reference's order and precision: bit for bit, nan and inf included."""
     from hwadapter.runtime.device import get
-    if norm._load(get("cpu")) is None:
+    if norm.library(get("cpu"))() is None:
         pytest.skip("norm.c could not be compiled here: the reference kernel serves")
     kernel = norm.kernels(get("cpu"))["batch_norm"]
     rng = np.random.default_rng(seed)

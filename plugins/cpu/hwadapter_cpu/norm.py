@@ -4,27 +4,20 @@ The reference's four numpy passes with a temporary each took 0.3 ms a layer (62 
 from __future__ import annotations
 
 import ctypes
-import logging
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import load_source, reference
+from hwadapter.plugin import reference
 
-log = logging.getLogger(__name__)
+from .clib import CLibrary
+
 SOURCE = Path(__file__).with_name("norm.c")
 
 
 def kernels(device) -> dict:
     """{op: kernel} for `device`: float32 through norm.c once it compiles (else the reference, saying why once)."""
-    state, lock = {}, threading.Lock()
-
-    def lib():
-        with lock:
-            if "lib" not in state:
-                state["lib"] = _load(device)
-        return state["lib"]
+    lib = library(device)
 
     def batch_norm(x, mean, var, weight, bias, epsilon=1e-5, channel_axis=1):
         params = (mean, var, weight, bias)
@@ -43,13 +36,7 @@ def kernels(device) -> dict:
     return {"batch_norm": batch_norm}
 
 
-def _load(device):
-    """norm.c compiled for `device`, or None (no compiler: the reference serves, and the log says why once)."""
-    try:
-        lib = load_source(device, SOURCE.read_text(), "hwa_batch_norm").library
-    except Exception as err:  # noqa: BLE001 - the reference gives the same results, slower
-        log.warning("%s: batch_norm runs in numpy, norm.c is unavailable: %s", device, err)
-        return None
-    lib.hwa_batch_norm.restype = None
-    lib.hwa_batch_norm.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_float] + [ctypes.c_int64] * 3
-    return lib
+def library(device) -> CLibrary:
+    """norm.c for `device`, compiled on first call."""
+    args = [ctypes.c_void_p] * 6 + [ctypes.c_float] + [ctypes.c_int64] * 3
+    return CLibrary(device, SOURCE, {"hwa_batch_norm": (None, args)}, "batch_norm runs in numpy")

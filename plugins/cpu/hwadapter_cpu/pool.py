@@ -8,16 +8,16 @@ pool; these passes 1.3 ms; pool.c 0.4 ms).
 from __future__ import annotations
 
 import ctypes
-import logging
-import threading
 from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import load_source, reference, shapes
+from hwadapter.plugin import reference, shapes
 
-log = logging.getLogger(__name__)
+from .clib import CLibrary
+
 SOURCE = Path(__file__).with_name("pool.c")
+_ARGS = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 11
 
 
 def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
@@ -40,13 +40,7 @@ def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_
 
 def kernels(device) -> dict:
     """{op: kernel} for `device`: float32 through pool.c once it compiles (else numpy, saying why once)."""
-    state, lock = {}, threading.Lock()
-
-    def lib():
-        with lock:
-            if "lib" not in state:
-                state["lib"] = _load(device)
-        return state["lib"]
+    lib = library(device)
 
     def run(name, x, kernel_size, stride, padding, ceil_mode, *extra):
         (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel_size, stride, padding
@@ -75,14 +69,7 @@ def kernels(device) -> dict:
     return {"max_pool2d": max_pool, "avg_pool2d": avg_pool}
 
 
-def _load(device):
-    """pool.c compiled for `device`, or None (no compiler: numpy pools, and the log says why once)."""
-    try:
-        lib = load_source(device, SOURCE.read_text(), "hwa_max_pool").library
-    except Exception as err:  # noqa: BLE001 - numpy gives the same results, slower
-        log.warning("%s: pooling runs in numpy, pool.c is unavailable: %s", device, err)
-        return None
-    args = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 11
-    lib.hwa_max_pool.restype, lib.hwa_max_pool.argtypes = ctypes.c_int64, args
-    lib.hwa_avg_pool.restype, lib.hwa_avg_pool.argtypes = ctypes.c_int64, args + [ctypes.c_int64]
-    return lib
+def library(device) -> CLibrary:
+    """pool.c for `device`, compiled on first call."""
+    return CLibrary(device, SOURCE, {"hwa_max_pool": (ctypes.c_int64, _ARGS),
+                                     "hwa_avg_pool": (ctypes.c_int64, _ARGS + [ctypes.c_int64])}, "pooling runs in numpy")
