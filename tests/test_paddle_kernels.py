@@ -387,6 +387,7 @@ def test_status_lists_the_kernels_and_what_falls_back(kernels_root, cdemo_site):
         ("add", "add", ("float32", "int64")), ("multiply", "mul", ("float32", "int64")),
         ("matmul", "matmul", ("float32",)), ("contiguous", None, ("all",))}
     assert [(e["op"], e["dtypes"]) for e in k["left"]] == [("relu", ["float32"])]
+    assert all(e["ops"] == [e["op"]] for e in k["registered"] if e["op"])  # none of these needs a second op
     assert "nan" in k["left"][0]["why"] and "phi kernels add" in shim["covers"]
     text = _hwadapter("paddle", "status", "--dir", str(kernels_root), site=cdemo_site, env=env).stdout
     assert "cdemo: Paddle kernels" in text and "multiply" in text and "left to Paddle's CPU" in text, text

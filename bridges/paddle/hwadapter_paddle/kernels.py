@@ -190,8 +190,8 @@ def compile_kernels(device_type: str, library: str | os.PathLike, out: str | os.
 def build(device_type: str, paddle_type: str, library: str, stage: Path, paddle, compiler: str,
           include_dirs: list[Path]) -> dict:
     """Plan and compile the kernels library of one device type into `stage`; the manifest's "kernels" entry:
-    {"file" (None when not built), "registered": [{"phi", "op", "dtypes", "exact"}], "left": [{"op", "dtypes",
-    "why"}], "error"}. Never raises: a failure is the entry's error, and the runtime shim is installed alone."""
+    {"file" (None when not built), "registered": [{"phi", "op", "ops" (op and the ops its phi kernel also needs),
+    "dtypes", "exact"}], "left": [{"op", "dtypes", "why"}], "error"}. Never raises: a failure is the entry's error, and the runtime shim is installed alone."""
     entry = {"file": None, "registered": [], "left": [], "error": None}
     try:
         register, entry["left"] = optable.plan(library_kernels(library))
@@ -205,8 +205,8 @@ def build(device_type: str, paddle_type: str, library: str, stage: Path, paddle,
         entry["error"] = str(err)
         return entry
     entry["file"] = kernels_filename(device_type)
-    entry["registered"] = [{"phi": optable.BY_OP[op].phi, "op": op, "dtypes": dtypes,
-                            "exact": optable.BY_OP[op].exact} for op, dtypes in register.items()]
+    entry["registered"] = [{"phi": optable.BY_OP[op].phi, "op": op, "ops": [op, *optable.BY_OP[op].requires],
+                            "dtypes": dtypes, "exact": optable.BY_OP[op].exact} for op, dtypes in register.items()]
     entry["registered"].append({"phi": "contiguous", "op": None, "dtypes": ["all"], "exact": True})
     _build_python(device_type, paddle_type, library, stage, paddle, compiler, include_dirs, register, entry)
     return entry
@@ -233,8 +233,9 @@ def _build_python(device_type, paddle_type, library, stage, paddle, compiler, in
         py["error"] = str(err)
         return
     py["file"] = kernels_filename(device_type, python=True)
-    py["registered"] = [{"phi": optable.BY_OP[op].phi, "op": op, "dtypes": dtypes, "exact": optable.BY_OP[op].exact,
-                         "python": True} for op, dtypes in register.items()]
+    py["registered"] = [{"phi": optable.BY_OP[op].phi, "op": op, "ops": [op, *optable.BY_OP[op].requires],
+                         "dtypes": dtypes, "exact": optable.BY_OP[op].exact, "python": True}
+                        for op, dtypes in register.items()]
 
 
 def expected(entry: dict) -> dict[str, set[str]]:

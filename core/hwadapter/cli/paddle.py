@@ -163,6 +163,11 @@ def _cmd_remove(args) -> int:
     return 1 if any(not o.ok for o in outcomes) else 0
 
 
+def _ops(row: dict) -> str:
+    """The hwadapter ops a registered phi kernel runs ("-" for one that only copies, as contiguous)."""
+    return ", ".join(row.get("ops") or [row["op"]]) if row["op"] else "-"
+
+
 def _kernel_tables(console, shims) -> None:
     """Per device type: each phi kernel its kernels library registers (hwadapter op, dtypes), then the library's
     kernels left to Paddle's CPU fallback, with why."""
@@ -179,11 +184,11 @@ def _kernel_tables(console, shims) -> None:
         for r in k["registered"]:
             how = ("the library's copies (through the host)" if r["op"] is None else
                    "the library's C kernel" + ("" if r["exact"] else ", equal to rounding"))
-            table.add_row(_text(r["phi"], "bold"), _text(r["op"] or "-"), _text(", ".join(r["dtypes"])),
+            table.add_row(_text(r["phi"], "bold"), _text(_ops(r)), _text(", ".join(r["dtypes"])),
                           _text(how, "green"))
         python = k.get("python") or {}
         for r in python.get("registered") or []:
-            table.add_row(_text(r["phi"], "bold"), _text(r["op"]), _text(", ".join(r["dtypes"])),
+            table.add_row(_text(r["phi"], "bold"), _text(_ops(r)), _text(", ".join(r["dtypes"])),
                           _text("the plugin's Python kernel", "green"))
         for r in k.get("left", []):
             table.add_row(_text("-"), _text(r["op"]), _text(", ".join(r["dtypes"])),
