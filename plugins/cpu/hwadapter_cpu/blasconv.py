@@ -22,8 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import load_source, meta, reference
+from hwadapter.plugin import meta, reference
 
+from .clib import CLibrary
 from .conv import _EPILOGUE, conv2d
 from .crew import COLUMNS, ROWS, SPLIT_FLOPS, Crew, single_blas, split
 
@@ -195,38 +196,21 @@ class Transforms:
         self.device = device
         self.crew = crew or Crew()
         self.native = native  # False: the Python crew even where the native one could run (tests compare both)
-        self._lib = self._sgemm = self._native_crew = None
-        self._lock = threading.Lock()
+        self._sgemm = self._native_crew = None
         self._local = threading.local()  # .scratch: name -> a float32 array the thread keeps for its next task
-
-    def lib(self):
-        if self._lib is None:
-            with self._lock:
-                if self._lib is None:
-                    self._lib = self._load() or False
-        return self._lib or None
-
-    def _load(self):
-        try:
-            source = "\n".join(path.read_text() for path in SOURCES)
-            lib = load_source(self.device, source, "hwa_conv_phase").library
-        except Exception as err:  # no compiler, or one that fails: conv.py's numpy serves, and says so once
-            log.warning("%s: conv2d runs in numpy, its C transforms are unavailable: %s", self.device, str(err))
-            return None
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        for name, args, result in (
-                ("hwa_im2col", [ptr] * 2 + [i64] * 14, None), ("hwa_winograd_input", [ptr] * 2 + [i64] * 8, None),
-                ("hwa_winograd_output", [ptr] * 5 + [i64] * 7, None),
-                ("hwa_winograd4_input", [ptr] * 2 + [i64] * 8, None),
-                ("hwa_winograd4_output", [ptr] * 5 + [i64] * 7, None), ("hwa_epilogue", [ptr] * 4 + [i64] * 6, None),
-                ("hwa_store", [ptr] * 5 + [i64] * 6, None), ("hwa_crew_new", [i64, i64], ptr),
-                ("hwa_conv_phase", [ptr, i64, ptr, ptr, i64], i64)):
-            fn = getattr(lib, name)
-            fn.restype, fn.argtypes = result, args
+        self.lib = CLibrary(device, SOURCES, {
+            "hwa_conv_phase": (i64, [ptr, i64, ptr, ptr, i64]), "hwa_crew_new": (ptr, [i64, i64]),
+            "hwa_im2col": (None, [ptr] * 2 + [i64] * 14), "hwa_winograd_input": (None, [ptr] * 2 + [i64] * 8),
+            "hwa_winograd_output": (None, [ptr] * 5 + [i64] * 7), "hwa_winograd4_input": (None, [ptr] * 2 + [i64] * 8),
+            "hwa_winograd4_output": (None, [ptr] * 5 + [i64] * 7), "hwa_epilogue": (None, [ptr] * 4 + [i64] * 6),
+            "hwa_store": (None, [ptr] * 5 + [i64] * 6)}, "conv2d runs in numpy", ready=self._ready)
+
+    def _ready(self, lib) -> None:
+        """The native crew, once numpy's cblas_sgemm has been found and checked through the new library."""
         self._sgemm = self._checked_sgemm(lib)
         if self._sgemm is not None:
             self._native_crew = lib.hwa_crew_new(self.crew.threads - 1, SPIN_NS)
-        return lib
 
     def _checked_sgemm(self, lib):
         """numpy's cblas_sgemm for tasks.c, once it gave a small product right through C; None otherwise."""

@@ -39,4 +39,4 @@ def kernels(device) -> dict:
 def library(device) -> CLibrary:
     """norm.c for `device`, compiled on first call."""
     args = [ctypes.c_void_p] * 6 + [ctypes.c_float] + [ctypes.c_int64] * 3
-    return CLibrary(device, SOURCE, {"hwa_batch_norm": (None, args)}, "batch_norm runs in numpy")
+    return CLibrary(device, (SOURCE,), {"hwa_batch_norm": (None, args)}, "batch_norm runs in numpy")

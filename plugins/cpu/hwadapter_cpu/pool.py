@@ -71,5 +71,5 @@ def kernels(device) -> dict:
 
 def library(device) -> CLibrary:
     """pool.c for `device`, compiled on first call."""
-    return CLibrary(device, SOURCE, {"hwa_max_pool": (ctypes.c_int64, _ARGS),
+    return CLibrary(device, (SOURCE,), {"hwa_max_pool": (ctypes.c_int64, _ARGS),
                                      "hwa_avg_pool": (ctypes.c_int64, _ARGS + [ctypes.c_int64])}, "pooling runs in numpy")
