@@ -111,7 +111,7 @@ def test_avg_pool_matches_the_reference_kernel(case, exclusive):
     np.testing.assert_allclose(got, want, rtol=TOL[x.dtype.name], atol=TOL[x.dtype.name])
 
 
-def test_pool_c_is_what_runs_for_float32():
+def test_pool_c_keeps_nan_and_gives_each_windows_exact_value():
     from hwadapter.runtime.device import get
     if pool.library(get("cpu"))() is None:
         pytest.skip("pool.c could not be compiled here: numpy pools")

@@ -631,14 +631,8 @@ void transpose(const char *phi_name, const char *op, HwaKernelFn fn, const phi::
   }
   if ((int64_t)axis.size() != rank)  /* also an empty axis for a >= 1-d x */
     bad_argument(phi_name, "axis is not a permutation of the " + std::to_string(rank) + " axes");
-  if (rank > 0) {
-    HwaAttr attrs[1] = {ints_attr("perm", perm)};
-    return launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 1, calls);
-  }
-  const std::vector<int64_t> one{0};  /* a 0-d x as one element (numpy's 0-d transpose is 1-D in some kernels) */
-  HwaAttr attrs[1] = {ints_attr("perm", one)};
-  phi::DenseTensor flat = as_1d(phi_name, ctx, x);
-  launch<T, T>(phi_name, op, fn, ctx, {&flat}, Shape{1}, out, attrs, 1, calls, &in);
+  HwaAttr attrs[1] = {ints_attr("perm", perm)};  /* a 0-d x: perm () */
+  launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 1, calls);
 }
 
 /* cumsum: flatten as Paddle's CumInferMeta (a 1-D result of every element); the axis made non-negative. */
