@@ -40,7 +40,7 @@ test-slow: $(STAMP)
 # its benchmarks.
 test-gpu: $(STAMP)
 	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
-	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_cuda_native.py tests/test_onnx_conformance.py
+	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_cuda_native.py tests/test_paddle_adopt.py tests/test_onnx_conformance.py
 	$(VENV)/bin/hwadapter conformance cuda --timeout 600  # cold kernel builds on a GPU take longer than the default 120 s
 	$(PY) benchmarks/cuda_plugin.py
 

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import dtypes as _dtypes
-from .errors import PluginLoadError, short_repr
+from .errors import DeviceUnavailableError, PluginLoadError, short_repr
 
 #: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
 API_VERSION = (2, 0)  # 2.0: codegen_backend and subgraph_backend receive the Device, not its Runtime
@@ -157,6 +157,13 @@ class Runtime(ABC):
         """(free, total) bytes of device memory, as the driver reports them."""
         total = self.properties().total_memory
         return total, total
+
+    def adopt(self, address: int, nbytes: int) -> Any:
+        """A handle, as `allocate` gives, for `nbytes` of this device's memory at `address` that the plugin's native
+        library allocated for a native host (the Paddle bridge), so that this runtime's kernels run on it; never
+        passed to `free`. DeviceUnavailableError where the runtime cannot (the default)."""
+        raise DeviceUnavailableError(f"the {type(self).__name__} runtime cannot adopt a native library's memory",
+                               fix="implement Runtime.adopt in the plugin (see docs/paddle-bridge.md)")
 
 
 class SynchronousRuntime(Runtime):

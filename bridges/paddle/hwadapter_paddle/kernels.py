@@ -139,19 +139,23 @@ def generate(register: dict[str, list[str]]) -> str:
 
 def python_kernels(device_type: str, c_kernels: dict[str, list[str]]) -> list[tuple[str, tuple[int, ...]]]:
     """The plugin's Python kernels the Python-kernel path can serve: [(op, input dtype codes)] for each optable
-    entry and dtype its kernel table has and its C library has not, when the device's memory is host memory that
-    numpy addresses (Runtime.host_memory); [] otherwise."""
+    entry and dtype the plugin runs itself (its kernel or kernel-primitive program) and its C library does not,
+    when its runtime can reach the library's memory: host memory numpy addresses (Runtime.host_memory), or memory
+    it adopts (Runtime.adopt); [] otherwise."""
     import numpy as np
     from hwadapter.device import devices  # lazy: loads the plugin in this process
+    from hwadapter.dispatch.dispatcher import own
+    from hwadapter.plugin import Runtime
     dev = devices.get(f"{device_type}:0")
-    if not getattr(dev.runtime, "host_memory", False):
+    rt = dev.runtime
+    if not (getattr(rt, "host_memory", False) or type(rt).adopt is not Runtime.adopt):
         return []
     out = []
     for m in optable.TABLE:
         for dtype in m.dtypes:
             names = optable.input_dtypes(m, dtype)
             for op in (m.op,) + m.requires:
-                if dtype not in c_kernels.get(m.op, []) and dev.kernels.find(op, tuple(np.dtype(d) for d in names)):
+                if dtype not in c_kernels.get(m.op, []) and own(op, dev, tuple(np.dtype(d) for d in names)):
                     out.append((op, tuple(optable.DTYPE_CODES[d] for d in names)))
     return out
 

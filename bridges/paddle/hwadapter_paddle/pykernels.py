@@ -1,8 +1,11 @@
 """The Python side of the Python-kernel path: a phi kernel (shim/paddle_kernels.cc built with -DHWA_PD_PYTHON) has
-allocated its output with Paddle's allocator, then takes the GIL and calls run(), which runs the plugin's own
-kernel (hwadapter's kernel table of the device type) on numpy arrays over the device pointers.
+allocated its output with Paddle's allocator, then takes the GIL and calls run(), which runs the plugin's own way
+of doing the op (its kernel, or its kernel-primitive program: hwadapter's dispatch without fallback) on the device
+memory Paddle passed.
 
-Only for devices whose memory the host addresses directly (the cpu plugin's host memory): `host_addressable`.
+Memory the host addresses (the cpu plugin's: Runtime.host_memory) is seen as numpy arrays. Other memory (OpenCL's
+shared virtual memory, CUDA's) is lent to the plugin's runtime (Runtime.adopt) as DeviceArrays; the result is
+copied into Paddle's output and the device synchronised before Paddle goes on.
 """
 from __future__ import annotations
 
@@ -14,19 +17,21 @@ _kernels: dict = {}
 
 
 def _kernel(device_type: str, op: str, codes: tuple):
-    """The plugin's kernel for (op, input dtype codes) on device 0 of device_type (hwadapter's kernel table), cached
-    by the codes: dtype names cost microseconds a call (np.dtype.name is Python code) and this runs per kernel."""
+    """(device, the plugin's own way to run op for these input dtype codes) on device 0 of device_type, cached by
+    the codes: dtype names cost microseconds a call (np.dtype.name is Python code) and this runs per kernel."""
     key = (device_type, op, codes)
-    fn = _kernels.get(key)
-    if fn is None:
+    found = _kernels.get(key)
+    if found is None:
         from hwadapter.device import devices  # lazy: only when Paddle runs a Python kernel
+        from hwadapter.dispatch.dispatcher import own
+        dev = devices.get(f"{device_type}:0")
         dtypes = tuple(_DTYPES[c] for c in codes)
-        fn = devices.get(f"{device_type}:0").kernels.find(op, dtypes)
+        fn = own(op, dev, dtypes)
         if fn is None:
             raise RuntimeError(f"the {device_type} plugin has no kernel for {op} of {', '.join(d.name for d in dtypes)}"
                                f" any more; run `hwadapter paddle install {device_type}` again")
-        _kernels[key] = fn
-    return fn
+        found = _kernels[key] = (dev, fn, dev.host_memory)
+    return found
 
 
 _DTYPES = {code: np.dtype(name) for code, name in CODE_NAMES.items()}
@@ -41,14 +46,42 @@ def _array(memory, shape: tuple, strides: tuple, code: int) -> np.ndarray:
     return np.ndarray(shape, dtype, buffer=memory, strides=tuple(s * dtype.itemsize for s in strides))
 
 
+def _lent(dev, op: str, memory, shape: tuple, strides: tuple, code: int):
+    """A DeviceArray of `dev` over a dense tensor of the host's memory (memory: a memoryview over its span)."""
+    from hwadapter.plugin import DeviceArray, contiguous_strides
+    if memory is not None and tuple(strides) != contiguous_strides(shape) and np.prod(shape) > 1:
+        raise RuntimeError(f"{op} on {dev}: a strided tensor (strides {list(strides)} for shape {list(shape)}); "
+                           f"the plugin's kernels take dense tensors (make it contiguous first)")
+    address = np.frombuffer(memory, np.uint8).ctypes.data if memory is not None else 0
+    return DeviceArray.adopt(dev, address, tuple(shape), _DTYPES[code])
+
+
 def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> None:
     """inputs: [(memoryview, shape, strides, dtype code)], output likewise: output = the plugin's op(inputs,
-    **attrs)."""
-    arrays = [_array(*t) for t in inputs]
-    fn = _kernel(device_type, op, tuple(t[3] for t in inputs))
-    result = np.asarray(fn(*arrays, **attrs))
-    out = _array(*output)
+    **attrs). The shim passes the error's text to Paddle, so a hwadapter error's fix is made part of it."""
+    try:
+        _run(device_type, op, inputs, output, attrs)
+    except Exception as err:
+        fix = getattr(err, "fix", "")
+        if fix and fix not in str(err):
+            raise RuntimeError(f"{type(err).__name__}: {err} Fix: {fix}") from err
+        raise
+
+
+def _run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> None:
+    dev, fn, host = _kernel(device_type, op, tuple(t[3] for t in inputs))
+    if host:
+        result = np.asarray(fn(*[_array(*t) for t in inputs], **attrs))
+        out = _array(*output)
+    else:
+        result = fn(*[_lent(dev, op, *t) for t in inputs], **attrs)
+        out = _lent(dev, op, *output)
     if result.shape != out.shape or result.dtype != out.dtype:
         raise RuntimeError(f"the {device_type} plugin's {op} gave {result.dtype}{list(result.shape)}, Paddle expects "
                            f"{out.dtype}{list(out.shape)}")
-    np.copyto(out, result, casting="no")
+    if host:
+        np.copyto(out, result, casting="no")
+    elif out.nbytes:
+        rt = dev.runtime
+        rt.copy_d2d(out.handle, 0, result.handle, 0, out.nbytes)
+        rt.synchronize()  # Paddle's next op may read the output through the library, outside our queues

@@ -61,7 +61,7 @@ def _not_found(op: str, dev, dtypes: tuple, why: str) -> KernelNotFoundError:
                                f"supports, or allow fallback (HWADAPTER_FALLBACK=warn).")
 
 
-def _own(op: str, dev, dtypes: tuple):
+def own(op: str, dev, dtypes: tuple):
     """The device's own way to run op: its kernel, else its kernel-primitive program, else None."""
     return dev.kernels.find(op, dtypes) or dev.primitive(op)
 
@@ -85,7 +85,7 @@ def _fallback(op: str, dev, dtypes: tuple):
         raise _not_found(op, dev, dtypes, f"and the fallback device {config.fallback_device!r} is unusable ({err})")
     if fb_dev is dev:
         raise _not_found(op, dev, dtypes, "and it is the fallback device")
-    fb_fn = _own(op, fb_dev, dtypes)
+    fb_fn = own(op, fb_dev, dtypes)
     if fb_fn is None:
         raise _not_found(op, dev, dtypes, f"nor on the fallback device {fb_dev}")
 
@@ -110,7 +110,7 @@ def route(op: str, dev, dtypes: tuple):
     """The callable that runs `op` for inputs of `dtypes` on `dev`, taking and returning dev's arrays (kept on dev)."""
     fn = dev.routes.get((op, dtypes))
     if fn is None:
-        fn = _own(op, dev, dtypes) or _fallback(op, dev, dtypes)
+        fn = own(op, dev, dtypes) or _fallback(op, dev, dtypes)
         dev.routes[(op, dtypes)] = fn
     return fn
 

@@ -18,6 +18,16 @@ def contiguous_strides(shape: tuple) -> tuple:
 _new = object.__new__
 
 
+class _Lent:
+    """A native host's memory as a block: no allocator, so nothing returns it to a cache or frees it."""
+
+    __slots__ = ("handle", "size", "requested")
+    allocator = None
+
+    def __init__(self, handle, size: int):
+        self.handle, self.size, self.requested = handle, size, size
+
+
 class DeviceArray:
     """A C-contiguous array in a device allocation; blocks are shared by reshapes and freed with the last one."""
 
@@ -46,6 +56,13 @@ class DeviceArray:
         else:
             out.block = out.handle = None
         return out
+
+    @classmethod
+    def adopt(cls, device, address: int, shape: tuple, dtype: np.dtype) -> "DeviceArray":
+        """A view of memory a native host owns (Runtime.adopt), lent for the length of one call: never freed here."""
+        nbytes = math.prod(shape) * dtype.itemsize
+        lent = _Lent(device.runtime.adopt(address, nbytes), nbytes) if nbytes else None
+        return cls(device, lent, shape, dtype)
 
     @classmethod
     def from_numpy(cls, device, array: np.ndarray, stream=None) -> "DeviceArray":

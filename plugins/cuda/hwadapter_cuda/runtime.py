@@ -1,11 +1,12 @@
 """The CUDA runtime over cupy: raw cudaMalloc blocks, copies and memsets on cupy streams, events, properties."""
 from __future__ import annotations
 
-from hwadapter.plugin import DeviceProperties, Event, OutOfMemoryError, Runtime, Stream
+from hwadapter.plugin import DeviceProperties, Event, InvalidArgumentError, OutOfMemoryError, Runtime, Stream
 
 from . import load_cupy
 
 CUDA_ERROR_MEMORY_ALLOCATION = 2  # cudaErrorMemoryAllocation; cupy_backends.cuda.api.runtime exports no name for it
+CUDA_MEMORY_TYPE_DEVICE = 2  # cudaMemoryTypeDevice (cudaPointerAttributes.type)
 
 
 class CudaStream(Stream):
@@ -86,6 +87,17 @@ class CudaRuntime(Runtime):
         raise OutOfMemoryError(f"{self.name} ({self.properties().name}): cudaMalloc of {nbytes} bytes failed, "
                                f"{free} of {total} bytes free on the device. Fix: free tensors, use smaller batches, "
                                f"or check `nvidia-smi` for other processes holding GPU memory")
+
+    def adopt(self, address: int, nbytes: int) -> int:
+        """The address itself (Runtime.adopt): CUDA runtime pointers of the device's primary context, which the
+        native library (cuda_device.c) and CuPy both use, are valid in either. Checked first: a kernel given host
+        memory would fault and poison the context for the whole process."""
+        attrs = self.rt.pointerGetAttributes(address)
+        if attrs.type != CUDA_MEMORY_TYPE_DEVICE or attrs.device != self.index:
+            raise InvalidArgumentError(f"{self.name}: address {address:#x} is not memory of this GPU (CUDA says memory "
+                                       f"type {attrs.type} on device {attrs.device})",
+                                       fix="pass memory allocated on this device through the native library")
+        return address
 
     def free(self, handle: int) -> None:
         with self.device:

@@ -26,7 +26,8 @@ class OpenCLPlugin(Plugin):
         return len(devices())
 
     def create_runtime(self, index: int) -> OpenCLRuntime:
-        return OpenCLRuntime(index, f"{self.name}:{index}")
+        # a host (Paddle) that loaded our native library shares its context: our kernels then run on its memory
+        return OpenCLRuntime(index, f"{self.name}:{index}", native.shared(self.name, index))
 
     def native_library(self) -> str:
         """Its devices' shared virtual memory in C (svm_device.c), for native hosts such as the Paddle bridge."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import atexit
+import ctypes
 import hashlib
 import logging
 import threading
@@ -155,14 +156,15 @@ class Marker(Event):
 
 
 class OpenCLRuntime(Runtime):
-    """One OpenCL device: its own context, a default queue, a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE, and the
-    programs built in its context."""
+    """One OpenCL device: its context (its own, or that of the native library a host loaded: `shared`), a default
+    queue, a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE, and the programs built in its context."""
 
-    def __init__(self, index: int, name: str):
+    def __init__(self, index: int, name: str, shared=None):
         super().__init__(index)
         self.device = devices()[index]
         self.name = name  # "type:index" as the core names this device, for messages
-        self.context = cl.Context([self.device])
+        self.shared = shared  # native.Shared: the host's library, whose memory `adopt` lends to our kernels
+        self.context = cl.Context.from_int_ptr(shared.context) if shared else cl.Context([self.device])
         self._default = Queue(cl.CommandQueue(self.context, self.device))
         self._streams = weakref.WeakSet()
         # Allocation is lazy in most drivers: a one-byte fill on a private queue makes it happen (and fail) now.
@@ -261,6 +263,30 @@ class OpenCLRuntime(Runtime):
         with self._lock:
             self._live[id(buf)] = buf
         return buf
+
+    def adopt(self, address: int, nbytes: int) -> cl.Buffer:
+        """A buffer over `nbytes` at `address` in the shared library's memory (Runtime.adopt). OpenCL lets a pointer
+        from clSVMAlloc back a buffer: the allocation's whole span, narrowed by a sub-buffer at an aligned offset; an
+        unaligned one is used directly only where the device shares memory with the host at fine grain."""
+        if self.shared is None:
+            raise DeviceUnavailableError(
+                f"{self.name}: this runtime has its own OpenCL context: no host had loaded the native library when it "
+                f"was opened, so the host's memory is not ours to use",
+                fix="load the host first (`import paddle` before hwadapter opens this device)")
+        base, size = self.shared.block(address)
+        offset, flags = address - base, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
+        if offset + nbytes > size:
+            raise InvalidArgumentError(f"{self.name}: {nbytes} bytes at {address:#x} run past the end of the "
+                                       f"allocation they start in ({size} bytes at {base:#x})")
+        if offset % (self.device.mem_base_addr_align // 8):
+            if not self.device.svm_capabilities & cl.device_svm_capabilities.FINE_GRAIN_BUFFER:
+                raise InvalidArgumentError(f"{self.name}: a tensor at offset {offset} of its allocation, which this "
+                                           f"device cannot address as a buffer (it needs multiples of "
+                                           f"{self.device.mem_base_addr_align // 8} bytes)",
+                                           fix="make the tensor contiguous (a copy) first")
+            return cl.Buffer(self.context, flags, nbytes, hostbuf=(ctypes.c_char * nbytes).from_address(address))
+        whole = cl.Buffer(self.context, flags, size, hostbuf=(ctypes.c_char * size).from_address(base))
+        return whole if offset == 0 and nbytes == size else whole.get_sub_region(offset, nbytes)
 
     def free(self, handle: cl.Buffer) -> None:
         with self._lock:

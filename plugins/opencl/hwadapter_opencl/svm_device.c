@@ -166,8 +166,11 @@ static void open_all(void) {
   if (num_devices == 0) snprintf(init_error, sizeof init_error, DEVICE_TYPE ": the OpenCL platforms have no devices");
 }
 
+static int opened;  /* a host has called initialize (svm_device_handles answers only then); atomic builtins */
+
 static int initialize(void) {
   pthread_once(&once, open_all);
+  __atomic_store_n(&opened, 1, __ATOMIC_RELEASE);
   return init_error[0] ? fail(HWA_ERROR, "%s", init_error) : HWA_OK;
 }
 
@@ -323,6 +326,30 @@ static int set_device(int d) {
 static int get_device(int *d) {
   *d = current_device;
   return HWA_OK;
+}
+
+/* ---- for the plugin's own Python runtime (runtime.py adopts them), not part of device_api.h ---- */
+
+/* Device d's context and device id, once a host has initialized this library: hwadapter's kernels then run in the
+ * context its memory belongs to. HWA_UNSUPPORTED before that, or for a device without SVM. */
+__attribute__((visibility("default"))) int svm_device_handles(int d, void **context, void **device_id) {
+  if (!__atomic_load_n(&opened, __ATOMIC_ACQUIRE)) return fail(HWA_UNSUPPORTED, DEVICE_TYPE ": no host has initialized this library in this process");
+  DEVICE(dev, d);
+  *context = dev->context, *device_id = dev->id;
+  return HWA_OK;
+}
+
+/* The live allocation of device d that holds `p`: a host such as Paddle passes pointers inside its allocations. */
+__attribute__((visibility("default"))) int svm_device_block(int d, const void *p, void **base, size_t *size) {
+  DEVICE(dev, d);
+  int found = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < BUCKETS && !found; ++i)
+    for (Block *b = dev->blocks[i]; b && !found; b = b->next)
+      if ((const char *)p >= (const char *)b->ptr && (const char *)p < (const char *)b->ptr + (b->size ? b->size : 1))
+        *base = b->ptr, *size = b->size, found = 1;
+  pthread_mutex_unlock(&lock);
+  return found ? HWA_OK : fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is in no live allocation", d, p);
 }
 
 static const HwaDeviceInterface table = {

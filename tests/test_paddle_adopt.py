@@ -1,0 +1,227 @@
+"""The Python-kernel path on devices whose memory the host cannot address (Runtime.adopt): the OpenCL plugin's
+kernels on its native library's shared virtual memory, the CUDA plugin's on cuda_device.c's memory (on a GPU).
+
+The first tests need no Paddle: a child process initializes the plugin's native library as a host does, allocates
+through it, and calls hwadapter_paddle.pykernels.run as the shim would, with numpy as the oracle. The slow test
+installs the opencl bridge and runs an MLP and a CNN in Paddle on `opencl:0` with the plugin's kernels registered.
+Every child has a time limit: a crash or hang fails a test instead of killing pytest.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+CHILD_TIMEOUT = 180
+
+# A host of the plugin's native library (hwadapter's NativeRuntime, as Paddle's shim would use it) and the shim's
+# call: pykernels.run over memoryviews of the library's memory.
+PRELUDE = r"""
+import ctypes, json, numpy as np
+from hwadapter.runtime.native import NativeRuntime, load_library
+from hwadapter.plugin import HwAdapterError
+from hwadapter_paddle import pykernels
+from hwadapter_paddle.optable import DTYPE_CODES
+out = {}
+
+def host(device_type):
+    from hwadapter.runtime.discovery import registry
+    return NativeRuntime(load_library(registry.get(device_type).plugin.native_library()), 0)
+
+def view(address, nbytes):
+    return memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
+
+class Slab:
+    # one allocation of the library, handed out at offsets (Paddle sub-allocates so too)
+    def __init__(self, rt, nbytes=1 << 22):
+        self.rt, self.base, self.next = rt, rt.allocate(nbytes), 0
+    def put(self, array, at=None):
+        array = np.ascontiguousarray(array)
+        address = self.take(array.nbytes, at)
+        self.rt.copy_h2d(address, 0, array)
+        return (view(address, array.nbytes), array.shape, tuple(s // array.itemsize for s in array.strides),
+                DTYPE_CODES[array.dtype.name])
+    def take(self, nbytes, at=None):
+        if at is None:
+            at, self.next = self.next, self.next + -(-max(nbytes, 1) // 256) * 256
+        return self.base + at
+    def get(self, t):
+        got = np.empty(t[1], np.dtype({v: k for k, v in DTYPE_CODES.items()}[t[3]]))
+        self.rt.copy_d2h(got, np.frombuffer(t[0], np.uint8).ctypes.data, 0)
+        return got
+
+def error_of(fn, *args):
+    try:
+        fn(*args)
+    except Exception as err:
+        return [type(err).__name__, str(err)]
+    return None
+"""
+
+CASES = r"""
+def cases(device_type):
+    rt = host(device_type)
+    slab = Slab(rt)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 32)).astype("float32")
+    b = rng.standard_normal((32,)).astype("float32")
+    w = rng.standard_normal((32, 16)).astype("float32")
+    i = rng.integers(-100, 100, (5, 7)).astype("int64")
+    def call(op, arrays, shape, dtype, attrs=None, at=None):
+        ins = [slab.put(x) for x in arrays]
+        o = np.zeros(shape, dtype)
+        res = slab.put(o, at)
+        pykernels.run(device_type, op, ins, res, attrs or {})
+        return slab.get(res)
+    out["add"] = np.array_equal(call("add", [a, b], a.shape, "float32"), a + b)
+    out["matmul"] = float(np.abs(call("matmul", [a, w], (64, 16), "float32") - a @ w).max())
+    out["sum"] = float(np.abs(call("sum", [a], (32,), "float32", {"axis": (0,), "keepdim": 0}) - a.sum(0)).max())
+    out["int mul"] = np.array_equal(call("mul", [i, i], i.shape, "int64"), i * i)
+    out["less"] = np.array_equal(call("less", [a, b], a.shape, "bool"), a < b)
+    out["where"] = np.array_equal(call("where", [a > 0, a, -a], a.shape, "float32"), np.abs(a))
+    # an output 64 bytes into a 256-byte slot: not at an aligned offset of the allocation
+    spot = slab.take(512) - slab.base + 64
+    out["unaligned"] = call("add", [b, b], b.shape, "float32", at=spot)
+    out["unaligned ok"] = np.array_equal(out.pop("unaligned"), b + b)
+    strided = slab.put(a)
+    strided = (strided[0], (32, 64), (1, 32), strided[3])  # a.T as Paddle describes a transposed view
+    out["strided"] = error_of(pykernels.run, device_type, "abs", [strided], slab.put(np.zeros((32, 64), "float32")), {})
+    outside = np.zeros(16, "float32")  # host memory, not the library's
+    out["outside"] = error_of(pykernels.run, device_type, "abs", [(view(outside.ctypes.data, 64), (16,), (1,),
+                              DTYPE_CODES["float32"])], slab.put(outside), {})
+"""
+
+
+def _child(code: str, cases: bool = False) -> dict:
+    """PRELUDE (+ CASES) + code in a child Python with a time limit; the dict it printed as RESULT=."""
+    code = PRELUDE + (CASES if cases else "") + textwrap.dedent(code) + '\nprint("RESULT=" + json.dumps(out))\n'
+    try:
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT)
+    except subprocess.TimeoutExpired as err:
+        pytest.fail(f"the child did not finish within {CHILD_TIMEOUT} s\nstdout:\n{err.stdout}\nstderr:\n{err.stderr}")
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("RESULT="):
+            return json.loads(line[len("RESULT="):])
+    raise AssertionError(f"the child printed no result (exit {proc.returncode}: a crash?)\nstdout:\n"
+                         f"{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+
+
+def _bridgeable(device_type: str) -> None:
+    """Skip unless the plugin is installed, has a device here and its native library can be had."""
+    bridge = pytest.importorskip("hwadapter_paddle", reason="hwadapter-paddle is needed (make test installs it)")
+    (c,) = bridge.candidates([device_type])
+    if not c.bridgeable:
+        pytest.skip(f"the {device_type} plugin cannot be bridged here: {c.reason}")
+    from hwadapter.runtime.discovery import registry
+    try:
+        count = registry.get(device_type).plugin.device_count()
+    except Exception as err:  # no driver, no cupy: what the plugin says
+        pytest.skip(f"the {device_type} plugin cannot count its devices here: {err}")
+    if count == 0:
+        pytest.skip(f"no {device_type} device here")
+
+
+def _check(r: dict, outside: str) -> None:
+    """The CASES results right; memory the library did not allocate refused as the runtime says (`outside`)."""
+    assert r["add"] and r["int mul"] and r["less"] and r["where"] and r["unaligned ok"], r
+    assert r["matmul"] < 1e-4 and r["sum"] < 1e-4, r
+    assert r["strided"] and "strided tensor" in r["strided"][1] and "contiguous" in r["strided"][1], r
+    assert "InvalidArgumentError" in r["outside"][1] and outside in r["outside"][1], r
+
+
+def test_opencl_kernels_run_on_the_native_librarys_memory():
+    """The OpenCL runtime opened after a host initialized its library shares the library's context: its kernels
+    and kernel-primitive programs run on the host's shared virtual memory, at aligned and unaligned offsets."""
+    _bridgeable("opencl")
+    r = _child(cases=True, code="""
+    cases("opencl")
+    from hwadapter.device import devices
+    out["shared"] = devices.get("opencl:0").runtime.shared is not None
+    """)
+    assert r["shared"], r
+    _check(r, "is in no live allocation")
+
+
+def test_a_runtime_opened_before_the_host_says_so():
+    """hwadapter's opencl:0 opened before any host loaded the library has a context of its own: the host's memory
+    is refused with the reason and the fix, never used from the wrong context."""
+    _bridgeable("opencl")
+    r = _child("""
+    from hwadapter.device import devices
+    devices.get("opencl:0").runtime  # opened first: its own context
+    slab = Slab(host("opencl"))
+    x = slab.put(np.ones(8, "float32"))
+    out["error"] = error_of(pykernels.run, "opencl", "abs", [x], slab.put(np.zeros(8, "float32")), {})
+    """)
+    name, text = r["error"]
+    assert "DeviceUnavailableError" in text and "its own OpenCL context" in text and "Fix: load the host first" in text, r
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_run_on_the_native_librarys_memory():
+    """On a GPU: cuda_device.c's memory (the device's primary context) serves the CUDA plugin's kernels as it is."""
+    _bridgeable("cuda")
+    r = _child(cases=True, code="""
+    cases("cuda")
+    """)
+    _check(r, "is not memory of this GPU")
+
+
+@pytest.mark.slow  # the opencl bridge installed (a kernels library compiled, about 20 s) and a Paddle child
+def test_opencl_kernels_serve_paddle(tmp_path):
+    """`hwadapter paddle install opencl` registers the plugin's kernels; an MLP and a CNN on opencl:0 equal Paddle's
+    CPU (to rounding), eager and under to_static, and the phi kernels' counters show that they ran."""
+    _bridgeable("opencl")
+    pytest.importorskip("paddle", reason="paddlepaddle is needed (make test installs it)")
+    root = tmp_path / "root"
+    proc = subprocess.run([sys.executable, "-m", "hwadapter.cli", "paddle", "install", "opencl", "--dir", str(root)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and "the plugin's Python kernels as add" in proc.stdout, proc.stdout + proc.stderr
+    code = r"""
+import ctypes, json, os, numpy as np, paddle
+lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "libhwadapter_paddle_opencl.pykernels"))
+lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
+calls = lambda n: lib.hwadapter_paddle_kernel_calls(n.encode())
+rng = np.random.default_rng(0)
+def mlp():
+    paddle.seed(7)
+    return paddle.nn.Sequential(paddle.nn.Linear(16, 32), paddle.nn.ReLU(), paddle.nn.Linear(32, 4),
+                                paddle.nn.Softmax())
+def cnn():
+    paddle.seed(7)
+    return paddle.nn.Sequential(paddle.nn.Conv2D(3, 8, 3, padding=1), paddle.nn.ReLU(), paddle.nn.MaxPool2D(2),
+                                paddle.nn.Conv2D(8, 4, 3), paddle.nn.AdaptiveAvgPool2D(1), paddle.nn.Flatten(),
+                                paddle.nn.Linear(4, 3))
+out = {"types": paddle.device.get_all_custom_device_type()}
+for name, make, x in [("mlp", mlp, rng.standard_normal((8, 16)).astype("float32")),
+                      ("cnn", cnn, rng.standard_normal((2, 3, 16, 16)).astype("float32"))]:
+    paddle.set_device("cpu")
+    want = make()(paddle.to_tensor(x)).numpy()
+    paddle.set_device("opencl:0")
+    net = make()
+    before = {k: calls(k) for k in ("matmul", "add", "conv2d", "pool2d", "softmax")}
+    y = net(paddle.to_tensor(x))
+    static = paddle.jit.to_static(net, full_graph=True)
+    out[name] = {"place": str(y.place), "eager": float(np.abs(y.numpy() - want).max()),
+                 "static": float(np.abs(static(paddle.to_tensor(x)).numpy() - want).max()),
+                 "scale": float(np.abs(want).max()),
+                 "calls": {k: calls(k) - v for k, v in before.items()}}
+print("RESULT=" + json.dumps(out))
+"""
+    env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(root)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT=")]
+    assert lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    r = json.loads(lines[-1][len("RESULT="):])
+    assert "opencl" in r["types"], r
+    for name, kernels in (("mlp", ("matmul", "add", "softmax")), ("cnn", ("conv2d", "pool2d", "matmul", "add"))):
+        got = r[name]
+        assert got["place"] == "Place(opencl:0)", r
+        assert got["eager"] <= 1e-5 * got["scale"] + 1e-6 and got["static"] <= 1e-5 * got["scale"] + 1e-6, r
+        assert all(got["calls"][k] >= 1 for k in kernels), r
+    np.testing.assert_equal(r["mlp"]["calls"]["conv2d"], 0)  # the counters count only what ran
