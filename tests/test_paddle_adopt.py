@@ -172,21 +172,43 @@ def test_cuda_kernels_run_on_the_native_librarys_memory():
     _check(r, "is not memory of this GPU")
 
 
-@pytest.mark.slow  # the opencl bridge installed (a kernels library compiled, about 20 s) and a Paddle child
-def test_opencl_kernels_serve_paddle(tmp_path):
-    """`hwadapter paddle install opencl` registers the plugin's kernels; an MLP and a CNN on opencl:0 equal Paddle's
-    CPU (to rounding), eager and under to_static, and the phi kernels' counters show that they ran."""
+@pytest.fixture(scope="module")
+def opencl_root(tmp_path_factory):
+    """`hwadapter paddle install opencl` into a folder of its own: the runtime shim and the Python-kernel library."""
     _bridgeable("opencl")
     pytest.importorskip("paddle", reason="paddlepaddle is needed (make test installs it)")
-    root = tmp_path / "root"
+    root = tmp_path_factory.mktemp("opencl-root")
     proc = subprocess.run([sys.executable, "-m", "hwadapter.cli", "paddle", "install", "opencl", "--dir", str(root)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "the plugin's Python kernels as add" in proc.stdout, proc.stdout + proc.stderr
-    code = r"""
+    return root
+
+
+def _paddle_child(root, code: str) -> dict:
+    """code in a child Python that loads Paddle with the opencl bridge of `root` (CALLS defined); its RESULT=."""
+    env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(root)}
+    proc = subprocess.run([sys.executable, "-c", CALLS + code], capture_output=True, text=True,
+                          timeout=CHILD_TIMEOUT * 2, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT=")]
+    assert lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return json.loads(lines[-1][len("RESULT="):])
+
+
+CALLS = r"""
 import ctypes, json, os, numpy as np, paddle
-lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "libhwadapter_paddle_opencl.pykernels"))
-lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
-calls = lambda n: lib.hwadapter_paddle_kernel_calls(n.encode())
+_lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "libhwadapter_paddle_opencl.pykernels"))
+_lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
+calls = lambda n: _lib.hwadapter_paddle_kernel_calls(n.encode())
+manifest = json.load(open(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "hwadapter_paddle.json")))
+registered = {r["phi"]: r["dtypes"] for r in manifest["shims"]["opencl"]["kernels"]["python"]["registered"]}
+"""
+
+
+@pytest.mark.slow  # the opencl bridge installed (a kernels library compiled, about 20 s) and a Paddle child
+def test_opencl_kernels_serve_paddle(opencl_root):
+    """An MLP and a CNN on opencl:0 equal Paddle's CPU (to rounding), eager and under to_static, and the phi
+    kernels' counters show that the plugin's kernels ran."""
+    r = _paddle_child(opencl_root, r"""
 rng = np.random.default_rng(0)
 def mlp():
     paddle.seed(7)
@@ -212,16 +234,72 @@ for name, make, x in [("mlp", mlp, rng.standard_normal((8, 16)).astype("float32"
                  "scale": float(np.abs(want).max()),
                  "calls": {k: calls(k) - v for k, v in before.items()}}
 print("RESULT=" + json.dumps(out))
-"""
-    env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(root)}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT=")]
-    assert lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    r = json.loads(lines[-1][len("RESULT="):])
+""")
     assert "opencl" in r["types"], r
     for name, kernels in (("mlp", ("matmul", "add", "softmax")), ("cnn", ("conv2d", "pool2d", "matmul", "add"))):
         got = r[name]
         assert got["place"] == "Place(opencl:0)", r
         assert got["eager"] <= 1e-5 * got["scale"] + 1e-6 and got["static"] <= 1e-5 * got["scale"] + 1e-6, r
         assert all(got["calls"][k] >= 1 for k in kernels), r
-    np.testing.assert_equal(r["mlp"]["calls"]["conv2d"], 0)  # the counters count only what ran
+    assert r["mlp"]["calls"]["conv2d"] == 0, r  # the counters count only what ran
+
+
+#: phi kernels that sum many terms: their float results may differ by the order of the sum, so the tolerance
+#: scales with the largest result (a small result left by cancellation carries the big terms' rounding)
+SUMS = ("conv2d", "matmul", "sum", "mean", "prod", "cumsum", "pool2d")
+
+
+def assert_device_equal(phi: str, got: np.ndarray, want: np.ndarray, what: str) -> None:
+    """A device kernel's result is Paddle's CPU one: integers and booleans exactly; floats with nan, the infinities
+    and the sign of zero in the same places and finite values to the device math library's rounding (OpenCL allows
+    its built-ins a few ulp: sin 4, pow 16). Two allowances, both documented in docs/paddle-bridge.md: the sign of
+    max(+0, -0) and min(+0, -0), which IEEE 754 leaves to the implementation (OpenCL's fmax gives +0, Paddle's CPU
+    -0), and softmax's 1.7e-28 (Paddle's CPU clips its exponent at -64, as for every device)."""
+    assert got.shape == want.shape and got.dtype == want.dtype, (what, got.dtype, got.shape, want.dtype, want.shape)
+    if got.dtype.kind != "f":
+        assert np.array_equal(got, want), (what, got, want)
+        return
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.array_equal(np.isinf(got), np.isinf(want)), \
+        (what, got, want)
+    finite = np.isfinite(want)
+    assert np.array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)]), (what, got, want)
+    if phi not in ("max", "min"):
+        assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0])), (what, got, want)
+    rtol = 4e-6 if got.dtype == np.float32 else 1e-13
+    atol = 16 * np.finfo(got.dtype).tiny
+    if phi in SUMS and finite.any():
+        atol = rtol * float(np.abs(want[finite]).max())
+    if phi == "softmax":
+        atol = 1.7e-28
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=atol, err_msg=what)
+
+
+@pytest.mark.slow  # a Paddle child running every registered phi kernel's cases twice (about 30 s)
+def test_every_phi_kernel_opencl_registers_means_what_paddles_cpu_does(opencl_root):
+    """Each phi kernel the opencl bridge registers, for each dtype it registers, on special values (nan, the
+    infinities, signed zeros, the dtype's range) and the attribute forms' cases: the same as Paddle's CPU (as
+    assert_device_equal says), run by the plugin's kernel (its counter moved)."""
+    from test_paddle_kernels import DEVICE_FORMS, DEVICE_SIMPLE, FORM_CASES
+    r = _paddle_child(opencl_root, FORM_CASES + DEVICE_FORMS + DEVICE_SIMPLE + r"""
+from hwadapter_paddle import optable
+simple = [optable.Mapping(m.op, m.phi, m.form, tuple(registered[m.phi]))
+          for m in optable.TABLE if m.phi in registered and m.form not in optable.ATTRIBUTE_FORMS
+          and m.form not in ("matmul",)]
+out = {"simple": device_simple("opencl:0", simple), "registered": registered,
+       "forms": device_forms("opencl:0", [p for p in registered if p in {m.phi for m in optable.TABLE
+                                          if m.form in optable.ATTRIBUTE_FORMS}], lambda phi: registered[phi])}
+print("RESULT=" + json.dumps(out))
+""")
+    assert len(r["registered"]) >= 40, r["registered"]
+    checked, wrong = 0, []
+    for key, got in {**r["simple"], **r["forms"]}.items():
+        cpu, dev = got["cpu"], got["opencl:0"]
+        assert dev["place"] == "Place(opencl:0)" and dev["calls"] >= 1, (key, got)
+        try:
+            assert_device_equal(key.split()[0], np.array(dev["v"], dev["dtype"]), np.array(cpu["v"], cpu["dtype"]),
+                                key)
+        except AssertionError as err:
+            wrong.append(" ".join(str(err).split())[:400])
+        checked += 1
+    assert not wrong, "\n".join(wrong)
+    assert checked >= 100, checked
