@@ -347,6 +347,7 @@ class InstallReport:
     paddle: PaddleInstall
     directory: Path
     outcomes: list[Outcome] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the user should know about the folder as installed
 
 
 def install(types: list[str] | None = None, directory: str | os.PathLike | None = None, verify: bool = True,
@@ -416,7 +417,21 @@ def install(types: list[str] | None = None, directory: str | os.PathLike | None 
         manifest.update({"paddle": paddle.label, "paddle_dir": str(paddle.package_dir),
                          "custom_runtime_abi": paddle.abi_text, "covers": COVERS})
         _write_manifest(folder, manifest)
+        with_kernels = sorted(t for t, e in manifest.get("shims", {}).items() if (e.get("kernels") or {}).get("file"))
+        if len(with_kernels) > 1:
+            report.notes.append(STATIC_FIRST_TYPE.format(types=", ".join(with_kernels)))
     return report
+
+
+#: Paddle 3.3's static graphs (to_static, paddle.inference) feed their inputs to one custom device type, whichever
+#: its generic custom backend names (pd_op_to_kernel_pass: a shadow_feed to Backend::CUSTOM, phi/common/backend.h):
+#: with hwa_cpu and opencl loaded it was hwa_cpu, though get_all_custom_device_type() listed opencl first. A second
+#: type running its own kernels then fails: "Only support cpu to gpu and gpu to cpu, src=Place(hwa_cpu:0),
+#: dst=Place(opencl:0)". Eager mode is not affected.
+STATIC_FIRST_TYPE = ("{types} all register kernels in this folder: in one process Paddle runs static graphs "
+                     "(to_static, paddle.inference) on one custom device type only (the others fail with 'Only "
+                     "support cpu to gpu and gpu to cpu'); give each type "
+                     "its own CUSTOM_DEVICE_ROOT (install with --dir) for static graphs on the others")
 
 
 def _verify_kernels(stage: Path, built: list[Candidate], entries: dict[str, dict]):

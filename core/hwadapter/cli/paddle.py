@@ -86,6 +86,8 @@ def _cmd_install(args) -> int:
                             "" if reads else "yellow"))
         console.print(_text("`hwadapter paddle status` lists each type's phi kernels and the ops left to Paddle's "
                             "CPU fallback."))
+        for note in report.notes:
+            console.print(_text(f"Note: {note}", "yellow"))
     if not report.outcomes:
         console.print(_text("no hwadapter plugin installed"))
     named_failed = args.types and any(not o.ok for o in report.outcomes)
