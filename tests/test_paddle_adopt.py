@@ -303,3 +303,29 @@ print("RESULT=" + json.dumps(out))
         checked += 1
     assert not wrong, "\n".join(wrong)
     assert checked >= 100, checked
+
+
+@pytest.mark.slow  # 4 threads for 10 s in a Paddle child
+def test_four_threads_on_opencls_kernels_neither_deadlock_nor_leak(opencl_root):
+    """test_paddle_bridge's thread check on opencl:0 with the plugin's kernels registered: matmul, multiply and sum
+    from 4 threads at once through the adopted memory, right every time; the library's bytes back where they were."""
+    from test_paddle_bridge import THREADS
+    code = THREADS.replace('"cdemo"', '"opencl"').replace("cdemo:0", "opencl:0")
+    r = _paddle_child(opencl_root, r"""
+import threading, time
+library = manifest["shims"]["opencl"]["library"]
+_table = ctypes.CDLL(library).hwadapter_get_device_interface
+_table.restype = ctypes.POINTER(ctypes.c_void_p)
+_memory_info = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
+                                ctypes.POINTER(ctypes.c_size_t))(_table()[3 + 8])
+def live(device):
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    assert _memory_info(device, ctypes.byref(free), ctypes.byref(total)) == 0
+    return total.value - free.value
+os.environ["THREAD_SECONDS"] = "10"
+before = {k: calls(k) for k in ("matmul", "multiply", "sum")}  # `+ 1.0` is Paddle's scale, not add
+""" + code.replace('print("RESULT=" + json.dumps({', 'print("RESULT=" + json.dumps({"calls": {k: calls(k) - v for k, v in before.items()}, '))
+    assert r["errors"] == [], r["errors"]
+    assert all(c > 0 for c in r["counts"]), r["counts"]
+    assert all(n > 0 for n in r["calls"].values()), r["calls"]
+    assert r["after"] == r["base"], f"the library holds {r['after'] - r['base']} more bytes than before"
