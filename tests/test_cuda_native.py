@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from children import result_of
 
 ROOT = Path(__file__).parents[1]
 SOURCE = ROOT / "plugins" / "cuda" / "hwadapter_cuda" / "cuda_device.c"
@@ -203,16 +204,7 @@ def _child(code: str, cudart: Path | None = None) -> dict:
     as RESULT=."""
     code = f"CUDART = {str(cudart) if cudart else None!r}\n" + textwrap.dedent(code)
     env = {k: v for k, v in os.environ.items() if k not in ("HWADAPTER_CUDART", "FAKE_CUDART_FAIL")}
-    try:
-        proc = subprocess.run([sys.executable, "-c", CHILD_PRELUDE + code], capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT, env=env)
-    except subprocess.TimeoutExpired as err:
-        pytest.fail(f"the child did not finish within {CHILD_TIMEOUT} s\nstdout:\n{err.stdout}\nstderr:\n{err.stderr}")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("RESULT="):
-            return json.loads(line[len("RESULT="):])
-    raise AssertionError(f"the child printed no result (exit {proc.returncode}: a crash?)\nstdout:\n"
-                         f"{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+    return result_of(CHILD_PRELUDE + code, CHILD_TIMEOUT, env)
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ Every child has a time limit: a crash or hang fails a test instead of killing py
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import textwrap
 
 import numpy as np
 import pytest
+from children import result_of
 
 CHILD_TIMEOUT = 180
 
@@ -100,15 +100,7 @@ def cases(device_type):
 def _child(code: str, cases: bool = False) -> dict:
     """PRELUDE (+ CASES) + code in a child Python with a time limit; the dict it printed as RESULT=."""
     code = PRELUDE + (CASES if cases else "") + textwrap.dedent(code) + '\nprint("RESULT=" + json.dumps(out))\n'
-    try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT)
-    except subprocess.TimeoutExpired as err:
-        pytest.fail(f"the child did not finish within {CHILD_TIMEOUT} s\nstdout:\n{err.stdout}\nstderr:\n{err.stderr}")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("RESULT="):
-            return json.loads(line[len("RESULT="):])
-    raise AssertionError(f"the child printed no result (exit {proc.returncode}: a crash?)\nstdout:\n"
-                         f"{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+    return result_of(code, CHILD_TIMEOUT)
 
 
 def _bridgeable(device_type: str) -> None:
@@ -186,12 +178,7 @@ def opencl_root(tmp_path_factory):
 
 def _paddle_child(root, code: str) -> dict:
     """code in a child Python that loads Paddle with the opencl bridge of `root` (CALLS defined); its RESULT=."""
-    env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(root)}
-    proc = subprocess.run([sys.executable, "-c", CALLS + code], capture_output=True, text=True,
-                          timeout=CHILD_TIMEOUT * 2, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT=")]
-    assert lines, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return json.loads(lines[-1][len("RESULT="):])
+    return result_of(CALLS + code, CHILD_TIMEOUT * 2, {**os.environ, "CUSTOM_DEVICE_ROOT": str(root)})
 
 
 CALLS = r"""

@@ -15,24 +15,11 @@ fallback op (docs/paddle-bridge.md, Limits): compare a run with FLAGS_new_execut
 """
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import numpy as np
 import paddle
-
-
-def per_call(fn, n: int, repeats: int = 7) -> float:
-    """Median over `repeats` runs of the mean seconds per call of fn() over n calls."""
-    fn()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        runs.append((time.perf_counter() - t0) / n)
-    return statistics.median(runs)
+from timing import per_call
 
 
 def mlp():

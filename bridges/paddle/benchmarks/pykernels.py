@@ -4,14 +4,12 @@ native library, as the shim calls it, against numpy's add of the same arrays on 
     python bridges/paddle/benchmarks/pykernels.py [opencl|cuda|cpu]
 
 The library is initialised first, as Paddle's shim would, so that the plugin's runtime adopts its memory
-(Runtime.adopt); `cpu` takes the numpy-view path. Each figure is the median of 5 runs of 200 calls.
+(Runtime.adopt); `cpu` takes the numpy-view path. Each figure is the median of 7 runs of 200 calls.
 """
 from __future__ import annotations
 
 import ctypes
-import statistics
 import sys
-import time
 
 import numpy as np
 from rich.console import Console
@@ -21,19 +19,7 @@ from hwadapter.runtime.discovery import registry
 from hwadapter.runtime.native import NativeRuntime, load_library
 from hwadapter_paddle import pykernels
 from hwadapter_paddle.optable import DTYPE_CODES
-
-
-def per_call(fn, n: int = 200, repeats: int = 5) -> float:
-    """Median over `repeats` runs of the mean seconds per call of fn() over n calls."""
-    for _ in range(10):
-        fn()
-    runs = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        runs.append((time.perf_counter() - t0) / n)
-    return statistics.median(runs)
+from timing import per_call
 
 
 def main(device_type: str) -> None:
@@ -48,8 +34,8 @@ def main(device_type: str) -> None:
         rt.copy_h2d(pa, 0, a)
         view = [memoryview((ctypes.c_char * a.nbytes).from_address(p)).cast("B") for p in (pa, po)]
         t = (view[0], (n,), (1,), code)
-        seconds = per_call(lambda: pykernels.run(device_type, "add", [t, t], (view[1], (n,), (1,), code), {}))
-        host = per_call(lambda: np.add(a, a))
+        seconds = per_call(lambda: pykernels.run(device_type, "add", [t, t], (view[1], (n,), (1,), code), {}), 200)
+        host = per_call(lambda: np.add(a, a), 200)
         got = np.empty_like(a)
         rt.copy_d2h(got, po, 0)
         table.add_row(f"{n:,}", f"{seconds * 1e6:.1f}", f"{host * 1e6:.1f}", str(np.array_equal(got, a + a)))
