@@ -2,8 +2,9 @@
 kernels on its native library's shared virtual memory, the CUDA plugin's on cuda_device.c's memory (on a GPU).
 
 The first tests need no Paddle: a child process initializes the plugin's native library as a host does, allocates
-through it, and calls hwadapter_paddle.pykernels.run as the shim would, with numpy as the oracle. The slow test
-installs the opencl bridge and runs an MLP and a CNN in Paddle on `opencl:0` with the plugin's kernels registered.
+through it, and calls hwadapter_paddle.pykernels.run as the shim would, with numpy as the oracle. The slow tests
+install one bridge alone (opencl; cuda on a GPU where Paddle is installed) and run an MLP, a CNN, every registered
+phi kernel's cases and 4 threads in Paddle on its device, against Paddle's CPU.
 Every child has a time limit: a crash or hang fails a test instead of killing pytest.
 """
 from __future__ import annotations
@@ -164,38 +165,46 @@ def test_cuda_kernels_run_on_the_native_librarys_memory():
     _check(r, "is not memory of this GPU")
 
 
-@pytest.fixture(scope="module")
-def opencl_root(tmp_path_factory):
-    """`hwadapter paddle install opencl` into a folder of its own: the runtime shim and the Python-kernel library."""
-    _bridgeable("opencl")
+@pytest.fixture(scope="module", params=["opencl", pytest.param("cuda", marks=pytest.mark.gpu)])
+def bridged(request, tmp_path_factory):
+    """`hwadapter paddle install <type>` alone into a folder of its own (the runtime shim and the Python-kernel
+    library): (folder, hwadapter type, Paddle's name for it)."""
+    kind = request.param
+    _bridgeable(kind)
     pytest.importorskip("paddle", reason="paddlepaddle is needed (make test installs it)")
-    root = tmp_path_factory.mktemp("opencl-root")
-    proc = subprocess.run([sys.executable, "-m", "hwadapter.cli", "paddle", "install", "opencl", "--dir", str(root)],
+    from hwadapter_paddle.bridge import paddle_type
+    root = tmp_path_factory.mktemp(f"{kind}-root")
+    proc = subprocess.run([sys.executable, "-m", "hwadapter.cli", "paddle", "install", kind, "--dir", str(root)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "the plugin's Python kernels as add" in proc.stdout, proc.stdout + proc.stderr
-    return root
+    return root, kind, paddle_type(kind)
 
 
-def _paddle_child(root, code: str) -> dict:
-    """code in a child Python that loads Paddle with the opencl bridge of `root` (CALLS defined); its RESULT=."""
-    return result_of(CALLS + code, CHILD_TIMEOUT * 2, {**os.environ, "CUSTOM_DEVICE_ROOT": str(root)})
+def _paddle_child(bridged, code: str) -> dict:
+    """code in a child Python that loads Paddle with the bridge of `bridged` (CALLS first: `calls`, `registered`,
+    DEVICE); its RESULT=."""
+    root, kind, name = bridged
+    env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(root), "HWA_TYPE": kind, "PADDLE_DEVICE": f"{name}:0"}
+    return result_of(CALLS + code, CHILD_TIMEOUT * 2, env)
 
 
 CALLS = r"""
 import ctypes, json, os, numpy as np, paddle
-_lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "libhwadapter_paddle_opencl.pykernels"))
+KIND, DEVICE = os.environ["HWA_TYPE"], os.environ["PADDLE_DEVICE"]
+_lib = ctypes.CDLL(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], f"libhwadapter_paddle_{KIND}.pykernels"))
 _lib.hwadapter_paddle_kernel_calls.restype = ctypes.c_longlong
 calls = lambda n: _lib.hwadapter_paddle_kernel_calls(n.encode())
 manifest = json.load(open(os.path.join(os.environ["CUSTOM_DEVICE_ROOT"], "hwadapter_paddle.json")))
-registered = {r["phi"]: r["dtypes"] for r in manifest["shims"]["opencl"]["kernels"]["python"]["registered"]}
+registered = {r["phi"]: r["dtypes"] for r in manifest["shims"][KIND]["kernels"]["python"]["registered"]}
 """
 
 
-@pytest.mark.slow  # the opencl bridge installed (a kernels library compiled, about 20 s) and a Paddle child
-def test_opencl_kernels_serve_paddle(opencl_root):
-    """An MLP and a CNN on opencl:0 equal Paddle's CPU (to rounding), eager and under to_static, and the phi
+@pytest.mark.slow  # the bridge installed (a kernels library compiled, about 20 s) and a Paddle child
+def test_the_plugins_kernels_serve_paddle(bridged):
+    """An MLP and a CNN on the device equal Paddle's CPU (to rounding), eager and under to_static, and the phi
     kernels' counters show that the plugin's kernels ran."""
-    r = _paddle_child(opencl_root, r"""
+    device = f"Place({bridged[2]}:0)"
+    r = _paddle_child(bridged, r"""
 rng = np.random.default_rng(0)
 def mlp():
     paddle.seed(7)
@@ -211,7 +220,7 @@ for name, make, x in [("mlp", mlp, rng.standard_normal((8, 16)).astype("float32"
                       ("cnn", cnn, rng.standard_normal((2, 3, 16, 16)).astype("float32"))]:
     paddle.set_device("cpu")
     want = make()(paddle.to_tensor(x)).numpy()
-    paddle.set_device("opencl:0")
+    paddle.set_device(DEVICE)
     net = make()
     before = {k: calls(k) for k in ("matmul", "add", "conv2d", "pool2d", "softmax")}
     y = net(paddle.to_tensor(x))
@@ -222,10 +231,10 @@ for name, make, x in [("mlp", mlp, rng.standard_normal((8, 16)).astype("float32"
                  "calls": {k: calls(k) - v for k, v in before.items()}}
 print("RESULT=" + json.dumps(out))
 """)
-    assert "opencl" in r["types"], r
+    assert bridged[2] in r["types"], r
     for name, kernels in (("mlp", ("matmul", "add", "softmax")), ("cnn", ("conv2d", "pool2d", "matmul", "add"))):
         got = r[name]
-        assert got["place"] == "Place(opencl:0)", r
+        assert got["place"] == device, r
         assert got["eager"] <= 1e-5 * got["scale"] + 1e-6 and got["static"] <= 1e-5 * got["scale"] + 1e-6, r
         assert all(got["calls"][k] >= 1 for k in kernels), r
     assert r["mlp"]["calls"]["conv2d"] == 0, r  # the counters count only what ran
@@ -262,26 +271,26 @@ def assert_device_equal(phi: str, got: np.ndarray, want: np.ndarray, what: str) 
 
 
 @pytest.mark.slow  # a Paddle child running every registered phi kernel's cases twice (about 30 s)
-def test_every_phi_kernel_opencl_registers_means_what_paddles_cpu_does(opencl_root):
-    """Each phi kernel the opencl bridge registers, for each dtype it registers, on special values (nan, the
+def test_every_phi_kernel_registered_means_what_paddles_cpu_does(bridged):
+    """Each phi kernel the bridge registers for the plugin's Python kernels, for each dtype it registers, on special values (nan, the
     infinities, signed zeros, the dtype's range) and the attribute forms' cases: the same as Paddle's CPU (as
     assert_device_equal says), run by the plugin's kernel (its counter moved)."""
     from test_paddle_kernels import DEVICE_FORMS, DEVICE_SIMPLE, FORM_CASES
-    r = _paddle_child(opencl_root, FORM_CASES + DEVICE_FORMS + DEVICE_SIMPLE + r"""
+    r = _paddle_child(bridged, FORM_CASES + DEVICE_FORMS + DEVICE_SIMPLE + r"""
 from hwadapter_paddle import optable
 simple = [optable.Mapping(m.op, m.phi, m.form, tuple(registered[m.phi]))
           for m in optable.TABLE if m.phi in registered and m.form not in optable.ATTRIBUTE_FORMS
           and m.form not in ("matmul",)]
-out = {"simple": device_simple("opencl:0", simple), "registered": registered,
-       "forms": device_forms("opencl:0", [p for p in registered if p in {m.phi for m in optable.TABLE
+out = {"simple": device_simple(DEVICE, simple), "registered": registered,
+       "forms": device_forms(DEVICE, [p for p in registered if p in {m.phi for m in optable.TABLE
                                           if m.form in optable.ATTRIBUTE_FORMS}], lambda phi: registered[phi])}
 print("RESULT=" + json.dumps(out))
 """)
     assert len(r["registered"]) >= 40, r["registered"]
     checked, wrong = 0, []
     for key, got in {**r["simple"], **r["forms"]}.items():
-        cpu, dev = got["cpu"], got["opencl:0"]
-        assert dev["place"] == "Place(opencl:0)" and dev["calls"] >= 1, (key, got)
+        cpu, dev = got["cpu"], got[f"{bridged[2]}:0"]
+        assert dev["place"] == f"Place({bridged[2]}:0)" and dev["calls"] >= 1, (key, got)
         try:
             assert_device_equal(key.split()[0], np.array(dev["v"], dev["dtype"]), np.array(cpu["v"], cpu["dtype"]),
                                 key)
@@ -293,14 +302,14 @@ print("RESULT=" + json.dumps(out))
 
 
 @pytest.mark.slow  # 4 threads for 10 s in a Paddle child
-def test_four_threads_on_opencls_kernels_neither_deadlock_nor_leak(opencl_root):
-    """test_paddle_bridge's thread check on opencl:0 with the plugin's kernels registered: matmul, multiply and sum
+def test_four_threads_on_the_plugins_kernels_neither_deadlock_nor_leak(bridged):
+    """test_paddle_bridge's thread check on the device with the plugin's kernels registered: matmul, multiply and sum
     from 4 threads at once through the adopted memory, right every time; the library's bytes back where they were."""
     from test_paddle_bridge import THREADS
-    code = THREADS.replace('"cdemo"', '"opencl"').replace("cdemo:0", "opencl:0")
-    r = _paddle_child(opencl_root, r"""
+    code = THREADS.replace('"cdemo"', repr(bridged[2])).replace("cdemo:0", f"{bridged[2]}:0")
+    r = _paddle_child(bridged, r"""
 import threading, time
-library = manifest["shims"]["opencl"]["library"]
+library = manifest["shims"][KIND]["library"]
 _table = ctypes.CDLL(library).hwadapter_get_device_interface
 _table.restype = ctypes.POINTER(ctypes.c_void_p)
 _memory_info = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
