@@ -301,27 +301,55 @@ print("RESULT=" + json.dumps(out))
     assert checked >= 100, checked
 
 
-@pytest.mark.slow  # 4 threads for 10 s in a Paddle child
+@pytest.mark.slow  # 4 threads for 2 x 5 s in a Paddle child
 def test_four_threads_on_the_plugins_kernels_neither_deadlock_nor_leak(bridged):
-    """test_paddle_bridge's thread check on the device with the plugin's kernels registered: matmul, multiply and sum
-    from 4 threads at once through the adopted memory, right every time; the library's bytes back where they were."""
-    from test_paddle_bridge import THREADS
-    code = THREADS.replace('"cdemo"', repr(bridged[2])).replace("cdemo:0", f"{bridged[2]}:0")
+    """test_paddle_bridge's thread work (matmul, add of a scalar, relu through the fallback, multiply, sum) on the
+    device with the plugin's kernels registered, 4 threads at once, two rounds: right every time, and the second
+    round leaves the library holding no more bytes than the first. (On an H100 Paddle kept 6 MiB after the first
+    round with the kernels, the same after every later one, and none with --runtime-only: a cache, not a leak.)"""
     r = _paddle_child(bridged, r"""
 import threading, time
-library = manifest["shims"][KIND]["library"]
-_table = ctypes.CDLL(library).hwadapter_get_device_interface
+_table = ctypes.CDLL(manifest["shims"][KIND]["library"]).hwadapter_get_device_interface
 _table.restype = ctypes.POINTER(ctypes.c_void_p)
 _memory_info = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
                                 ctypes.POINTER(ctypes.c_size_t))(_table()[3 + 8])
-def live(device):
+def live():
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    assert _memory_info(device, ctypes.byref(free), ctypes.byref(total)) == 0
+    assert _memory_info(0, ctypes.byref(free), ctypes.byref(total)) == 0
     return total.value - free.value
-os.environ["THREAD_SECONDS"] = "10"
+paddle.set_device(DEVICE)
+paddle.device.empty_cache()
+out = {"base": live(), "after": [], "counts": [], "errors": []}
 before = {k: calls(k) for k in ("matmul", "multiply", "sum")}  # `+ 1.0` is Paddle's scale, not add
-""" + code.replace('print("RESULT=" + json.dumps({', 'print("RESULT=" + json.dumps({"calls": {k: calls(k) - v for k, v in before.items()}, '))
+for _ in range(2):
+    stop, counts = time.time() + 5, [0] * 4
+    def work(i):
+        try:
+            rng = np.random.default_rng(i)
+            w = rng.standard_normal((32, 16)).astype("float32")
+            wt = paddle.to_tensor(w)
+            while time.time() < stop:
+                a = rng.standard_normal((64, 32)).astype("float32")
+                y = paddle.nn.functional.relu(paddle.matmul(paddle.to_tensor(a), wt) + 1.0)
+                got = (y * y).sum(axis=1).numpy()
+                if not np.allclose(got, (np.maximum(a @ w + 1.0, 0) ** 2).sum(axis=1), rtol=1e-4, atol=1e-3):
+                    raise AssertionError(f"thread {i}: wrong result")
+                counts[i] += 1
+        except Exception as err:
+            out["errors"].append(f"{type(err).__name__}: {err}"[:300])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads: t.start()
+    for t in threads: t.join()
+    paddle.device.synchronize()
+    paddle.device.empty_cache()
+    out["after"].append(live())
+    out["counts"].append(counts)
+out["calls"] = {k: calls(k) - v for k, v in before.items()}
+print("RESULT=" + json.dumps(out))
+""")
     assert r["errors"] == [], r["errors"]
-    assert all(c > 0 for c in r["counts"]), r["counts"]
+    assert all(c > 0 for counts in r["counts"] for c in counts), r["counts"]
     assert all(n > 0 for n in r["calls"].values()), r["calls"]
-    assert r["after"] == r["base"], f"the library holds {r['after'] - r['base']} more bytes than before"
+    first, second = r["after"]
+    assert second <= first, f"the second round left {second - first} more bytes in the library than the first"
+    assert first - r["base"] <= 8 << 20, f"{first - r['base']} bytes kept after the first round"
