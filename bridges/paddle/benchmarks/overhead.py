@@ -65,8 +65,8 @@ def main(device: str) -> None:
     for place, add, sub, eager, static, rt, conv in rows:
         print(f"{place:10} {add * 1e6:12.1f} {sub * 1e6:17.1f} {eager * 1e6:13.1f} {static * 1e6:17.1f} "
               f"{rt * 1e6:18.1f} {conv * 1e6:13.1f}")
-    print("On the device, add runs the library's C kernel when the kernels library registers it (`hwadapter paddle "
-          "status`); subtract, which cdemo has no kernel for, runs Paddle's CPU kernel through the fallback.")
+    print("On the device, add and subtract run a registered kernel where `hwadapter paddle status` lists one (cdemo: "
+          "a C kernel for add only, so its subtract shows Paddle's CPU fallback), else the fallback.")
 
 
 if __name__ == "__main__":
