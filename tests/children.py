@@ -19,3 +19,31 @@ def result_of(code: str, timeout: float, env: dict | None = None) -> dict:
             return json.loads(line[len("RESULT="):])
     raise AssertionError(f"the child printed no result (exit {proc.returncode}: a crash?)\nstdout:\n"
                          f"{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}")
+
+
+#: Child code: error_of(fn, *args) -> [error type, message], or None when fn(*args) succeeds.
+ERROR_OF = r"""
+def error_of(fn, *args):
+    try:
+        fn(*args)
+    except Exception as err:
+        return [type(err).__name__, str(err)]
+    return None
+"""
+
+#: Child code: live_of(path)() -> the bytes device 0 of the device library at `path` has lent out, read through its
+#: own memory_info (HwaDeviceInterface: struct_size, the versions, device_type, then memory_info 9th of 1.0's
+#: functions). A dlopen of the path the host loaded gives the same library instance.
+LIVE_OF = r"""
+import ctypes
+def live_of(path):
+    table = ctypes.CDLL(path).hwadapter_get_device_interface
+    table.restype = ctypes.POINTER(ctypes.c_void_p)
+    memory_info = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
+                                   ctypes.POINTER(ctypes.c_size_t))(table()[3 + 8])
+    def live():
+        free, total = ctypes.c_size_t(), ctypes.c_size_t()
+        assert memory_info(0, ctypes.byref(free), ctypes.byref(total)) == 0
+        return total.value - free.value
+    return live
+"""

@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from children import result_of
+from children import ERROR_OF, result_of
 
 ROOT = Path(__file__).parents[1]
 SOURCE = ROOT / "plugins" / "cuda" / "hwadapter_cuda" / "cuda_device.c"
@@ -189,14 +189,8 @@ def fresh(cudart=None):
     else:
         os.environ["HWADAPTER_CUDART"] = cudart
     return load_library(copy)
-def error_of(fn, *args):
-    try:
-        fn(*args)
-    except Exception as err:
-        return [type(err).__name__, str(err)]
-    return None
 out = {}
-"""
+""" + ERROR_OF
 
 
 def _child(code: str, cudart: Path | None = None) -> dict:

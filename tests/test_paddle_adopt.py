@@ -16,7 +16,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from children import result_of
+from children import ERROR_OF, LIVE_OF, result_of
 
 CHILD_TIMEOUT = 180
 
@@ -55,14 +55,7 @@ class Slab:
         got = np.empty(t[1], np.dtype({v: k for k, v in DTYPE_CODES.items()}[t[3]]))
         self.rt.copy_d2h(got, np.frombuffer(t[0], np.uint8).ctypes.data, 0)
         return got
-
-def error_of(fn, *args):
-    try:
-        fn(*args)
-    except Exception as err:
-        return [type(err).__name__, str(err)]
-    return None
-"""
+""" + ERROR_OF
 
 CASES = r"""
 def cases(device_type):
@@ -307,16 +300,9 @@ def test_four_threads_on_the_plugins_kernels_neither_deadlock_nor_leak(bridged):
     device with the plugin's kernels registered, 4 threads at once, two rounds: right every time, and the second
     round leaves the library holding no more bytes than the first. (On an H100 Paddle kept 6 MiB after the first
     round with the kernels, the same after every later one, and none with --runtime-only: a cache, not a leak.)"""
-    r = _paddle_child(bridged, r"""
+    r = _paddle_child(bridged, LIVE_OF + r"""
 import threading, time
-_table = ctypes.CDLL(manifest["shims"][KIND]["library"]).hwadapter_get_device_interface
-_table.restype = ctypes.POINTER(ctypes.c_void_p)
-_memory_info = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
-                                ctypes.POINTER(ctypes.c_size_t))(_table()[3 + 8])
-def live():
-    free, total = ctypes.c_size_t(), ctypes.c_size_t()
-    assert _memory_info(0, ctypes.byref(free), ctypes.byref(total)) == 0
-    return total.value - free.value
+live = live_of(manifest["shims"][KIND]["library"])
 paddle.set_device(DEVICE)
 paddle.device.empty_cache()
 out = {"base": live(), "after": [], "counts": [], "errors": []}
