@@ -65,7 +65,8 @@ def test_the_kit_passes_on_cpu(tmp_path):
     _check_full_run(result, tmp_path, "cpu")
     assert result.sections["subgraph"].status == "skipped"
     assert "cpu:0 has no subgraph backend" in result.sections["subgraph"].note
-    assert result.levels == ["op", "compiler"]
+    assert result.levels == ["op", "compiler", "native"]
+    assert result.sections["native"].passed == 3
 
 
 @pytest.mark.skipif(not hw.device.is_available("opencl"), reason="no OpenCL device (install pocl-opencl-icd and "
@@ -75,7 +76,8 @@ def test_the_kit_passes_on_opencl(tmp_path):
                              junit=str(tmp_path / "out.xml"))
     _check_full_run(result, tmp_path, "opencl")
     assert result.sections["subgraph"].passed == 5
-    assert result.levels == ["op", "subgraph", "compiler"]
+    assert result.levels == ["op", "subgraph", "compiler", "native"]
+    assert result.sections["native"].passed == 3
 
 
 def _failed(path, section) -> set:

@@ -355,10 +355,11 @@ def test_cdemo_runtime_streams_events_errors_and_oom(cdemo):
     assert lib.get_device() == 1 and seen == [0]
 
 
-def test_cdemo_passes_the_kits_runtime_and_kernels_sections(cdemo):
+def test_cdemo_passes_the_kits_runtime_kernels_and_native_sections(cdemo):
     # The kit runs each section in a child process, which finds cdemo through PYTHONPATH (set by the fixture).
     from hwadapter import conformance
-    result = conformance.run("cdemo", ["runtime", "kernels"], timeout=120, progress=False)
+    result = conformance.run("cdemo", ["runtime", "kernels", "native"], timeout=120, progress=False)
     summary = {name: (s.status, s.passed, s.failed, s.error) for name, s in result.sections.items()}
     assert result.ok, f"{summary}\n" + "\n".join(f"{f.test}: {f.message}\n  {f.reproducer}" for f in result.failures)
     assert result.sections["kernels"].passed >= 4 and result.sections["runtime"].passed >= 20, summary
+    assert result.sections["native"].passed == 3, summary  # its own library, its memory serving its C kernels

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .results import Failure, KitResult, SectionResult
 
 #: The kit's sections, in the order they run.
-SECTIONS = ("discovery", "runtime", "kernels", "subgraph", "codegen", "onnx")
+SECTIONS = ("discovery", "runtime", "kernels", "subgraph", "codegen", "onnx", "native")
 
 
 def run(device_type: str, sections=None, *, timeout: float = 120, report: str | None = None,

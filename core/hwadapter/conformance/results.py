@@ -5,7 +5,9 @@ from dataclasses import dataclass, field
 
 #: level -> the sections that must pass (with at least one test passed in the last one) to qualify for it.
 LEVEL_SECTIONS = {"op": ("discovery", "runtime", "kernels"), "subgraph": ("discovery", "runtime", "subgraph"),
-                  "compiler": ("discovery", "runtime", "codegen")}
+                  "compiler": ("discovery", "runtime", "codegen"),
+                  # hosts outside Python (the Paddle bridge): its native library, its memory serving the kernels
+                  "native": ("discovery", "runtime", "native")}
 
 
 @dataclass

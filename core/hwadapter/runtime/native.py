@@ -110,6 +110,10 @@ class NativeRuntime(Runtime):
     def free(self, handle: int) -> None:
         self.lib.deallocate(self.index, handle)
 
+    def adopt(self, address: int, nbytes: int) -> int:
+        """The address itself: the library's pointers are this runtime's handles (a host loads the same library)."""
+        return address
+
     def _queue(self, kind: str, stream) -> int:
         """The stream handle for an async call of `kind`, or 0 for the synchronous function."""
         if not isinstance(stream, NativeStream) or not self._async.get(kind):
