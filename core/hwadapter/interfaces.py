@@ -163,7 +163,7 @@ class Runtime(ABC):
         library allocated for a native host (the Paddle bridge), so that this runtime's kernels run on it; never
         passed to `free`. DeviceUnavailableError where the runtime cannot (the default)."""
         raise DeviceUnavailableError(f"the {type(self).__name__} runtime cannot adopt a native library's memory",
-                               fix="implement Runtime.adopt in the plugin (see docs/paddle-bridge.md)")
+                                     fix="implement Runtime.adopt in the plugin (see docs/vendor-guide.md)")
 
 
 class SynchronousRuntime(Runtime):

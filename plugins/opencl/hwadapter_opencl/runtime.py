@@ -163,6 +163,8 @@ class OpenCLRuntime(Runtime):
         super().__init__(index)
         self.device = devices()[index]
         self.name = name  # "type:index" as the core names this device, for messages
+        if shared is not None and shared.device_id != self.device.int_ptr:
+            shared = None  # the library numbered another device as this one: its memory is not ours to use
         self.shared = shared  # native.Shared: the host's library, whose memory `adopt` lends to our kernels
         self.context = cl.Context.from_int_ptr(shared.context) if shared else cl.Context([self.device])
         self._default = Queue(cl.CommandQueue(self.context, self.device))
