@@ -35,6 +35,9 @@ def calls(name):
 FORM_CASES = r"""
 from hwadapter.ops import reference as _R
 _F = paddle.nn.functional
+def parts(r):  # a result (a tensor or an array; a list of them for split) as [[values, dtype], ...]
+    arrays = [np.asarray(p.numpy() if hasattr(p, "numpy") else p) for p in (r if isinstance(r, (list, tuple)) else [r])]
+    return [[a.tolist(), str(a.dtype)] for a in arrays]
 def form_cases(phi, dtype):
     rs, k = np.random.default_rng(5), _R.KERNELS
     if dtype.startswith(("int", "uint")):
@@ -136,6 +139,108 @@ def form_cases(phi, dtype):
                 ("gather axis=-1", lambda a, b: paddle.gather(a, b, axis=-1), [x3, i[:2]], g(x3, i[:2], axis=2)),
                 ("gather 0-d index", lambda a, b: paddle.gather(a, b, axis=1), [x, i[1]], g(x, i[1], axis=1)),
                 ("gather [n, 1] index", lambda a, b: paddle.gather(a, b), [x, i[:, None]], g(x, i, axis=0))]
+    if phi == "concat":  # any number of inputs (the Python-kernel path)
+        c, y = k["concat"], np.roll(x, 3)
+        return [("concat axis=0", lambda a, b: paddle.concat([a, b]), [x, y], c(x, y, axis=0)),
+                ("concat axis=-1", lambda a, b: paddle.concat([a, b], axis=-1), [x, y[:, :1]], c(x, y[:, :1], axis=1)),
+                ("concat three of 3-d", lambda a, b, d: paddle.concat([a, b, d], axis=1), [x3, x3[:, :1], x3],
+                 c(x3, x3[:, :1], x3, axis=1)),
+                ("concat with an empty one", lambda a, b: paddle.concat([a, b]), [x[:0], y], c(x[:0], y, axis=0)),
+                ("concat of one", lambda a: paddle.concat([a], axis=1), [x], c(x, axis=1))]
+    if phi == "split":  # a list of sections (phi split) or a number of equal ones (phi split_with_num)
+        sp = k["split"]
+        return [("split sections", lambda t: paddle.split(t, [1, 3], axis=1), [x], sp(x, (1, 3), axis=1)),
+                ("split -1 inferred", lambda t: paddle.split(t, [2, -1, 1], axis=-1), [x3], sp(x3, (2, 1, 1), axis=2)),
+                ("split empty section", lambda t: paddle.split(t, [0, 4]), [x], sp(x, (0, 4), axis=0)),
+                ("split num", lambda t: paddle.split(t, 2, axis=0), [x3], sp(x3, (1, 1), axis=0)),
+                ("chunk", lambda t: paddle.chunk(t, 4, axis=-1), [x], sp(x, (1, 1, 1, 1), axis=1))]
+    if phi == "expand":
+        e, row, col = k["expand"], x[:1], x[:, :1]
+        return [("expand rows", lambda t: paddle.expand(t, [3, 4]), [row], e(row, (3, 4))),
+                ("expand new leading axes", lambda t: paddle.expand(t, [2, 3, 4]), [row], e(row, (2, 3, 4))),
+                ("expand -1 keeps", lambda t: paddle.expand(t, [2, -1, 5]), [col], e(col, (2, 4, 5))),
+                ("expand 0-d", lambda t: paddle.expand(t, [3]), [x0], e(x0, (3,))),
+                ("expand to itself", lambda t: paddle.expand(t, [4, 4]), [x], e(x, (4, 4)))]
+    if phi == "cumprod":  # the phi kernel itself, as cumsum's
+        cp = _R.cumprod
+        return [("cumprod dim=1", lambda t: paddle._C_ops.cumprod(t, 1, False, False), [x], cp(x, 1)),
+                ("cumprod dim=-2", lambda t: paddle._C_ops.cumprod(t, -2, False, False), [x], cp(x, 0)),
+                ("cumprod exclusive reverse", lambda t: paddle._C_ops.cumprod(t, 2, True, True), [x3],
+                 cp(x3, 2, True, True)),
+                ("cumprod exclusive", lambda t: paddle._C_ops.cumprod(t, 0, True, False), [x3], cp(x3, 0, True)),
+                ("cumprod 0-d", lambda t: paddle._C_ops.cumprod(t, 0, False, False), [x0], x0.copy())]
+    if phi == "slice":  # a view with stride kernels on (as transpose): the kernel with them off
+        def sl(axes, starts, ends, decrease=()):
+            def call(t):
+                paddle.set_flags({"FLAGS_use_stride_kernel": False})
+                try:
+                    return paddle._C_ops.slice(t, axes, starts, ends, [1] * len(axes), list(decrease))
+                finally:
+                    paddle.set_flags({"FLAGS_use_stride_kernel": True})
+            return call
+        def want(a, axes, starts, ends, decrease=()):
+            b = [_R.slice_positions(*slice(s, e).indices(a.shape[ax])) for ax, s, e in zip(axes, starts, ends)]
+            got = k["slice"](a, axes, [p.start or 0 for p in b], [p.stop for p in b], [1] * len(axes))
+            return got.reshape([n for d, n in enumerate(got.shape) if d not in decrease])
+        cases = [("slice axis 1", ([1], [1], [3])), ("slice negative bounds", ([0, 1], [-3, 0], [-1, -2])),
+                 ("slice clamped", ([1], [-100], [100])), ("slice empty", ([0], [3], [1])),
+                 ("slice decrease", ([0], [2], [3], [0])), ("slice to 0-d", ([0, 1], [1, 2], [2, 3], [0, 1])),
+                 ("slice 3-d", ([2, 0], [1, 1], [3, 2]))]
+        return [(name, sl(*args), [x3 if "3-d" in name else x], want(x3 if "3-d" in name else x, *args))
+                for name, args in cases]
+    if phi == "gather_nd":
+        gn = k["gather_nd"]
+        pick, rows, i3 = np.array([[0, 1], [3, 2], [0, 1]]), np.array([[2], [0]]), np.array([[[1, 0], [0, 1]]])
+        neg = np.array([[-1, -4], [2, -2]])
+        return [("gather_nd elements", paddle.gather_nd, [x, pick], gn(x, pick)),
+                ("gather_nd rows", paddle.gather_nd, [x, rows], gn(x, rows)),
+                ("gather_nd of 3-d", paddle.gather_nd, [x3, i3], gn(x3, i3)),
+                ("gather_nd negative", paddle.gather_nd, [x, neg], gn(x, neg))]
+    if phi == "take_along_axis":
+        ge, i = k["gather_elements"], np.array([[3, 0], [1, 1], [0, 2], [2, 3]])
+        ta = lambda axis: lambda a, b: paddle.take_along_axis(a, b, axis, broadcast=False)
+        return [("take_along_axis axis=1", ta(1), [x, i], ge(x, i, axis=1)),
+                ("take_along_axis axis=0", ta(0), [x, i.T], ge(x, i.T, axis=0)),
+                ("take_along_axis axis=-1 of 3-d", ta(-1), [x3, i[:2, None]], ge(x3, i[:2, None], axis=2)),
+                ("take_along_axis negative", ta(1), [x, i - 4], ge(x, i - 4, axis=1))]
+    if phi == "pad":  # the phi kernel (F.pad calls it for a pair of every axis): a constant value as x's dtype
+        p = k["pad"]
+        return [("pad 2-d", lambda t: paddle._C_ops.pad(t, [1, 0, 2, 1], 0.0), [x], p(x, ((1, 0), (2, 1)))),
+                ("pad value", lambda t: paddle._C_ops.pad(t, [0, 2, 1, 1], -2.75), [x],
+                 p(x, ((0, 2), (1, 1)), value=-2.75)),
+                ("pad 3-d", lambda t: paddle._C_ops.pad(t, [0, 0, 1, 0, 0, 3], 1.5), [x3],
+                 p(x3, ((0, 0), (1, 0), (0, 3)), value=1.5)),
+                ("pad nothing", lambda t: paddle._C_ops.pad(t, [0, 0, 0, 0], 0.0), [x], p(x, ((0, 0), (0, 0))))]
+    if phi == "conv2d_transpose":
+        img = rs.standard_normal((2, 4, 5, 6)).astype(dtype)
+        w, w2 = rs.standard_normal((4, 3, 3, 2)).astype(dtype), rs.standard_normal((4, 2, 3, 3)).astype(dtype)
+        ct, tr = k["conv_transpose2d"], _F.conv2d_transpose
+        return [("conv2d_transpose", lambda a, b: tr(a, b), [img, w], ct(img, w)),
+                ("conv2d_transpose stride 2 padding 1 output_padding 1",
+                 lambda a, b: tr(a, b, stride=2, padding=1, output_padding=1), [img, w],
+                 ct(img, w, stride=(2, 2), padding=(1, 1, 1, 1), output_padding=(1, 1))),
+                ("conv2d_transpose 4 paddings, dilation 2, groups 2",
+                 lambda a, b: tr(a, b, stride=(1, 2), padding=[1, 0, 2, 1], dilation=2, groups=2), [img, w2],
+                 ct(img, w2, stride=(1, 2), padding=(1, 0, 2, 1), dilation=(2, 2), groups=2)),
+                ("conv2d_transpose output_size", lambda a, b: tr(a, b, stride=3, output_size=[16, 18]), [img, w],
+                 ct(img, w, stride=(3, 3), output_padding=(1, 1))),
+                ("conv2d_transpose SAME", lambda a, b: tr(a, b, stride=2, padding="SAME"), [img, w],
+                 ct(img, w, stride=(2, 2), padding=(1, 1, 0, 0))),
+                ("conv2d_transpose VALID", lambda a, b: tr(a, b, padding="VALID"), [img, w], ct(img, w))]
+    if phi == "scatter_nd_add":
+        sn, rows, at = k["scatter_nd"], np.array([[1], [3], [1]]), np.array([[0, 1], [2, 3], [0, 1]])
+        u_rows, u_at = np.roll(x, 3)[:3], x[0, :3].copy()
+        return [("scatter_nd_add rows", paddle.scatter_nd_add, [x, rows, u_rows], sn(x, rows, u_rows, "add")),
+                ("scatter_nd_add elements", paddle.scatter_nd_add, [x, at, u_at], sn(x, at, u_at, "add")),
+                ("scatter_nd_add negative", paddle.scatter_nd_add, [x, -at - 1, u_at], sn(x, -at - 1, u_at, "add"))]
+    if phi == "put_along_axis":
+        se, i = k["scatter_elements"], np.array([[3, 0], [1, 1], [0, 2], [2, 2]])
+        v = np.roll(x, 7)[:, :2].copy()
+        def put(reduce, axis=1):
+            return lambda a, b, c: paddle.put_along_axis(a, b, c, axis, reduce, broadcast=False)
+        return [(f"put_along_axis {r}", put(r), [x, i, v], se(x, i, v, axis=1, reduction=h))
+                for r, h in (("assign", "none"), ("add", "add"), ("mul", "mul"), ("amax", "max"), ("amin", "min"))] + [
+                ("put_along_axis axis=0", put("add", 0), [x, i.T, v.T], se(x, i.T, v.T, axis=0, reduction="add"))]
     raise KeyError(phi)
 """
 
@@ -267,8 +372,7 @@ def mlp_and_claims(kernels_root, cdemo_site) -> dict:
             for dtype in m.dtypes:
                 if m.form in FORMS_WITH_CASES:  # Paddle's CPU against hwadapter's reference kernel, per case
                     claims[f"{m.op} {dtype}"] = {"cases": [
-                        {"name": name, "got": (g := fn(*[paddle.to_tensor(a) for a in args]).numpy()).tolist(),
-                         "dtype": str(g.dtype), "want": np.asarray(want).tolist(), "want_dtype": str(np.asarray(want).dtype)}
+                        {"name": name, "got": parts(fn(*[paddle.to_tensor(a) for a in args])), "want": parts(want)}
                         for name, fn, args, want in form_cases(m.phi, dtype)]}
                     continue
                 info = np.iinfo(dtype) if dtype.startswith(("int", "uint")) else None
@@ -366,9 +470,10 @@ def assert_form_equal(m, dtype: str, got: np.ndarray, want: np.ndarray, what: st
 
 def _check_form_cases(m, dtype: str, cases: list) -> int:
     for c in cases:
-        got = np.array(c["got"], dtype=c["dtype"])
-        want = np.array(c["want"], dtype=c["want_dtype"])
-        assert_form_equal(m, dtype, got, want, f"{m.phi} {dtype}: {c['name']}")
+        assert len(c["got"]) == len(c["want"]), c  # split: each output
+        for (got, got_dtype), (want, want_dtype) in zip(c["got"], c["want"]):
+            assert_form_equal(m, dtype, np.array(got, got_dtype), np.array(want, want_dtype),
+                              f"{m.phi} {dtype}: {c['name']}")
     return len(cases)
 
 
@@ -530,6 +635,9 @@ def test_the_cpu_plugins_python_kernels_run_as_paddle_kernels(cdemo_site, tmp_pa
 #: call counter for the phi kernel (`calls`, COUNTERS or the child's own): {"phi: case": {place: result}}.
 DEVICE_FORMS = r"""
 def device_forms(device, phis, dtypes=("float32",)):
+    from hwadapter_paddle import optable
+    every = {m.phi: [k.phi for k in optable.phi_kernels(m)] for m in optable.TABLE}  # split: split_with_num too
+    ran = lambda phi: sum(calls(p) for p in every.get(phi, [phi]))
     forms = {}
     for phi in phis:
         for dtype in dtypes(phi) if callable(dtypes) else dtypes:
@@ -537,10 +645,12 @@ def device_forms(device, phis, dtypes=("float32",)):
                 got = forms[f"{phi} {dtype}: {name}"] = {}
                 for place in ("cpu", device):
                     paddle.set_device(place)
-                    before = calls(phi)
+                    before = ran(phi)
                     t = fn(*[paddle.to_tensor(a) for a in args])
-                    got[place] = {"v": t.numpy().tolist(), "dtype": str(t.numpy().dtype), "place": str(t.place),
-                                  "calls": calls(phi) - before}
+                    several, p = isinstance(t, list), parts(t)  # split: "parts" too, "v" all their values
+                    got[place] = {"v": [e for v, _ in p for e in np.ravel(v).tolist()] if several else p[0][0],
+                                  "dtype": p[0][1], "place": str((t[0] if several else t).place),
+                                  "calls": ran(phi) - before, **({"parts": p} if several else {})}
     return forms
 """
 
@@ -554,7 +664,11 @@ def check_device_forms(forms: dict, device: str) -> None:
         phi, dtype = key.split(":")[0].split()
         cpu, dev = got["cpu"], got[device]
         assert dev["place"] == f"Place({device})" and dev["calls"] >= 1 and cpu["calls"] == 0, (key, got)
-        assert_form_equal(by_phi[phi], dtype, np.array(dev["v"], dev["dtype"]), np.array(cpu["v"], cpu["dtype"]), key)
+        assert len(dev.get("parts", ())) == len(cpu.get("parts", ())), (key, got)  # split: every output
+        pairs = (zip(dev["parts"], cpu["parts"]) if "parts" in dev  # several outputs (split)
+                 else [((dev["v"], dev["dtype"]), (cpu["v"], cpu["dtype"]))])
+        for (d, d_dtype), (c, c_dtype) in pairs:
+            assert_form_equal(by_phi[phi], dtype, np.array(d, d_dtype), np.array(c, c_dtype), key)
 
 
 #: Child code: every one- and two-input entry of `mappings` (optable.Mapping) for each of its dtypes on `device` and on
@@ -813,6 +927,193 @@ static int gather_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTen
   return HWA_OK;
 }
 
+/* expand: numpy broadcasting of x to out's shape (the "shape" attribute). */
+static int expand_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                      const HwaAttr *a, size_t na) {
+  int64_t o[16] = {0}, i[16] = {0};
+  const int lead = out->ndim - in->ndim;
+  do {
+    for (int k = 0; k < in->ndim; ++k) i[k] = in->shape[k] == 1 ? 0 : o[k + lead];
+    ((float *)out->data)[at(out, o)] = ((const float *)in->data)[at(in, i)];
+  } while (next(out, o));
+  return HWA_OK;
+}
+
+/* slice: normalised bounds (start, step per listed axis; out's shape says how many). */
+static int slice_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                     const HwaAttr *a, size_t na) {
+  const HwaAttr *axes = attr(a, na, "axes"), *starts = attr(a, na, "starts"), *steps = attr(a, na, "steps");
+  int64_t lo[16] = {0}, st[16], o[16] = {0}, i[16];
+  for (int k = 0; k < 16; ++k) st[k] = 1;
+  for (size_t k = 0; k < axes->count; ++k) lo[axes->ints[k]] = starts->ints[k], st[axes->ints[k]] = steps->ints[k];
+  do {
+    for (int k = 0; k < in->ndim; ++k) i[k] = lo[k] + o[k] * st[k];
+    ((float *)out->data)[at(out, o)] = ((const float *)in->data)[at(in, i)];
+  } while (next(out, o));
+  return HWA_OK;
+}
+
+/* pad (constant): "pads" flat, before and after of each axis from the first. */
+static int pad_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                   const HwaAttr *a, size_t na) {
+  const HwaAttr *p = attr(a, na, "pads"), *mode = attr(a, na, "mode");
+  const float v = (float)attr(a, na, "value")->f;
+  int64_t o[16] = {0}, i[16] = {0};
+  if (!mode || strcmp(mode->s, "constant") || p->count != 2 * (size_t)in->ndim) return HWA_INVALID_ARGUMENT;
+  do {
+    int inside = 1;
+    for (int k = 0; k < out->ndim; ++k) {
+      i[k] = o[k] - p->ints[2 * k];
+      inside = inside && i[k] >= 0 && i[k] < in->shape[k];
+    }
+    ((float *)out->data)[at(out, o)] = inside ? ((const float *)in->data)[at(in, i)] : v;
+  } while (next(out, o));
+  return HWA_OK;
+}
+
+/* The element of x at index's coordinates (its last axis; negative count from the end) and x's trailing axes. */
+static int64_t nd_at(const HwaTensor *x, const HwaTensor *index, const int64_t *pos, int64_t *i) {
+  const int lead = index->ndim - 1, m = (int)index->shape[lead];
+  int64_t ii[16];
+  for (int k = 0; k < lead; ++k) ii[k] = pos[k];
+  for (int c = 0; c < m; ++c) {
+    ii[lead] = c;
+    int64_t j = ((const int64_t *)index->data)[at(index, ii)];
+    i[c] = j < 0 ? j + x->shape[c] : j;
+  }
+  for (int k = m; k < x->ndim; ++k) i[k] = pos[lead + k - m];
+  return at(x, i);
+}
+static int gather_nd_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                         const HwaAttr *a, size_t na) {
+  int64_t o[16] = {0}, i[16];
+  if (ival(a, na, "batch_dims", 0)) return HWA_INVALID_ARGUMENT;
+  do ((float *)out->data)[at(out, o)] = ((const float *)in[0].data)[nd_at(&in[0], &in[1], o, i)];
+  while (next(out, o));
+  return HWA_OK;
+}
+
+static void copy_x(const HwaTensor *x, HwaTensor *out) {
+  int64_t o[16] = {0};
+  do ((float *)out->data)[at(out, o)] = ((const float *)x->data)[at(x, o)];
+  while (next(out, o));
+}
+static float combine(const char *r, float m, float v) {
+  if (!strcmp(r, "add")) return m + v;
+  if (!strcmp(r, "mul")) return m * v;
+  if (!strcmp(r, "max")) return isnan(m) || (!isnan(v) && m > v) ? m : v;
+  if (!strcmp(r, "min")) return isnan(m) || (!isnan(v) && m < v) ? m : v;
+  return v;  /* none: the last written wins */
+}
+
+/* scatter_nd: x with updates combined in at index's coordinates, in index order. */
+static int scatter_nd_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                          const HwaAttr *a, size_t na) {
+  const HwaAttr *r = attr(a, na, "reduction");
+  const HwaTensor *u = &in[2];
+  int64_t p[16] = {0}, i[16];
+  copy_x(&in[0], out);
+  if (numel(u) == 0) return HWA_OK;
+  do {  /* the destination is out's element: nd_at addresses x's layout, out's is its own */
+    nd_at(&in[0], &in[1], p, i);
+    float *dst = &((float *)out->data)[at(out, i)];
+    *dst = combine(r ? r->s : "none", *dst, ((const float *)u->data)[at(u, p)]);
+  } while (next(u, p));
+  return HWA_OK;
+}
+
+static int gather_elements_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                               const HwaAttr *a, size_t na) {
+  const int axis = (int)ival(a, na, "axis", 0);
+  int64_t o[16] = {0}, i[16];
+  do {
+    for (int k = 0; k < in[0].ndim; ++k) i[k] = o[k];
+    int64_t j = ((const int64_t *)in[1].data)[at(&in[1], o)];
+    i[axis] = j < 0 ? j + in[0].shape[axis] : j;
+    ((float *)out->data)[at(out, o)] = ((const float *)in[0].data)[at(&in[0], i)];
+  } while (next(out, o));
+  return HWA_OK;
+}
+
+static int scatter_elements_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                                const HwaAttr *a, size_t na) {
+  const int axis = (int)ival(a, na, "axis", 0);
+  const HwaAttr *r = attr(a, na, "reduction");
+  int64_t p[16] = {0}, i[16];
+  copy_x(&in[0], out);
+  if (numel(&in[1]) == 0) return HWA_OK;
+  do {
+    for (int k = 0; k < in[0].ndim; ++k) i[k] = p[k];
+    int64_t j = ((const int64_t *)in[1].data)[at(&in[1], p)];
+    i[axis] = j < 0 ? j + in[0].shape[axis] : j;
+    float *dst = &((float *)out->data)[at(out, i)];
+    *dst = combine(r ? r->s : "none", *dst, ((const float *)in[2].data)[at(&in[2], p)]);
+  } while (next(&in[1], p));
+  return HWA_OK;
+}
+
+static int cumprod_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                       const HwaAttr *a, size_t na) {
+  int axis = (int)ival(a, na, "axis", 0), exclusive = (int)ival(a, na, "exclusive", 0);
+  int reverse = (int)ival(a, na, "reverse", 0);
+  int64_t idx[16] = {0}, n = in->shape[axis];
+  do {
+    if (idx[axis]) continue;
+    float total = 1.0f;  /* in order, in float32, as numpy's accumulate */
+    for (int64_t j = 0; j < n; ++j) {
+      idx[axis] = reverse ? n - 1 - j : j;
+      float v = ((const float *)in->data)[at(in, idx)];
+      if (!exclusive) total *= v;
+      ((float *)out->data)[at(out, idx)] = total;
+      if (exclusive) total *= v;
+    }
+    idx[axis] = 0;
+  } while (next(in, idx));
+  return HWA_OK;
+}
+
+/* split: one output per section along "axis" (their shapes say the sections). */
+static int split_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                     const HwaAttr *a, size_t na) {
+  const int axis = (int)ival(a, na, "axis", 0);
+  int64_t offset = 0;
+  for (size_t k = 0; k < no; ++k) {
+    int64_t o[16] = {0}, i[16];
+    if (numel(&out[k]))
+      do {
+        for (int j = 0; j < in->ndim; ++j) i[j] = o[j];
+        i[axis] += offset;
+        ((float *)out[k].data)[at(&out[k], o)] = ((const float *)in->data)[at(in, i)];
+      } while (next(&out[k], o));
+    offset += out[k].shape[axis];
+  }
+  return HWA_OK;
+}
+
+/* conv_transpose2d: each input pixel adds w times it into the output at stride steps (w: in, out / groups, kh, kw). */
+static int conv_transpose_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                              const HwaAttr *a, size_t na) {
+  const int64_t *st = attr(a, na, "stride")->ints, *p = attr(a, na, "padding")->ints;
+  const int64_t *dil = attr(a, na, "dilation")->ints, groups = ival(a, na, "groups", 1);
+  const HwaTensor *x = &in[0], *w = &in[1];
+  const int64_t cg = x->shape[1] / groups, og = w->shape[1];
+  int64_t o[4] = {0}, i[4] = {0};
+  do ((float *)out->data)[at(out, o)] = 0.0f;
+  while (next(out, o));
+  do {
+    const int64_t g = i[1] / cg;
+    for (int64_t c = 0; c < og; ++c)
+      for (int64_t kh = 0; kh < w->shape[2]; ++kh)
+        for (int64_t kw = 0; kw < w->shape[3]; ++kw) {
+          int64_t oi[4] = {i[0], g * og + c, i[2] * st[0] - p[0] + kh * dil[0], i[3] * st[1] - p[2] + kw * dil[1]};
+          if (oi[2] < 0 || oi[3] < 0 || oi[2] >= out->shape[2] || oi[3] >= out->shape[3]) continue;
+          int64_t wi[4] = {i[1], c, kh, kw};
+          ((float *)out->data)[at(out, oi)] += ((const float *)x->data)[at(x, i)] * ((const float *)w->data)[at(w, wi)];
+        }
+  } while (next(x, i));
+  return HWA_OK;
+}
+
 /* Memory: cdemo's host memory (only the kernels and copies of this table are used, by the kernels library). */
 static int count(int *n) { *n = 1; return HWA_OK; }
 static int no_alloc(int d, size_t n, void **p) { return HWA_UNSUPPORTED; }
@@ -822,12 +1123,17 @@ static int fill(int d, void *dst, int v, size_t n) { memset(dst, v, n); return H
 static int sync(int d) { return HWA_OK; }
 
 static const int32_t F32[] = {HWA_FLOAT32}, F32_F32[] = {HWA_FLOAT32, HWA_FLOAT32}, I32[] = {HWA_INT32},
-    F32_I64[] = {HWA_FLOAT32, HWA_INT64};
+    F32_I64[] = {HWA_FLOAT32, HWA_INT64}, F32_I64_F32[] = {HWA_FLOAT32, HWA_INT64, HWA_FLOAT32};
 static const HwaKernelDef kernels[] = {
     {"sum", 1, F32, sum_f32}, {"max", 1, F32, max_f32}, {"softmax", 1, F32, softmax_f32},
     {"conv2d", 2, F32_F32, conv2d_f32}, {"max_pool2d", 1, F32, max_pool_f32}, {"avg_pool2d", 1, F32, avg_pool_f32},
     {"adaptive_avg_pool2d", 1, F32, adaptive_f32}, {"clip", 1, F32, clip_f32}, {"transpose", 1, F32, transpose_f32},
-    {"cumsum", 1, F32, cumsum_f32}, {"argmax", 1, I32, argmax_i32}, {"gather", 2, F32_I64, gather_f32}};
+    {"cumsum", 1, F32, cumsum_f32}, {"argmax", 1, I32, argmax_i32}, {"gather", 2, F32_I64, gather_f32},
+    {"expand", 1, F32, expand_f32}, {"slice", 1, F32, slice_f32}, {"pad", 1, F32, pad_f32},
+    {"gather_nd", 2, F32_I64, gather_nd_f32}, {"gather_elements", 2, F32_I64, gather_elements_f32},
+    {"scatter_nd", 3, F32_I64_F32, scatter_nd_f32}, {"scatter_elements", 3, F32_I64_F32, scatter_elements_f32},
+    {"cumprod", 1, F32, cumprod_f32}, {"conv_transpose2d", 2, F32_F32, conv_transpose_f32},
+    {"split", 1, F32, split_f32}};
 static const HwaDeviceInterface api = {
     .struct_size = sizeof(HwaDeviceInterface), .api_major = HWA_API_MAJOR, .api_minor = HWA_API_MINOR,
     .device_type = "forms", .device_count = count, .allocate = no_alloc, .deallocate = no_free, .memcpy_h2d = copy,
@@ -837,12 +1143,23 @@ __attribute__((visibility("default"))) const HwaDeviceInterface *hwadapter_get_d
 """
 
 
+def test_concat_is_registered_for_python_kernels_only():
+    """A C kernel's input count is fixed and phi concat takes any number: never registered half-done for a C
+    library; a plugin's Python kernel (planned by its first input) serves every count."""
+    from hwadapter_paddle import optable
+    f32 = optable.DTYPE_CODES["float32"]
+    register, left = optable.plan([("concat", (f32, f32)), ("concat", (f32,)), ("add", (f32, f32))])
+    assert register == {"add": ["float32"]} and len(left) == 2
+    assert all("fixed count" in e["why"] for e in left), left
+    assert optable.plan([("concat", (f32,))], python=True) == ({"concat": ["float32"]}, [])
+
+
 @pytest.mark.slow  # a kernels library compiled (about 10 s) and a child
 def test_attribute_forms_through_a_c_librarys_kernels(kernels_root, cdemo_site, tmp_path):
-    """The C path of the attribute forms (reductions, softmax, conv2d, pool2d, clip, transpose, cumsum, argmax and
-    gather, whose index is another dtype): FORMS_C's kernels registered for cdemo (whose memory is host memory,
-    which they address) get the attributes and strides the wrappers derive, and equal Paddle's CPU on every form
-    case."""
+    """The C path of the attribute forms (reductions, softmax, conv2d, pool2d, clip, transpose, cumsum, argmax,
+    gather and the gathers and scatters whose index is another dtype, expand, slice, pad, cumprod,
+    conv2d_transpose, split and split_with_num with several outputs): FORMS_C's kernels registered for cdemo (whose memory is host memory, which they address) get
+    the attributes and strides the wrappers derive, and equal Paddle's CPU on every form case."""
     import shutil
     from hwadapter_paddle import bridge, kernels, optable
     (tmp_path / "forms.c").write_text(FORMS_C)
@@ -850,8 +1167,10 @@ def test_attribute_forms_through_a_c_librarys_kernels(kernels_root, cdemo_site, 
     subprocess.run(["gcc", "-O1", "-shared", "-fPIC", "-fvisibility=hidden", f"-I{bridge.hwadapter_include()}",
                     str(tmp_path / "forms.c"), "-o", str(lib), "-lm"], check=True)
     register, left = optable.plan(kernels.library_kernels(lib))
-    assert register == {**{op: ["float32"] for op in ("sum", "max", "softmax", "conv2d", "max_pool2d", "clip",
-                                                      "transpose", "cumsum", "gather")}, "argmax": ["int32"]}, register
+    c_forms = ("sum", "max", "softmax", "conv2d", "max_pool2d", "clip", "transpose", "cumsum", "gather", "expand",
+               "slice", "pad", "gather_nd", "gather_elements", "scatter_nd", "scatter_elements", "cumprod",
+               "conv_transpose2d", "split")
+    assert register == {**{op: ["float32"] for op in c_forms}, "argmax": ["int32"]}, register
     assert left == []  # avg_pool2d and adaptive_avg_pool2d serve pool2d
     root = tmp_path / "root"
     root.mkdir()
@@ -860,10 +1179,13 @@ def test_attribute_forms_through_a_c_librarys_kernels(kernels_root, cdemo_site, 
                             bridge.compiler(), [bridge.hwadapter_include()])
     proc = _kchild("""
         forms = device_forms("cdemo:0", ("sum", "max", "softmax", "conv2d", "pool2d", "clip", "transpose", "cumsum",
-                                         "gather"))
+                                         "gather", "expand", "slice", "pad", "gather_nd", "take_along_axis",
+                                         "scatter_nd_add", "put_along_axis", "cumprod", "conv2d_transpose",
+                                         "split"))
         forms.update(device_forms("cdemo:0", ("argmax",), ("int32",)))
         print("RESULT=" + json.dumps({"forms": forms}))
     """, root, cdemo_site, prefix=FORM_CASES + DEVICE_FORMS)
     r = _result(proc)
-    assert len(r["forms"]) == 7 + 7 + 4 + 4 + 9 + 6 + 4 + 6 + 4 + 7, sorted(r["forms"])
+    assert len(r["forms"]) == 7 + 7 + 4 + 4 + 9 + 6 + 4 + 6 + 4 + 7 + 5 + 7 + 4 + 4 + 4 + 3 + 6 + 5 + 6 + 5, \
+        sorted(r["forms"])
     check_device_forms(r["forms"], "cdemo:0")

@@ -257,12 +257,42 @@ if "cpu" in libraries:  # hwa_cpu's Python kernels with attributes (optable.FORM
              [np.array([-8], "int32"), np.array([1], "int32")]),
             ("argmax into int32", lambda t: paddle.argmax(t, dtype="int32"), [np.arange(3, dtype="int64")]),
             ("clip with a nan bound", lambda t: paddle.clip(t, float("nan"), 1.0), [np.ones(3, "float32")]),
-            ("gather with an int32 index", paddle.gather, [np.ones(3, "float32"), np.array([1], "int32")])]:
+            ("gather with an int32 index", paddle.gather, [np.ones(3, "float32"), np.array([1], "int32")]),
+            ("gather_nd with an empty coordinate", paddle.gather_nd, [np.ones((3, 3), "float32"),
+                                                                       np.zeros((2, 0), "int64")]),
+            ("take_along_axis with an int32 index", lambda a, b: paddle.take_along_axis(a, b, 0, broadcast=False),
+             [np.ones((3, 2), "float32"), np.zeros((1, 2), "int32")]),
+            ("put_along_axis mean", lambda a, b, c: paddle.put_along_axis(a, b, c, 0, "mean", broadcast=False),
+             [np.ones((3, 2), "float32"), np.zeros((1, 2), "int64"), np.ones((1, 2), "float32")]),
+            ("conv2d_transpose NHWC", lambda a, b: _F.conv2d_transpose(a, b, data_format="NHWC"),
+             [rs.standard_normal((1, 5, 5, 2)).astype("float32"), rs.standard_normal((2, 3, 3, 3)).astype("float32")]),
+            ("slice of one axis twice", lambda t: paddle._C_ops.slice(t, [0, 0], [0, 1], [2, 3], [1, 1], []),
+             [np.ones((3, 3), "float32")])]:
+        paddle.set_flags({"FLAGS_use_stride_kernel": name != "slice of one axis twice"})  # else a view, no kernel
         try:
             fn(*[paddle.to_tensor(a) for a in args])
             refused[name] = None
         except Exception as err:
             refused[name] = str(err)
+        finally:
+            paddle.set_flags({"FLAGS_use_stride_kernel": True})
+    with open(os.path.join(models, "moves.py"), "w") as f:  # to_static reads the function's source from a file
+        f.write("import paddle\n"
+                "def moves(a, b):  # data movement: eager (where slice is a view) and under to_static\n"
+                "    c = paddle.concat([a[1:3] * 2, paddle.expand(b[:1], [2, 4]), a[:1]], axis=0)\n"
+                "    d = paddle.nn.functional.pad(c, [1, 0, 0, 2], value=0.5)\n"
+                "    return paddle.cumprod(d, dim=1) + paddle.gather_nd(d, paddle.to_tensor([[0], [2]])).sum()\n")
+    sys.path.insert(0, models)
+    from moves import moves
+    moved = out["moves"] = {}
+    m = np.random.default_rng(4).standard_normal((4, 4)).astype("float32")
+    for place in ("cpu", "hwa_cpu:0"):
+        paddle.set_device(place)
+        before = calls("slice")
+        moved[place] = [moves(paddle.to_tensor(m), paddle.to_tensor(m[::-1].copy())).numpy().tolist(),
+                        paddle.jit.to_static(moves, full_graph=True)(paddle.to_tensor(m),
+                                                                      paddle.to_tensor(m[::-1].copy())).numpy().tolist()]
+        moved[place + " slice calls"] = calls("slice") - before
     names = [m.phi for m in optable.TABLE]
     for model, (build, x) in inputs.items():  # which of the nets' phi kernels ran on the device's kernels
         net = build()
@@ -328,6 +358,15 @@ def _check_forms_on_hwa_cpu(r: dict) -> None:
     assert "is_arithmetic=False" in r["refused"]["logical right shift of int32"]
     assert "int32" in r["refused"]["argmax into int32"] and "nan" in r["refused"]["clip with a nan bound"]
     assert "cast the index" in r["refused"]["gather with an int32 index"]
+    assert "cast the index" in r["refused"]["take_along_axis with an int32 index"]
+    assert "empty" in r["refused"]["gather_nd with an empty coordinate"]  # Paddle gives all of x for each
+    assert "reduce='mean'" in r["refused"]["put_along_axis mean"] and "NHWC" in r["refused"]["conv2d_transpose NHWC"]
+    assert "sliced twice" in r["refused"]["slice of one axis twice"]
+    # concat, expand, pad, cumprod and gather_nd in one program, eager and under to_static (where slice is a kernel)
+    moved = r["moves"]
+    for got in moved["hwa_cpu:0"]:
+        np.testing.assert_allclose(np.array(got), np.array(moved["cpu"][0]), rtol=1e-6, atol=0)
+    assert moved["cpu slice calls"] == 0 and moved["hwa_cpu:0 slice calls"] >= 2, moved
     # The CNN's convolutions (their bias adds too), pooling and Linear ran as registered kernels; the MLP's softmax.
     assert {"conv2d", "pool2d", "add", "matmul"} <= set(r["cnn_kernels"]), r["cnn_kernels"]
     assert r["cnn_kernels"]["conv2d"] == 2 and r["cnn_kernels"]["pool2d"] == 1

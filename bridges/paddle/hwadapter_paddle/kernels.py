@@ -93,13 +93,49 @@ _HELPED = {
     "prod": ("const phi::DenseTensor &x, const phi::IntArray &dims, bool keep_dim, bool reduce_all",
              "reduce<T>({phi}, {op}, fn, ctx, x, reduce_all ? std::vector<int64_t>{{}} : dims.GetData(), keep_dim, "
              "out, {calls})"),
+    "split": ("const phi::DenseTensor &x, const phi::IntArray &sections, const phi::Scalar &axis",
+              "split_parts<T>({phi}, {op}, fn, ctx, x, sections.GetData(), 0, axis, outs, {calls})"),
+    "split_with_num": ("const phi::DenseTensor &x, int num, const phi::Scalar &axis",
+                       "split_parts<T>({phi}, {op}, fn, ctx, x, {{}}, num, axis, outs, {calls})"),
+    "concat": ("const std::vector<const phi::DenseTensor *> &x, const phi::Scalar &axis",
+               "concat<T>({phi}, {op}, fn, ctx, x, axis, out, {calls})"),
+    "expand": ("const phi::DenseTensor &x, const phi::IntArray &shape",
+               "expand_to<T>({phi}, {op}, fn, ctx, x, shape.GetData(), out, {calls})"),
+    "cumprod": ("const phi::DenseTensor &x, int dim, bool exclusive, bool reverse",
+                "cumsum<T>({phi}, {op}, fn, ctx, x, phi::Scalar(dim), false, exclusive, reverse, out, {calls})"),
+    "slice": ("const phi::DenseTensor &x, const std::vector<int64_t> &axes, const phi::IntArray &starts, "
+              "const phi::IntArray &ends, const std::vector<int64_t> &infer_flags, "
+              "const std::vector<int64_t> &decrease_axis",
+              "slice_axes<T>({phi}, {op}, fn, ctx, x, axes, starts.GetData(), ends.GetData(), decrease_axis, out, "
+              "{calls})"),
+    "gather_nd": ("const phi::DenseTensor &x, const phi::DenseTensor &index",
+                  "gather_nd<T>({phi}, {op}, fn, ctx, x, index, out, {calls})"),
+    "take_along_axis": ("const phi::DenseTensor &x, const phi::DenseTensor &index, int axis",
+                        "take_along_axis<T>({phi}, {op}, fn, ctx, x, index, axis, out, {calls})"),
+    "put_along_axis": ("const phi::DenseTensor &x, const phi::DenseTensor &index, const phi::DenseTensor &value, "
+                       "int axis, const std::string &reduce, bool include_self",
+                       "put_along_axis<T>({phi}, {op}, fn, ctx, x, index, value, axis, reduce, include_self, out, "
+                       "{calls})"),
+    "scatter_nd_add": ("const phi::DenseTensor &x, const phi::DenseTensor &index, const phi::DenseTensor &updates",
+                       "scatter_nd_add<T>({phi}, {op}, fn, ctx, x, index, updates, out, {calls})"),
+    "pad": ("const phi::DenseTensor &x, const std::vector<int> &paddings, const phi::Scalar &pad_value",
+            "pad<T>({phi}, {op}, fn, ctx, x, paddings, pad_value, out, {calls})"),
+    "conv2d_transpose": ("const phi::DenseTensor &x, const phi::DenseTensor &filter, const std::vector<int> &strides, "
+                         "const std::vector<int> &paddings, const std::vector<int> &output_padding, "
+                         "const phi::IntArray &output_size, const std::string &padding_algorithm, int groups, "
+                         "const std::vector<int> &dilations, const std::string &data_format",
+                         "conv2d_transpose<T>({phi}, {op}, fn, ctx, x, filter, strides, paddings, output_padding, "
+                         "output_size.GetData(), padding_algorithm, groups, dilations, data_format, out, {calls})"),
 }
 #: the output dtype a form's registration sets (Paddle's own registrations do the same): otherwise x's
 _OUTPUT_DTYPE = {"compare": "BOOL", "unary_bool": "BOOL", "arg": "UNDEFINED"}
+#: a form's output parameters, where it has not one output
+_OUTPUTS = {"split": "std::vector<phi::DenseTensor *> outs", "split_with_num": "std::vector<phi::DenseTensor *> outs"}
 
 
 def _wrapper(m: optable.Mapping) -> str:
-    """One phi kernel's wrapper: find the library's kernel(s) once, then launch (or the form's helper)."""
+    """One phi kernel's wrapper: find the library's kernel(s) once, then launch (or the form's helper). For a further
+    phi kernel of the op (Mapping.also), m with that phi and form."""
     codes = ", ".join(f"HWA_{d.upper()}" if d else "Code<T>::value" for d in m.inputs or (None,) * optable.arity(m))
     head = (f"std::atomic<uint64_t> calls_{m.phi}{{0}};\n"
             f"template <typename T, typename Context>\n")
@@ -109,7 +145,8 @@ def _wrapper(m: optable.Mapping) -> str:
     if m.form in _HELPED:
         params, call = _HELPED[m.form]
         call = call.format(phi=f'"{m.phi}"', op=f'"{m.op}"', calls=f"calls_{m.phi}")
-        return head + f"void k_{m.phi}(const Context &ctx, {params}, phi::DenseTensor *out) {{\n{finds}  {call};\n}}\n"
+        outs = _OUTPUTS.get(m.form, "phi::DenseTensor *out")
+        return head + f"void k_{m.phi}(const Context &ctx, {params}, {outs}) {{\n{finds}  {call};\n}}\n"
     params, ins, shape, out_type, attrs = _FORMS[m.form]
     shape = shape.replace("{phi}", f'"{m.phi}"')
     return (head + f"void k_{m.phi}(const Context &ctx, {params}, phi::DenseTensor *out) {{\n" + finds
@@ -122,15 +159,15 @@ def generate(register: dict[str, list[str]]) -> str:
     """hwa_kernels.inc for {op: dtypes}: wrappers, registrations, the counters and the HWA_PD_REGISTERED string."""
     wrappers, registrations, counters, said = [], [], [], []
     for op, dtypes in register.items():
-        m = optable.BY_OP[op]
-        wrappers.append(_wrapper(m))
-        out_dtype = _OUTPUT_DTYPE.get(m.form)
-        body = f"kernel->OutputAt(0).SetDataType(phi::DataType::{out_dtype});" if out_dtype else ""
-        types = ", ".join(optable.CPP_TYPES[d] for d in dtypes)
-        registrations.append(f"PD_REGISTER_PLUGIN_KERNEL({m.phi}, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::k_{m.phi}, "
-                             f"{types}) {{{body}}}\n")
-        counters.append(f"{{\"{m.phi}\", &calls_{m.phi}}}, ")
-        said.append(f"{m.phi}:{op}:{'|'.join(dtypes)}")
+        for m in optable.phi_kernels(optable.BY_OP[op]):  # the op's phi kernel, and any further one (also)
+            wrappers.append(_wrapper(m))
+            out_dtype = _OUTPUT_DTYPE.get(m.form)
+            body = f"kernel->OutputAt(0).SetDataType(phi::DataType::{out_dtype});" if out_dtype else ""
+            types = ", ".join(optable.CPP_TYPES[d] for d in dtypes)
+            registrations.append(f"PD_REGISTER_PLUGIN_KERNEL({m.phi}, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, "
+                                 f"hwa_pd::k_{m.phi}, {types}) {{{body}}}\n")
+            counters.append(f"{{\"{m.phi}\", &calls_{m.phi}}}, ")
+            said.append(f"{m.phi}:{op}:{'|'.join(dtypes)}")
     return ("// Generated by hwadapter_paddle.kernels from optable.TABLE and the library's kernel table.\n"
             "namespace hwa_pd {\n" + "\n".join(wrappers) +
             "const Counter counters[] = {" + "".join(counters) + "{nullptr, nullptr}};\n}  // namespace hwa_pd\n\n"
@@ -209,8 +246,8 @@ def build(device_type: str, paddle_type: str, library: str, stage: Path, paddle,
         entry["error"] = str(err)
         return entry
     entry["file"] = kernels_filename(device_type)
-    entry["registered"] = [{"phi": optable.BY_OP[op].phi, "op": op, "ops": [op, *optable.BY_OP[op].requires],
-                            "dtypes": dtypes, "exact": optable.BY_OP[op].exact} for op, dtypes in register.items()]
+    entry["registered"] = [{"phi": m.phi, "op": op, "ops": [op, *m.requires], "dtypes": dtypes, "exact": m.exact}
+                           for op, dtypes in register.items() for m in optable.phi_kernels(optable.BY_OP[op])]
     entry["registered"].append({"phi": "contiguous", "op": None, "dtypes": ["all"], "exact": True})
     _build_python(device_type, paddle_type, library, stage, paddle, compiler, include_dirs, register, entry)
     return entry
@@ -227,7 +264,7 @@ def _build_python(device_type, paddle_type, library, stage, paddle, compiler, in
         return
     if not wanted:
         return
-    register, _ = optable.plan(wanted)
+    register, _ = optable.plan(wanted, python=True)
     py = {"file": None, "registered": [], "error": None}
     entry["python"] = py
     try:
@@ -237,9 +274,9 @@ def _build_python(device_type, paddle_type, library, stage, paddle, compiler, in
         py["error"] = str(err)
         return
     py["file"] = kernels_filename(device_type, python=True)
-    py["registered"] = [{"phi": optable.BY_OP[op].phi, "op": op, "ops": [op, *optable.BY_OP[op].requires],
-                         "dtypes": dtypes, "exact": optable.BY_OP[op].exact, "python": True}
-                        for op, dtypes in register.items()]
+    py["registered"] = [{"phi": m.phi, "op": op, "ops": [op, *m.requires], "dtypes": dtypes, "exact": m.exact,
+                         "python": True}
+                        for op, dtypes in register.items() for m in optable.phi_kernels(optable.BY_OP[op])]
 
 
 def expected(entry: dict) -> dict[str, set[str]]:

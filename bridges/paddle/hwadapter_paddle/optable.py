@@ -6,7 +6,7 @@ numpy's result, which is hwadapter's semantics) is checked against Paddle in tes
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: HwaDType codes (device_api.h; Paddle's C_DataType numbering) and the C++ type phi registers each under.
 DTYPE_CODES = {"bool": 1, "uint8": 2, "int8": 6, "int16": 7, "int32": 8, "int64": 9, "float16": 10, "float32": 11,
@@ -34,6 +34,8 @@ class Mapping:
     note: str = ""
     requires: tuple[str, ...] = ()  # further hwadapter ops the phi kernel calls (by its attributes): all needed
     inputs: tuple[str | None, ...] = ()  # inputs of a fixed dtype (None: the registered one); () all of it
+    variadic: bool = False     # any number of inputs (concat): Python kernels only (a C kernel has a fixed count)
+    also: tuple[str, ...] = ()  # further phi kernels the op serves, each its own form (FORMS) of the same name
 
 
 #: form: the phi kernel's arguments (after the context) -> the op's inputs and attributes (docs/ops.md, "what a
@@ -62,13 +64,35 @@ FORMS = {
     "where": "(condition, x, y) -> out, numpy broadcasting of the three; condition bool",
     "gather": "(x, index, axis) -> axis (non-negative); an int64 index of 0 or 1 dims (or [n, 1], as Paddle's); an "
               "int32 index refused",
+    "concat": "(x: any number of tensors, axis) -> the tensors, axis (non-negative); the Python-kernel path only",
+    "split": "(x, sections, axis) -> sections (one -1 inferred), axis (non-negative); one output per section",
+    "split_with_num": "(x, num, axis) -> num equal sections, axis (non-negative): the op of `split` (Mapping.also)",
+    "expand": "(x, shape) -> shape resolved (-1 keeps an existing axis, new axes lead)",
+    "cumprod": "(x, dim, exclusive, reverse) -> axis (non-negative), exclusive, reverse (a 0-d x as one element)",
+    "slice": "(input, axes, starts, ends, infer_flags, decrease_axis) -> axes (non-negative), starts, ends (Python's "
+             "rules, step 1, normalised: an empty slice (0, 0, 1)), steps 1; decrease_axis drops those axes from "
+             "Paddle's shape; an axis sliced twice refused",
+    "gather_nd": "(x, index) -> batch_dims 0; an int64 index whose last axis holds 1..rank coordinates (an empty one "
+                 "and an int32 index refused)",
+    "take_along_axis": "(arr, indices, axis) -> gather_elements' axis (non-negative); an int64 index of x's rank",
+    "put_along_axis": "(arr, indices, values, axis, reduce, include_self) -> scatter_elements' axis, reduction "
+                      "(assign: none, add, mul/multiply: mul, amax: max, amin: min); mean and include_self=False "
+                      "with a reduction refused",
+    "scatter_nd_add": "(x, index, updates) -> scatter_nd with reduction add; an int64 index",
+    "pad": "(x, paddings, pad_value) -> pads (flat: before, after of each axis from the first; pairs in Python), mode "
+           "constant, value as x's dtype (Scalar::to<T>); a negative padding refused",
+    "conv2d_transpose": "(x, filter, strides, paddings, output_padding, output_size, padding_algorithm, groups, "
+                        "dilations, data_format) -> stride, padding (t, b, l, r; SAME/VALID as conv2d's), "
+                        "output_padding (or the one output_size implies), dilation, groups; NHWC refused",
 }
 #: inputs each form's op takes
 ARITY = {"unary": 1, "unary_bool": 1, "reduce": 1, "sum": 1, "softmax": 1, "pool2d": 1, "clip": 1, "transpose": 1,
-         "cumsum": 1, "arg": 1, "prod": 1}
+         "cumsum": 1, "arg": 1, "prod": 1, "expand": 1, "cumprod": 1, "slice": 1, "pad": 1,
+         "concat": 1, "split": 1, "split_with_num": 1}  # concat: variadic; planned by its first input
 #: forms whose phi kernels take attributes: the tests check them case by case (FORM_CASES)
 ATTRIBUTE_FORMS = ("reduce", "sum", "softmax", "conv2d", "pool2d", "clip", "transpose", "cumsum", "arg", "prod",
-                   "where", "gather")
+                   "where", "gather", "expand", "cumprod", "slice", "gather_nd", "take_along_axis", "put_along_axis",
+                   "scatter_nd_add", "pad", "conv2d_transpose", "concat", "split")
 
 
 TABLE = (
@@ -149,6 +173,31 @@ TABLE = (
     Mapping("where", "where", "where", ("bool", "int32", "int64") + FLOATS, inputs=("bool", None, None)),
     Mapping("gather", "gather", "gather", BITS + FLOATS, inputs=(None, "int64"),
             note="negative indices count from the end in both"),
+    Mapping("expand", "expand", "expand", BITS + FLOATS),
+    Mapping("concat", "concat", "concat", BITS + FLOATS, variadic=True),
+    # Paddle's CPU split_with_num has no int16 kernel.
+    Mapping("split", "split", "split", ("bool", "uint8", "int8", "int32", "int64") + FLOATS, also=("split_with_num",)),
+    # Paddle's CPU cumprod has no kernels for bool and the small integers.
+    Mapping("cumprod", "cumprod", "cumprod", FLOATS + ("int32", "int64"), exact=False,
+            note="bit for bit in the tests (both multiply in order); integers wrap in both"),
+    # With stride kernels on (Paddle's default) an eager slice is a view (Paddle's own strided kernel): this one
+    # serves static graphs and FLAGS_use_stride_kernel=0.
+    Mapping("slice", "slice", "slice", BITS + FLOATS),
+    Mapping("gather_nd", "gather_nd", "gather_nd", BITS + FLOATS, inputs=(None, "int64"),
+            note="negative coordinates count from the end in both"),
+    # Paddle's CPU take_along_axis/put_along_axis/pad: no bool or int8 kernels (pad none for uint8 either).
+    Mapping("gather_elements", "take_along_axis", "take_along_axis", ("uint8", "int16", "int32", "int64") + FLOATS,
+            inputs=(None, "int64"), note="negative indices count from the end in both"),
+    Mapping("scatter_elements", "put_along_axis", "put_along_axis", ("uint8", "int16", "int32", "int64") + FLOATS,
+            exact=False, inputs=(None, "int64", None),
+            note="repeated indices: the last assigned wins in both; reductions combine in index order (bit for bit "
+                 "in the tests)"),
+    Mapping("scatter_nd", "scatter_nd_add", "scatter_nd_add", ("uint8", "int32", "int64") + FLOATS, exact=False,
+            inputs=(None, "int64", None), note="repeated coordinates add up in index order in both (bit for bit in "
+                                               "the tests)"),
+    Mapping("pad", "pad", "pad", ("int16", "int32", "int64") + FLOATS),
+    Mapping("conv_transpose2d", "conv2d_transpose", "conv2d_transpose", FLOATS, exact=False,
+            note="sums in another order than Paddle's"),
 )
 
 #: hwadapter ops a library may have that are deliberately not mapped, and why (printed by `hwadapter paddle status`).
@@ -164,6 +213,18 @@ UNMAPPED = {
     "log_softmax": "Paddle's CPU log_softmax clips x - max(x) at -64: -64.3 where hwadapter's gives -inf",
     "gelu": "Paddle's CPU gelu loses its tail (float32 gelu(-10) is -0.0, not -7.6e-23; gelu(-5.5) -1.64e-7, not "
             "-1.04e-7) and gives nan for -inf, hwadapter's -0.0",
+    "reshape": "Paddle registers its own reshape kernel for every custom device (metadata only): no device kernel "
+               "needed",
+    "lrn": "Paddle's local_response_norm is composed of other ops (pow, pad, avg_pool2d, ...): no phi kernel to map",
+    "adaptive_max_pool2d": "Paddle's adaptive_max_pool2d runs max_pool2d_with_index, which also outputs the argmax "
+                           "mask hwadapter's op does not give (pool2d's adaptive max is refused)",
+    "topk": "Paddle's CPU topk orders equal values arbitrarily (int32 [4, 1, 4, 2, 4, 0, 3, 3], k=5: indices [2, 4, "
+            "0, 7, 6], hwadapter's [0, 2, 4, 6, 7]) and has two outputs; the bridge's kernels give one",
+    "layer_norm": "Paddle's layer_norm also outputs mean and variance, which hwadapter's op does not give",
+    "batch_norm": "Paddle's batch_norm (and batch_norm_infer) also output the running mean and variance, which "
+                  "hwadapter's op does not give",
+    "resize": "Paddle's interpolation kernels (nearest_interp, bilinear_interp, ...) take its own coordinate rules "
+              "and scale attributes: not attempted",
 }
 
 #: mapped ops left to the fallback for some dtypes, and why (status prints it)
@@ -180,6 +241,11 @@ DTYPES_LEFT = {
 }
 
 BY_OP = {m.op: m for m in TABLE}
+
+
+def phi_kernels(m: Mapping) -> list[Mapping]:
+    """The phi kernels one mapping registers: its own, and each of `also` as a mapping of that phi and form."""
+    return [m] + [replace(m, phi=phi, form=phi, also=()) for phi in m.also]
 #: an op that only serves another mapping's phi kernel -> that mapping
 REQUIRED_BY = {op: m for m in TABLE for op in m.requires}
 
@@ -198,11 +264,12 @@ def _registered(m: Mapping, names: list[str]) -> str:
     return names[m.inputs.index(None)] if m.inputs else names[0]
 
 
-def plan(kernels: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, list[str]], list[dict]]:
+def plan(kernels: list[tuple[str, tuple[int, ...]]],
+         python: bool = False) -> tuple[dict[str, list[str]], list[dict]]:
     """From a library's kernel table [(op, input dtype codes)]: {op: dtypes to register} and, for every kernel
     not registered, {"op", "dtypes", "why"}. A kernel is registered when the op is mapped, all its inputs share
     one dtype, the mapping holds for that dtype and the library also has the mapping's `requires` for it (those
-    then serve its phi kernel)."""
+    then serve its phi kernel). A variadic mapping (concat) only for the plugin's Python kernels (`python`)."""
     register: dict[str, list[str]] = {}
     left = []
     have = set(kernels)
@@ -219,6 +286,9 @@ def plan(kernels: list[tuple[str, tuple[int, ...]]]) -> tuple[dict[str, list[str
             why = f"used only by phi {owner.phi}, which needs {', '.join((owner.op,) + owner.requires)}"
         elif mapping is None:
             why = UNMAPPED.get(op, "no Paddle kernel mapped for this op")
+        elif mapping.variadic and not python:
+            why = (f"phi {mapping.phi} takes any number of inputs, a C kernel a fixed count (never registered "
+                   f"half-done; a plugin's Python kernel serves it)")
         elif len(codes) != n or tuple(names) != input_dtypes(mapping, _registered(mapping, names)):
             why = (f"phi {mapping.phi} takes inputs of dtypes ({', '.join(input_dtypes(mapping, 'T'))})"
                    if mapping.inputs else f"phi {mapping.phi} takes {n} inputs of one dtype")

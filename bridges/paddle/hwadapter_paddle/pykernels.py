@@ -5,7 +5,7 @@ memory Paddle passed.
 
 Memory the host addresses (the cpu plugin's: Runtime.host_memory) is seen as numpy arrays. Other memory (OpenCL's
 shared virtual memory, CUDA's) is lent to the plugin's runtime (Runtime.adopt) as DeviceArrays; the result is
-copied into Paddle's output and the device synchronised before Paddle goes on.
+copied into Paddle's output by a copy that returns once it, and the kernel queued before it, are done.
 """
 from __future__ import annotations
 
@@ -57,8 +57,9 @@ def _lent(dev, op: str, memory, shape: tuple, strides: tuple, code: int):
 
 
 def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> None:
-    """inputs: [(memoryview, shape, strides, dtype code)], output likewise: output = the plugin's op(inputs,
-    **attrs). The shim passes the error's text to Paddle, so a hwadapter error's fix is made part of it."""
+    """inputs: [(memoryview, shape, strides, dtype code)], output likewise (a list of them for several outputs, as
+    split's): output = the plugin's op(inputs, **attrs). The shim passes the error's text to Paddle, so a hwadapter
+    error's fix is made part of it."""
     try:
         _run(device_type, op, inputs, output, attrs)
     except Exception as err:
@@ -68,20 +69,26 @@ def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> 
         raise
 
 
-def _run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> None:
+def _run(device_type: str, op: str, inputs: list, output, attrs: dict) -> None:
     dev, fn, host = _kernel(device_type, op, tuple(t[3] for t in inputs))
+    several = isinstance(output, list)  # split's outputs: a list of them, and the kernel returns a list
     if host:
-        result = np.asarray(fn(*[_array(*t) for t in inputs], **attrs))
-        out = _array(*output)
+        results = fn(*[_array(*t) for t in inputs], **attrs)
+        outs = [_array(*o) for o in (output if several else [output])]
     else:
-        result = fn(*[_lent(dev, op, *t) for t in inputs], **attrs)
-        out = _lent(dev, op, *output)
-    if result.shape != out.shape or result.dtype != out.dtype:
-        raise RuntimeError(f"the {device_type} plugin's {op} gave {result.dtype}{list(result.shape)}, Paddle expects "
-                           f"{out.dtype}{list(out.shape)}")
-    if host:
-        np.copyto(out, result, casting="no")
-    elif out.nbytes:
-        rt = dev.runtime
-        rt.copy_d2d(out.handle, 0, result.handle, 0, out.nbytes)
-        rt.synchronize()  # Paddle's next op may read the output through the library, outside our queues
+        results = fn(*[_lent(dev, op, *t) for t in inputs], **attrs)
+        outs = [_lent(dev, op, *o) for o in (output if several else [output])]
+    results = list(results) if several else [results]
+    if len(results) != len(outs):
+        raise RuntimeError(f"the {device_type} plugin's {op} gave {len(results)} results, Paddle expects {len(outs)}")
+    for result, out in zip(results, outs):
+        result = np.asarray(result) if host else result
+        if result.shape != out.shape or result.dtype != out.dtype:
+            raise RuntimeError(f"the {device_type} plugin's {op} gave {result.dtype}{list(result.shape)}, Paddle "
+                               f"expects {out.dtype}{list(out.shape)}")
+        if host:
+            np.copyto(out, result, casting="no")
+        elif out.nbytes:
+            # Without a stream the copy returns when it is done, and so is the kernel queued before it: Paddle's
+            # next op may read the output through the library, outside our queues.
+            dev.runtime.copy_d2d(out.handle, 0, result.handle, 0, out.nbytes)

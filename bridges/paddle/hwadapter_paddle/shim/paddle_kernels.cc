@@ -162,9 +162,10 @@ void delete_ended_states() {  /* under the GIL */
   }
 }
 
-/* hwadapter_paddle.pykernels.run(type, op, inputs, output, attrs) under the GIL; the exception's text in *err. */
-int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor *out, const HwaAttr *attrs,
-                size_t na, std::string *err) {
+/* hwadapter_paddle.pykernels.run(type, op, inputs, output, attrs) under the GIL (output: a list of them when there
+ * are several, as split's); the exception's text in *err. */
+int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor *out, size_t nout,
+                const HwaAttr *attrs, size_t na, std::string *err) {
   keep_thread_state();
   PyGILState_STATE gil = PyGILState_Ensure();
   delete_ended_states();
@@ -174,6 +175,12 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
     PyObject *v;
     if (attrs[i].type == HWA_ATTR_FLOAT) {
       v = PyFloat_FromDouble(attrs[i].f);
+    } else if (attrs[i].type == HWA_ATTR_INTS && !strcmp(attrs[i].name, "pads")) {
+      /* pad's (before, after) pairs, flat in an HwaAttr: paired again, as the frontend passes them */
+      v = PyTuple_New((Py_ssize_t)attrs[i].count / 2);
+      for (size_t j = 0; j + 1 < attrs[i].count; j += 2)
+        PyTuple_SET_ITEM(v, (Py_ssize_t)j / 2, Py_BuildValue("(LL)", (long long)attrs[i].ints[j],
+                                                             (long long)attrs[i].ints[j + 1]));
     } else if (attrs[i].type == HWA_ATTR_INTS) {  /* axes, strides, paddings: a tuple, as the frontend passes */
       v = PyTuple_New((Py_ssize_t)attrs[i].count);
       for (size_t j = 0; j < attrs[i].count; ++j) PyTuple_SET_ITEM(v, (Py_ssize_t)j, PyLong_FromLongLong(attrs[i].ints[j]));
@@ -191,8 +198,10 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
     run = module ? PyObject_GetAttrString(module, "run") : nullptr;
     Py_XDECREF(module);
   }
-  PyObject *result = run ? PyObject_CallFunction(run, "ssONO", HWA_PD_HWA_TYPE, op, inputs,
-                                                 tensor_tuple(*out, itemsize(out->dtype)), kw) : nullptr;
+  PyObject *output = nout == 1 ? tensor_tuple(*out, itemsize(out->dtype)) : PyList_New((Py_ssize_t)nout);
+  for (size_t i = 0; nout != 1 && i < nout; ++i)
+    PyList_SET_ITEM(output, (Py_ssize_t)i, tensor_tuple(out[i], itemsize(out[i].dtype)));
+  PyObject *result = run ? PyObject_CallFunction(run, "ssONO", HWA_PD_HWA_TYPE, op, inputs, output, kw) : nullptr;
   int rc = HWA_OK;
   if (!result) {
     PyObject *type, *value, *trace;
@@ -338,19 +347,16 @@ Shape matmul_shape(const char *phi_name, const phi::DenseTensor &x, const phi::D
   return out;
 }
 
-/* One call of the library's kernel `fn` for phi kernel `phi_name`: inputs of dtype T only, out (of dtype U)
- * allocated here with Paddle's allocator. */
 struct Counter {
   const char *name;
   std::atomic<uint64_t> *calls;
 };
 
-template <typename T, typename U>
-void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
-            std::initializer_list<const phi::DenseTensor *> ins, const Shape &out_shape, phi::DenseTensor *out,
-            const HwaAttr *attrs, size_t num_attrs, std::atomic<uint64_t> &calls,
-            const Shape *paddle_shape = nullptr, const phi::DataType *in_dtypes = nullptr) {
-  calls.fetch_add(1, std::memory_order_relaxed);
+/* The inputs as a kernel sees them: each of dtype T, or (where, gather, ...) of its position's in in_dtypes. The
+ * inputs: a braced list, or (concat) a vector of any length. */
+template <typename T, typename Ins>
+std::vector<Desc> describe(const char *phi_name, const phi::CustomContext &ctx, const Ins &ins,
+                           const phi::DataType *in_dtypes) {
   std::vector<Desc> in;
   in.reserve(ins.size());
   for (const phi::DenseTensor *x : ins) {
@@ -364,12 +370,13 @@ void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::Cus
     in.emplace_back(*x, x->data(), false);
     in.back().t.dtype = in_dtypes ? code_of(want) : Code<T>::value;
   }
-  out->Resize(common::make_ddim(out_shape));
-  U *data = ctx.template Alloc<U>(out);
-  if (out->numel() == 0) return;  /* a kernel is not called when its output is empty (device_api.h) */
-  Desc o(*out, data, true);
-  o.t.dtype = Code<U>::value;
-  if (paddle_shape) out->Resize(common::make_ddim(*paddle_shape));  /* the kernel saw out_shape (a 0-d as 1-D) */
+  return in;
+}
+
+/* The library's kernel `fn` (the plugin's Python kernel in the Python-kernel library) on described inputs and
+ * outputs, allocated by the caller with Paddle's allocator. */
+void call(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+          const std::vector<Desc> &in, const HwaTensor *outs, size_t nout, const HwaAttr *attrs, size_t num_attrs) {
   std::vector<HwaTensor> tin;
   for (auto &d : in) tin.push_back(d.t);
   int device = ctx.GetPlace().GetDeviceId();
@@ -377,18 +384,60 @@ void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::Cus
   (void)fn;
   std::string err;
   ctx.Wait();  /* the plugin's Python kernel runs at once, on the host: earlier work must be done */
-  if (call_python(op, tin.data(), tin.size(), &o.t, attrs, num_attrs, &err) != HWA_OK)
+  if (call_python(op, tin.data(), tin.size(), outs, nout, attrs, num_attrs, &err) != HWA_OK)
     PADDLE_THROW(common::errors::External("hwadapter-paddle: %s kernel %s (the plugin's Python %s) on device %d "
                                           "failed: %s", HWA_PD_DEVICE_TYPE, phi_name, op, device, err.c_str()));
   return;
 #endif
-  int rc = fn(device, (HwaStream)ctx.stream(), tin.data(), tin.size(), &o.t, 1, attrs, num_attrs);
+  int rc = fn(device, (HwaStream)ctx.stream(), tin.data(), tin.size(), const_cast<HwaTensor *>(outs), nout, attrs,
+              num_attrs);
   if (rc != HWA_OK)
     PADDLE_THROW(common::errors::External(
         "hwadapter-paddle: %s kernel %s (the library's %s) on device %d failed (%s)%s; the device library %s is at "
         "fault; `hwadapter paddle install --runtime-only %s` leaves every op to Paddle's CPU kernels",
         HWA_PD_DEVICE_TYPE, phi_name, op, device, status_name(rc), library_message().c_str(), HWA_PD_LIBRARY,
         HWA_PD_DEVICE_TYPE));
+}
+
+/* One call of the library's kernel `fn` for phi kernel `phi_name`: inputs of dtype T only (but in_dtypes), out (of
+ * dtype U) allocated here with Paddle's allocator; Paddle sees out as paddle_shape when given. */
+template <typename T, typename U, typename Ins = std::initializer_list<const phi::DenseTensor *>>
+void launch(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            const Ins &ins, const Shape &out_shape, phi::DenseTensor *out,
+            const HwaAttr *attrs, size_t num_attrs, std::atomic<uint64_t> &calls,
+            const Shape *paddle_shape = nullptr, const phi::DataType *in_dtypes = nullptr) {
+  calls.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Desc> in = describe<T>(phi_name, ctx, ins, in_dtypes);
+  out->Resize(common::make_ddim(out_shape));
+  U *data = ctx.template Alloc<U>(out);
+  if (out->numel() == 0) return;  /* a kernel is not called when its output is empty (device_api.h) */
+  Desc o(*out, data, true);
+  o.t.dtype = Code<U>::value;
+  if (paddle_shape) out->Resize(common::make_ddim(*paddle_shape));  /* the kernel saw out_shape (a 0-d as 1-D) */
+  call(phi_name, op, fn, ctx, in, &o.t, 1, attrs, num_attrs);
+}
+
+/* launch with several outputs of dtype T (split's), allocated here; the kernel is called unless all are empty. */
+template <typename T>
+void launch_outs(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                 const phi::DenseTensor &x, const std::vector<phi::DenseTensor *> &outs,
+                 const std::vector<Shape> &shapes, const HwaAttr *attrs, size_t num_attrs,
+                 std::atomic<uint64_t> &calls) {
+  calls.fetch_add(1, std::memory_order_relaxed);
+  std::vector<Desc> in = describe<T>(phi_name, ctx, std::initializer_list<const phi::DenseTensor *>{&x}, nullptr);
+  std::vector<Desc> o;
+  o.reserve(outs.size());
+  std::vector<HwaTensor> touts;
+  bool any = false;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    outs[i]->Resize(common::make_ddim(shapes[i]));
+    T *data = ctx.template Alloc<T>(outs[i]);
+    o.emplace_back(*outs[i], data, true);
+    o.back().t.dtype = Code<T>::value;
+    touts.push_back(o.back().t);
+    any = any || outs[i]->numel() > 0;
+  }
+  if (any) call(phi_name, op, fn, ctx, in, touts.data(), touts.size(), attrs, num_attrs);
 }
 
 
@@ -708,6 +757,273 @@ void gather(const char *phi_name, const char *op, HwaKernelFn fn, const phi::Cus
   HwaAttr attrs[1] = {int_attr("axis", d)};
   phi::DenseTensor flat = idx.size() == 2 ? as_1d(phi_name, ctx, index) : index;
   launch<T, T>(phi_name, op, fn, ctx, {&x, &flat}, shape, out, attrs, 1, calls, nullptr, dtypes);
+}
+
+/* concat (the Python-kernel path only: optable.plan never registers it for a C library, whose kernels take a fixed
+ * number of inputs): any number of inputs of one rank that agree off the axis; the axis made non-negative. */
+template <typename T>
+void concat(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+            const std::vector<const phi::DenseTensor *> &xs, const phi::Scalar &axis, phi::DenseTensor *out,
+            std::atomic<uint64_t> &calls) {
+  if (xs.empty()) bad_argument(phi_name, "no tensors to join");
+  Shape shape = shape_of(*xs[0]);
+  const int64_t rank = (int64_t)shape.size(), a = axis.to<int64_t>();
+  if (rank == 0 || a < -rank || a >= rank)
+    bad_argument(phi_name, "axis " + std::to_string(a) + " is out of range for " + std::to_string(rank) +
+                               "-d tensors (0-d tensors cannot be joined)");
+  const int64_t d = a < 0 ? a + rank : a;
+  shape[d] = 0;
+  for (const phi::DenseTensor *x : xs) {
+    Shape s = shape_of(*x);
+    if ((int64_t)s.size() != rank) bad_argument(phi_name, "the tensors have different ranks");
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != d && s[i] != shape[i]) bad_argument(phi_name, "the tensors' shapes differ off the axis");
+    shape[d] += s[d];
+  }
+  HwaAttr attrs[1] = {int_attr("axis", d)};
+  launch<T, T, std::vector<const phi::DenseTensor *>>(phi_name, op, fn, ctx, xs, shape, out, attrs, 1, calls);
+}
+
+/* split and split_with_num: the sections (one -1 inferred, as SplitInferMeta; or num equal ones) -> sections,
+ * axis (non-negative); one output per section. */
+template <typename T>
+void split_parts(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                 const phi::DenseTensor &x, std::vector<int64_t> sections, int64_t num, const phi::Scalar &axis,
+                 const std::vector<phi::DenseTensor *> &outs, std::atomic<uint64_t> &calls) {
+  Shape in = shape_of(x);
+  const int64_t rank = (int64_t)in.size(), a = axis.to<int64_t>();
+  if (rank == 0 || a < -rank || a >= rank)
+    bad_argument(phi_name, "axis " + std::to_string(a) + " is out of range for a " + std::to_string(rank) +
+                               "-d tensor");
+  const int64_t d = a < 0 ? a + rank : a;
+  if (num > 0) {
+    if (in[d] % num) bad_argument(phi_name, "the axis does not divide into " + std::to_string(num) + " sections");
+    sections.assign(num, in[d] / num);
+  }
+  int64_t known = 0, unknown = -1;
+  for (size_t i = 0; i < sections.size(); ++i) {
+    if (sections[i] == -1 && unknown < 0) unknown = (int64_t)i;
+    else if (sections[i] < 0) bad_argument(phi_name, "sections must be sizes, with at most one -1");
+    else known += sections[i];
+  }
+  if (unknown >= 0) sections[unknown] = in[d] - known;
+  if ((unknown >= 0 && known > in[d]) || (unknown < 0 && known != in[d]) || sections.size() != outs.size())
+    bad_argument(phi_name, "the sections do not add up to the axis's size");
+  std::vector<Shape> shapes(sections.size(), in);
+  for (size_t i = 0; i < sections.size(); ++i) shapes[i][d] = sections[i];
+  HwaAttr attrs[2] = {ints_attr("sections", sections), int_attr("axis", d)};
+  launch_outs<T>(phi_name, op, fn, ctx, x, outs, shapes, attrs, 2, calls);
+}
+
+/* expand: Paddle's shape (-1 keeps an existing axis; new axes lead) resolved, as ExpandInferMeta does. */
+template <typename T>
+void expand_to(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+               const phi::DenseTensor &x, const std::vector<int64_t> &shape, phi::DenseTensor *out,
+               std::atomic<uint64_t> &calls) {
+  Shape in = shape_of(x), to(shape.begin(), shape.end());
+  const int64_t lead = (int64_t)to.size() - (int64_t)in.size();
+  if (lead < 0) bad_argument(phi_name, "shape has fewer axes than x");
+  for (int64_t i = 0; i < (int64_t)to.size(); ++i) {
+    const int64_t have = i < lead ? 1 : in[i - lead];
+    if (to[i] == -1 && i >= lead) to[i] = have;
+    if (to[i] < 0 || (have != 1 && have != to[i]))
+      bad_argument(phi_name, "cannot expand an axis of size " + std::to_string(have) + " to " +
+                                 std::to_string(shape[i]) + " (-1 only keeps an existing axis)");
+  }
+  HwaAttr attrs[1] = {ints_attr("shape", to)};
+  launch<T, T>(phi_name, op, fn, ctx, {&x}, to, out, attrs, 1, calls);
+}
+
+/* slice: Paddle's bounds (negative from the end, clamped: Python's rules with step 1) in hwadapter's normalised
+ * form (an empty slice (0, 0, 1)); decrease_axis drops those axes of size 1 from what Paddle sees. */
+template <typename T>
+void slice_axes(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                const phi::DenseTensor &x, const std::vector<int64_t> &axes, const std::vector<int64_t> &starts,
+                const std::vector<int64_t> &ends, const std::vector<int64_t> &decrease_axis, phi::DenseTensor *out,
+                std::atomic<uint64_t> &calls) {
+  Shape shape = shape_of(x);
+  const int64_t rank = (int64_t)shape.size();
+  if (axes.size() != starts.size() || axes.size() != ends.size())
+    bad_argument(phi_name, "axes, starts and ends must have the same length");
+  std::vector<int64_t> ax, lo, hi, step(axes.size(), 1);
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (a < 0 || a >= rank) bad_argument(phi_name, "axis " + std::to_string(axes[i]) + " is out of range");
+    if (seen[a]) refuse(phi_name, ctx, "axis " + std::to_string(a) + " sliced twice (hwadapter's slice takes each once)");
+    seen[a] = true;
+    const int64_t n = shape[a];
+    int64_t s = starts[i] < 0 ? starts[i] + n : starts[i], e = ends[i] < 0 ? ends[i] + n : ends[i];
+    s = std::min(std::max<int64_t>(s, 0), n), e = std::min(std::max<int64_t>(e, 0), n);
+    if (e <= s) s = e = 0;
+    ax.push_back(a), lo.push_back(s), hi.push_back(e);
+    shape[a] = e - s;
+  }
+  Shape paddle;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool drop = false;
+    for (int64_t a : decrease_axis) drop = drop || (a < 0 ? a + rank : a) == d;
+    if (drop && shape[d] != 1) bad_argument(phi_name, "decrease_axis names an axis whose slice is not of size 1");
+    if (!drop) paddle.push_back(shape[d]);
+  }
+  HwaAttr attrs[4] = {ints_attr("axes", ax), ints_attr("starts", lo), ints_attr("ends", hi), ints_attr("steps", step)};
+  launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 4, calls, paddle == shape ? nullptr : &paddle);
+}
+
+/* An index input must be int64 (hwadapter's index kernels take int64 only). */
+void int64_index(const char *phi_name, const phi::CustomContext &ctx, const phi::DenseTensor &index, const char *op) {
+  if (index.dtype() != phi::DataType::INT64)
+    refuse(phi_name, ctx, "an index of dtype " + phi::DataTypeToString(index.dtype()) + " (hwadapter's " + op +
+                              " takes int64: cast the index)");
+}
+
+/* The coordinates of gather_nd and scatter_nd_add: index's last axis (1..x's rank long); negative ones count from
+ * the end in both. An empty last axis (Paddle: all of x for each) is refused. */
+int64_t nd_depth(const char *phi_name, const phi::CustomContext &ctx, const Shape &in, const Shape &idx) {
+  if (idx.empty()) bad_argument(phi_name, "the index must have at least one axis");
+  if (idx.back() == 0) refuse(phi_name, ctx, "an index whose last axis is empty (hwadapter's takes 1 to rank coordinates)");
+  if (idx.back() > (int64_t)in.size()) bad_argument(phi_name, "the index's last axis is longer than x's rank");
+  return idx.back();
+}
+
+template <typename T>
+void gather_nd(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+               const phi::DenseTensor &x, const phi::DenseTensor &index, phi::DenseTensor *out,
+               std::atomic<uint64_t> &calls) {
+  int64_index(phi_name, ctx, index, op);
+  Shape in = shape_of(x), idx = shape_of(index);
+  const int64_t m = nd_depth(phi_name, ctx, in, idx);
+  Shape shape(idx.begin(), idx.end() - 1);
+  shape.insert(shape.end(), in.begin() + m, in.end());
+  const phi::DataType dtypes[2] = {phi::CppTypeToDataType<T>::Type(), phi::DataType::INT64};
+  HwaAttr attrs[1] = {int_attr("batch_dims", 0)};
+  launch<T, T>(phi_name, op, fn, ctx, {&x, &index}, shape, out, attrs, 1, calls, nullptr, dtypes);
+}
+
+/* take_along_axis (gather_elements) and put_along_axis (scatter_elements): an index of x's rank, no larger than x
+ * off the axis (the API broadcasts it before the kernel); the axis made non-negative. */
+int64_t along_axis(const char *phi_name, const Shape &in, const Shape &idx, int axis) {
+  const int64_t rank = (int64_t)in.size();
+  if (rank == 0 || axis < -rank || axis >= rank)
+    bad_argument(phi_name, "axis " + std::to_string(axis) + " is out of range for a " + std::to_string(rank) +
+                               "-d tensor");
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if ((int64_t)idx.size() != rank) bad_argument(phi_name, "the index must have x's rank");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != a && idx[d] > in[d]) bad_argument(phi_name, "the index is larger than x off the axis");
+  return a;
+}
+
+template <typename T>
+void take_along_axis(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                     const phi::DenseTensor &x, const phi::DenseTensor &index, int axis, phi::DenseTensor *out,
+                     std::atomic<uint64_t> &calls) {
+  int64_index(phi_name, ctx, index, op);
+  Shape idx = shape_of(index);
+  HwaAttr attrs[1] = {int_attr("axis", along_axis(phi_name, shape_of(x), idx, axis))};
+  const phi::DataType dtypes[2] = {phi::CppTypeToDataType<T>::Type(), phi::DataType::INT64};
+  launch<T, T>(phi_name, op, fn, ctx, {&x, &index}, idx, out, attrs, 1, calls, nullptr, dtypes);
+}
+
+/* scatter_elements' reduction for Paddle's reduce; mean, and include_self=False with a reduction, refused. */
+const char *reduction_of(const char *phi_name, const phi::CustomContext &ctx, const std::string &reduce,
+                         bool include_self) {
+  const char *r = reduce == "assign" ? "none" : reduce == "add" ? "add" : (reduce == "mul" || reduce == "multiply")
+      ? "mul" : reduce == "amax" ? "max" : reduce == "amin" ? "min" : nullptr;
+  if (!r) refuse(phi_name, ctx, "reduce='" + reduce + "' (hwadapter's scatter_elements has none, add, mul, max, min)");
+  if (!include_self && reduce != "assign")
+    refuse(phi_name, ctx, "include_self=False (hwadapter's scatter_elements combines with x's own values)");
+  return r;
+}
+
+template <typename T>
+void put_along_axis(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                    const phi::DenseTensor &x, const phi::DenseTensor &index, const phi::DenseTensor &value, int axis,
+                    const std::string &reduce, bool include_self, phi::DenseTensor *out,
+                    std::atomic<uint64_t> &calls) {
+  int64_index(phi_name, ctx, index, op);
+  Shape in = shape_of(x), idx = shape_of(index);
+  const int64_t a = along_axis(phi_name, in, idx, axis);
+  if (shape_of(value) != idx) bad_argument(phi_name, "values must have the index's shape");
+  HwaAttr attrs[2] = {int_attr("axis", a),
+                      {"reduction", HWA_ATTR_STRING, 0, 0, nullptr, 0, reduction_of(phi_name, ctx, reduce, include_self)}};
+  const phi::DataType t = phi::CppTypeToDataType<T>::Type(), dtypes[3] = {t, phi::DataType::INT64, t};
+  launch<T, T>(phi_name, op, fn, ctx, {&x, &index, &value}, in, out, attrs, 2, calls, nullptr, dtypes);
+}
+
+/* scatter_nd_add: hwadapter's scatter_nd with reduction "add" (repeated coordinates add up in both). */
+template <typename T>
+void scatter_nd_add(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                    const phi::DenseTensor &x, const phi::DenseTensor &index, const phi::DenseTensor &updates,
+                    phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  int64_index(phi_name, ctx, index, op);
+  Shape in = shape_of(x), idx = shape_of(index);
+  const int64_t m = nd_depth(phi_name, ctx, in, idx);
+  Shape want(idx.begin(), idx.end() - 1);
+  want.insert(want.end(), in.begin() + m, in.end());
+  if (shape_of(updates) != want) bad_argument(phi_name, "updates must have the shape index.shape[:-1] + x.shape[m:]");
+  HwaAttr attrs[1] = {{"reduction", HWA_ATTR_STRING, 0, 0, nullptr, 0, "add"}};
+  const phi::DataType t = phi::CppTypeToDataType<T>::Type(), dtypes[3] = {t, phi::DataType::INT64, t};
+  launch<T, T>(phi_name, op, fn, ctx, {&x, &index, &updates}, in, out, attrs, 1, calls, nullptr, dtypes);
+}
+
+/* pad (constant): Paddle's paddings (before, after for every axis from the first) flat, as hwadapter's pairs
+ * travel through HwaAttr (the Python path pairs them again); the value as x's dtype (Scalar::to<T>, as Paddle's
+ * CPU reads it): a float attribute for floats, an int one for integers. A negative padding (a crop) is refused. */
+template <typename T>
+void pad(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+         const phi::DenseTensor &x, const std::vector<int> &paddings, const phi::Scalar &pad_value,
+         phi::DenseTensor *out, std::atomic<uint64_t> &calls) {
+  Shape shape = shape_of(x);
+  if (paddings.size() != 2 * shape.size()) bad_argument(phi_name, "paddings must have 2 values for each axis of x");
+  std::vector<int64_t> pads(paddings.begin(), paddings.end());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (pads[2 * d] < 0 || pads[2 * d + 1] < 0) refuse(phi_name, ctx, "a negative padding (slice x to crop it)");
+    shape[d] += pads[2 * d] + pads[2 * d + 1];
+  }
+  const T v = pad_value.to<T>();
+  HwaAttr attrs[3] = {ints_attr("pads", pads), {"mode", HWA_ATTR_STRING, 0, 0, nullptr, 0, "constant"},
+                      std::is_floating_point<T>::value ? HwaAttr{"value", HWA_ATTR_FLOAT, 0, (double)v, nullptr, 0, nullptr}
+                                                       : int_attr("value", (int64_t)v)};
+  launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 3, calls);
+}
+
+/* conv2d_transpose: paddings and SAME/VALID as conv2d's (over x's plane); output_size given: the output_padding
+ * it implies, within [0, stride) as Paddle's ConvTransposeInferMeta checks. NHWC refused. */
+template <typename T>
+void conv2d_transpose(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
+                      const phi::DenseTensor &input, const phi::DenseTensor &filter, const std::vector<int> &strides,
+                      const std::vector<int> &paddings, const std::vector<int> &output_padding,
+                      const std::vector<int64_t> &output_size, const std::string &padding_algorithm, int groups,
+                      const std::vector<int> &dilations, const std::string &data_format, phi::DenseTensor *out,
+                      std::atomic<uint64_t> &calls) {
+  if (data_format == "NHWC") refuse(phi_name, ctx, "data_format NHWC (hwadapter's conv_transpose2d kernels take NCHW)");
+  Shape x = shape_of(input), w = shape_of(filter);
+  if (x.size() != 4 || w.size() != 4 || strides.size() != 2 || dilations.size() != 2) shape_error(phi_name, x, w);
+  if (groups < 1 || x[1] != w[0] || x[1] % groups) shape_error(phi_name, x, w);
+  std::vector<int64_t> stride(strides.begin(), strides.end()), dilation(dilations.begin(), dilations.end());
+  if (padding_algorithm == "SAME") dilation = {1, 1};
+  std::vector<int64_t> pad = paddings_of(phi_name, std::vector<int64_t>(paddings.begin(), paddings.end()),
+                                         padding_algorithm, x, stride, {w[2], w[3]});
+  std::vector<int64_t> extra = {0, 0};
+  if (output_padding.size() == 2) extra = {output_padding[0], output_padding[1]};
+  else if (!output_padding.empty()) bad_argument(phi_name, "output_padding must have 2 values");
+  Shape shape = {x[0], w[1] * groups, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (stride[i] < 1 || dilation[i] < 1 || pad[2 * i] < 0 || pad[2 * i + 1] < 0)
+      bad_argument(phi_name, "strides and dilations must be positive and paddings non-negative");
+    const int64_t base = (x[2 + i] - 1) * stride[i] + (w[2 + i] - 1) * dilation[i] + 1 - pad[2 * i] - pad[2 * i + 1];
+    if (output_size.size() == 2) extra[i] = output_size[i] - base;
+    else if (!output_size.empty()) bad_argument(phi_name, "output_size must have 2 values");
+    if (extra[i] < 0 || extra[i] >= std::max(stride[i], dilation[i]))
+      bad_argument(phi_name, "the output size must lie within [" + std::to_string(base) + ", " +
+                                 std::to_string(base + std::max(stride[i], dilation[i])) + ")");
+    shape[2 + i] = base + extra[i];
+    if (shape[2 + i] < 1) bad_argument(phi_name, "the paddings leave an empty output");
+  }
+  HwaAttr attrs[5] = {ints_attr("stride", stride), ints_attr("padding", pad), ints_attr("output_padding", extra),
+                      ints_attr("dilation", dilation), int_attr("groups", groups)};
+  launch<T, T>(phi_name, op, fn, ctx, {&input, &filter}, shape, out, attrs, 5, calls);
 }
 
 #ifndef HWA_PD_PYTHON
