@@ -198,7 +198,7 @@ def _child(code: str, cudart: Path | None = None) -> dict:
     as RESULT=."""
     code = f"CUDART = {str(cudart) if cudart else None!r}\n" + textwrap.dedent(code)
     env = {k: v for k, v in os.environ.items() if k not in ("HWADAPTER_CUDART", "FAKE_CUDART_FAIL")}
-    return result_of(CHILD_PRELUDE + code, CHILD_TIMEOUT, env)
+    return result_of(CHILD_PRELUDE + code, CHILD_TIMEOUT, env=env)
 
 
 @pytest.fixture(scope="module")

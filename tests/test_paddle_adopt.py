@@ -178,7 +178,7 @@ def _paddle_child(bridged, code: str) -> dict:
     DEVICE); its RESULT=."""
     root, kind, name = bridged
     env = {**os.environ, "CUSTOM_DEVICE_ROOT": str(root), "HWA_TYPE": kind, "PADDLE_DEVICE": f"{name}:0"}
-    return result_of(CALLS + code, CHILD_TIMEOUT * 2, env)
+    return result_of(CALLS + code, CHILD_TIMEOUT * 2, env=env)
 
 
 CALLS = r"""

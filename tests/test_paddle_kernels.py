@@ -861,24 +861,29 @@ static int transpose_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, Hwa
   return HWA_OK;
 }
 
-static int cumsum_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
-                      const HwaAttr *a, size_t na) {
+/* cumsum and cumprod: in order, in float32, as numpy's accumulate */
+static int scan_f32(const HwaTensor *in, HwaTensor *out, const HwaAttr *a, size_t na, int product) {
   int axis = (int)ival(a, na, "axis", 0), exclusive = (int)ival(a, na, "exclusive", 0);
   int reverse = (int)ival(a, na, "reverse", 0);
   int64_t idx[16] = {0}, n = in->shape[axis];
   do {
     if (idx[axis]) continue;
-    float total = 0.0f;  /* in order, in float32, as numpy's accumulate */
+    float total = product ? 1.0f : 0.0f;
     for (int64_t j = 0; j < n; ++j) {
       idx[axis] = reverse ? n - 1 - j : j;
       float v = ((const float *)in->data)[at(in, idx)];
-      if (!exclusive) total += v;
+      if (!exclusive) total = product ? total * v : total + v;
       ((float *)out->data)[at(out, idx)] = total;
-      if (exclusive) total += v;
+      if (exclusive) total = product ? total * v : total + v;
     }
     idx[axis] = 0;
   } while (next(in, idx));
   return HWA_OK;
+}
+
+static int cumsum_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
+                      const HwaAttr *a, size_t na) {
+  return scan_f32(in, out, a, na, 0);
 }
 
 /* argmax of int32: the first of equal maxima; no "axis": of the flattened tensor (C order). */
@@ -1054,22 +1059,7 @@ static int scatter_elements_f32(int d, HwaStream s, const HwaTensor *in, size_t 
 
 static int cumprod_f32(int d, HwaStream s, const HwaTensor *in, size_t ni, HwaTensor *out, size_t no,
                        const HwaAttr *a, size_t na) {
-  int axis = (int)ival(a, na, "axis", 0), exclusive = (int)ival(a, na, "exclusive", 0);
-  int reverse = (int)ival(a, na, "reverse", 0);
-  int64_t idx[16] = {0}, n = in->shape[axis];
-  do {
-    if (idx[axis]) continue;
-    float total = 1.0f;  /* in order, in float32, as numpy's accumulate */
-    for (int64_t j = 0; j < n; ++j) {
-      idx[axis] = reverse ? n - 1 - j : j;
-      float v = ((const float *)in->data)[at(in, idx)];
-      if (!exclusive) total *= v;
-      ((float *)out->data)[at(out, idx)] = total;
-      if (exclusive) total *= v;
-    }
-    idx[axis] = 0;
-  } while (next(in, idx));
-  return HWA_OK;
+  return scan_f32(in, out, a, na, 1);
 }
 
 /* split: one output per section along "axis" (their shapes say the sections). */

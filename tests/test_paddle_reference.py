@@ -14,6 +14,7 @@ import shutil
 
 import numpy as np
 import pytest
+from children import LIVE_OF
 from test_paddle_bridge import THREADS, _child, _hwadapter, _result
 from test_paddle_kernels import DEVICE_FORMS, DEVICE_SIMPLE, FORM_CASES, check_device_forms
 
@@ -162,18 +163,8 @@ def installed(tmp_path_factory):
 
 # Every check of both types in one child: `import paddle` costs seconds. Bytes in use are read from each library's
 # own memory_info (a dlopen of the path the shim loaded is the same instance).
-REFERENCE = r"""
+REFERENCE = LIVE_OF + r"""
 libraries = json.loads(os.environ["REFERENCE_LIBRARIES"])
-def live_of(path):
-    table = ctypes.CDLL(path).hwadapter_get_device_interface
-    table.restype = ctypes.POINTER(ctypes.c_void_p)
-    memory_info = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t),
-                                   ctypes.POINTER(ctypes.c_size_t))(table()[3 + 8])
-    def live():
-        free, total = ctypes.c_size_t(), ctypes.c_size_t()
-        assert memory_info(0, ctypes.byref(free), ctypes.byref(total)) == 0
-        return total.value - free.value
-    return live
 def mlp():
     paddle.seed(7)
     return paddle.nn.Sequential(paddle.nn.Linear(16, 32), paddle.nn.ReLU(), paddle.nn.Linear(32, 32),

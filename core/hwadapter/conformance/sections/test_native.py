@@ -7,11 +7,9 @@ device (the OpenCL plugin then shares the library's context), and a crash in C f
 """
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
 import pytest
+
+from ..children import ERROR_OF, result_of
 
 CHILD_TIMEOUT = 120
 
@@ -24,13 +22,7 @@ from hwadapter.runtime.native import NativeRuntime, load_library
 kind = sys.argv[1]
 host = NativeRuntime(load_library(registry.get(kind).plugin.native_library()), 0)
 out = {}
-def error_of(fn, *args):
-    try:
-        fn(*args)
-    except Exception as err:
-        return [type(err).__name__, str(err)]
-    return None
-"""
+""" + ERROR_OF
 
 ROUND_TRIP = r"""
 rng = np.random.default_rng(0)
@@ -91,17 +83,8 @@ if out["serves"]:
 
 def _child(code: str, kind: str) -> dict:
     """PRELUDE + code for device type `kind` in a child Python with a time limit: the dict it printed."""
-    code = PRELUDE + code + '\nprint("RESULT=" + json.dumps(out))\n'
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, kind], capture_output=True, text=True,
-                              timeout=CHILD_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"the native library's check did not finish within {CHILD_TIMEOUT} s (a hang in the library?)")
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("RESULT="):
-            return json.loads(line[len("RESULT="):])
-    pytest.fail(f"the child using the native library printed no result (exit {proc.returncode}: a crash in the "
-                f"library?)\n{proc.stderr[-2000:]}")
+    return result_of(PRELUDE + code + '\nprint("RESULT=" + json.dumps(out))\n', CHILD_TIMEOUT, (kind,),
+                     what="the child using the native library")
 
 
 @pytest.fixture(scope="module")
