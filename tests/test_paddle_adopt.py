@@ -78,6 +78,16 @@ def cases(device_type):
     out["int mul"] = np.array_equal(call("mul", [i, i], i.shape, "int64"), i * i)
     out["less"] = np.array_equal(call("less", [a, b], a.shape, "bool"), a < b)
     out["where"] = np.array_equal(call("where", [a > 0, a, -a], a.shape, "float32"), np.abs(a))
+    # data movement: several inputs (concat), several outputs (split), attributes (pad, expand)
+    out["concat"] = np.array_equal(call("concat", [a, a[:, :5], a[:, :1]], (64, 38), "float32", {"axis": 1}),
+                                   np.concatenate([a, a[:, :5], a[:, :1]], 1))
+    parts = [slab.put(np.zeros((n, 32), "float32")) for n in (20, 1, 43)]
+    pykernels.run(device_type, "split", [slab.put(a)], parts, {"sections": (20, 1, 43), "axis": 0})
+    out["split"] = all(np.array_equal(slab.get(t), want) for t, want in zip(parts, np.split(a, [20, 21])))
+    out["pad"] = np.array_equal(call("pad", [i], (6, 10), "int64", {"pads": ((1, 0), (2, 1)), "value": -3}),
+                                np.pad(i, ((1, 0), (2, 1)), constant_values=-3))
+    out["expand"] = np.array_equal(call("expand", [b], (3, 32), "float32", {"shape": (3, 32)}),
+                                   np.broadcast_to(b, (3, 32)))
     # an output 64 bytes into a 256-byte slot: not at an aligned offset of the allocation
     spot = slab.take(512) - slab.base + 64
     out["unaligned"] = call("add", [b, b], b.shape, "float32", at=spot)
@@ -115,6 +125,7 @@ def _bridgeable(device_type: str) -> None:
 def _check(r: dict, outside: str) -> None:
     """The CASES results right; memory the library did not allocate refused as the runtime says (`outside`)."""
     assert r["add"] and r["int mul"] and r["less"] and r["where"] and r["unaligned ok"], r
+    assert r["concat"] and r["split"] and r["pad"] and r["expand"], r
     assert r["matmul"] < 1e-4 and r["sum"] < 1e-4, r
     assert r["strided"] and "strided tensor" in r["strided"][1] and "contiguous" in r["strided"][1], r
     assert "InvalidArgumentError" in r["outside"][1] and outside in r["outside"][1], r
