@@ -42,7 +42,12 @@ def cnn():
 
 
 def main(device: str) -> None:
-    print(f"paddle {paddle.__version__}; custom devices {paddle.device.get_all_custom_device_type()}")
+    types = paddle.device.get_all_custom_device_type()
+    print(f"paddle {paddle.__version__}; custom devices {types}")
+    if device.split(":")[0] not in types:
+        sys.exit(f"{device} is not a Paddle device in this process (custom devices: {types}). Fix: `hwadapter paddle "
+                 f"install <type> --dir DIR` (cdemo: after `pip install examples/native_plugin`), then run with "
+                 f"CUSTOM_DEVICE_ROOT=DIR")
     rows = []
     for place in ("cpu", device):
         paddle.set_device(place)
