@@ -10,6 +10,9 @@ copied into Paddle's output by a copy that returns once it, and the kernel queue
 from __future__ import annotations
 
 import numpy as np
+from hwadapter.device import devices
+from hwadapter.dispatch.dispatcher import own
+from hwadapter.plugin import DeviceArray, contiguous_strides
 
 from .optable import CODE_NAMES
 
@@ -22,8 +25,6 @@ def _kernel(device_type: str, op: str, codes: tuple):
     key = (device_type, op, codes)
     found = _kernels.get(key)
     if found is None:
-        from hwadapter.device import devices  # lazy: only when Paddle runs a Python kernel
-        from hwadapter.dispatch.dispatcher import own
         dev = devices.get(f"{device_type}:0")
         dtypes = tuple(_DTYPES[c] for c in codes)
         fn = own(op, dev, dtypes)
@@ -48,7 +49,6 @@ def _array(memory, shape: tuple, strides: tuple, code: int) -> np.ndarray:
 
 def _lent(dev, op: str, memory, shape: tuple, strides: tuple, code: int):
     """A DeviceArray of `dev` over a dense tensor of the host's memory (memory: a memoryview over its span)."""
-    from hwadapter.plugin import DeviceArray, contiguous_strides
     if memory is not None and tuple(strides) != contiguous_strides(shape) and np.prod(shape) > 1:
         raise RuntimeError(f"{op} on {dev}: a strided tensor (strides {list(strides)} for shape {list(shape)}); "
                            f"the plugin's kernels take dense tensors (make it contiguous first)")
@@ -58,8 +58,8 @@ def _lent(dev, op: str, memory, shape: tuple, strides: tuple, code: int):
 
 def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> None:
     """inputs: [(memoryview, shape, strides, dtype code)], output likewise (a list of them for several outputs, as
-    split's): output = the plugin's op(inputs, **attrs). The shim passes the error's text to Paddle, so a hwadapter
-    error's fix is made part of it."""
+    split's): output = the plugin's op(inputs, **attrs), attrs as the C ABI carries them (ints flat). The shim
+    passes the error's text to Paddle, so a hwadapter error's fix is made part of it."""
     try:
         _run(device_type, op, inputs, output, attrs)
     except Exception as err:
@@ -69,8 +69,17 @@ def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> 
         raise
 
 
+#: op -> its attribute of (before, after) pairs, which travels flat through the C ABI (HwaAttr ints) and is paired
+#: again here, as the op takes it
+_PAIRED = {"pad": "pads"}
+
+
 def _run(device_type: str, op: str, inputs: list, output, attrs: dict) -> None:
     dev, fn, host = _kernel(device_type, op, tuple(t[3] for t in inputs))
+    paired = _PAIRED.get(op)
+    if paired in attrs:
+        flat = attrs[paired]
+        attrs = {**attrs, paired: tuple(zip(flat[::2], flat[1::2]))}
     several = isinstance(output, list)  # split's outputs: a list of them, and the kernel returns a list
     if host:
         results = fn(*[_array(*t) for t in inputs], **attrs)

@@ -175,12 +175,6 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
     PyObject *v;
     if (attrs[i].type == HWA_ATTR_FLOAT) {
       v = PyFloat_FromDouble(attrs[i].f);
-    } else if (attrs[i].type == HWA_ATTR_INTS && !strcmp(attrs[i].name, "pads")) {
-      /* pad's (before, after) pairs, flat in an HwaAttr: paired again, as the frontend passes them */
-      v = PyTuple_New((Py_ssize_t)attrs[i].count / 2);
-      for (size_t j = 0; j + 1 < attrs[i].count; j += 2)
-        PyTuple_SET_ITEM(v, (Py_ssize_t)j / 2, Py_BuildValue("(LL)", (long long)attrs[i].ints[j],
-                                                             (long long)attrs[i].ints[j + 1]));
     } else if (attrs[i].type == HWA_ATTR_INTS) {  /* axes, strides, paddings: a tuple, as the frontend passes */
       v = PyTuple_New((Py_ssize_t)attrs[i].count);
       for (size_t j = 0; j < attrs[i].count; ++j) PyTuple_SET_ITEM(v, (Py_ssize_t)j, PyLong_FromLongLong(attrs[i].ints[j]));
@@ -850,7 +844,8 @@ void slice_axes(const char *phi_name, const char *op, HwaKernelFn fn, const phi:
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
     if (a < 0 || a >= rank) bad_argument(phi_name, "axis " + std::to_string(axes[i]) + " is out of range");
-    if (seen[a]) refuse(phi_name, ctx, "axis " + std::to_string(a) + " sliced twice (hwadapter's slice takes each once)");
+    if (seen[a])
+      refuse(phi_name, ctx, "axis " + std::to_string(a) + " sliced twice (hwadapter's slice takes each once)");
     seen[a] = true;
     const int64_t n = shape[a];
     int64_t s = starts[i] < 0 ? starts[i] + n : starts[i], e = ends[i] < 0 ? ends[i] + n : ends[i];
@@ -881,7 +876,8 @@ void int64_index(const char *phi_name, const phi::CustomContext &ctx, const phi:
  * the end in both. An empty last axis (Paddle: all of x for each) is refused. */
 int64_t nd_depth(const char *phi_name, const phi::CustomContext &ctx, const Shape &in, const Shape &idx) {
   if (idx.empty()) bad_argument(phi_name, "the index must have at least one axis");
-  if (idx.back() == 0) refuse(phi_name, ctx, "an index whose last axis is empty (hwadapter's takes 1 to rank coordinates)");
+  if (idx.back() == 0)
+    refuse(phi_name, ctx, "an index whose last axis is empty (hwadapter's takes 1 to rank coordinates)");
   if (idx.back() > (int64_t)in.size()) bad_argument(phi_name, "the index's last axis is longer than x's rank");
   return idx.back();
 }
@@ -945,8 +941,8 @@ void put_along_axis(const char *phi_name, const char *op, HwaKernelFn fn, const 
   Shape in = shape_of(x), idx = shape_of(index);
   const int64_t a = along_axis(phi_name, in, idx, axis);
   if (shape_of(value) != idx) bad_argument(phi_name, "values must have the index's shape");
-  HwaAttr attrs[2] = {int_attr("axis", a),
-                      {"reduction", HWA_ATTR_STRING, 0, 0, nullptr, 0, reduction_of(phi_name, ctx, reduce, include_self)}};
+  const char *reduction = reduction_of(phi_name, ctx, reduce, include_self);
+  HwaAttr attrs[2] = {int_attr("axis", a), {"reduction", HWA_ATTR_STRING, 0, 0, nullptr, 0, reduction}};
   const phi::DataType t = phi::CppTypeToDataType<T>::Type(), dtypes[3] = {t, phi::DataType::INT64, t};
   launch<T, T>(phi_name, op, fn, ctx, {&x, &index, &value}, in, out, attrs, 2, calls, nullptr, dtypes);
 }
@@ -968,8 +964,9 @@ void scatter_nd_add(const char *phi_name, const char *op, HwaKernelFn fn, const 
 }
 
 /* pad (constant): Paddle's paddings (before, after for every axis from the first) flat, as hwadapter's pairs
- * travel through HwaAttr (the Python path pairs them again); the value as x's dtype (Scalar::to<T>, as Paddle's
- * CPU reads it): a float attribute for floats, an int one for integers. A negative padding (a crop) is refused. */
+ * travel through HwaAttr (pykernels pairs them again for the Python path); the value as x's dtype (Scalar::to<T>,
+ * as Paddle's CPU reads it): a float attribute for floats, an int one for integers. A negative padding (a crop)
+ * is refused. */
 template <typename T>
 void pad(const char *phi_name, const char *op, HwaKernelFn fn, const phi::CustomContext &ctx,
          const phi::DenseTensor &x, const std::vector<int> &paddings, const phi::Scalar &pad_value,
@@ -982,9 +979,10 @@ void pad(const char *phi_name, const char *op, HwaKernelFn fn, const phi::Custom
     shape[d] += pads[2 * d] + pads[2 * d + 1];
   }
   const T v = pad_value.to<T>();
-  HwaAttr attrs[3] = {ints_attr("pads", pads), {"mode", HWA_ATTR_STRING, 0, 0, nullptr, 0, "constant"},
-                      std::is_floating_point<T>::value ? HwaAttr{"value", HWA_ATTR_FLOAT, 0, (double)v, nullptr, 0, nullptr}
-                                                       : int_attr("value", (int64_t)v)};
+  const HwaAttr value = std::is_floating_point<T>::value
+                            ? HwaAttr{"value", HWA_ATTR_FLOAT, 0, (double)v, nullptr, 0, nullptr}
+                            : int_attr("value", (int64_t)v);
+  HwaAttr attrs[3] = {ints_attr("pads", pads), {"mode", HWA_ATTR_STRING, 0, 0, nullptr, 0, "constant"}, value};
   launch<T, T>(phi_name, op, fn, ctx, {&x}, shape, out, attrs, 3, calls);
 }
 
