@@ -1,6 +1,8 @@
-"""Per-op overhead of a small `add` and an MLP's latency on a bridged device against Paddle's own CPU, same run.
+"""Per-op overhead of a small `add` and the latency of an MLP and a small CNN on a bridged Paddle device, against
+Paddle's own CPU in the same run.
 
-    hwadapter paddle install cdemo --dir /tmp/pd && CUSTOM_DEVICE_ROOT=/tmp/pd python bridges/paddle/benchmarks/overhead.py [cdemo:0]
+    hwadapter paddle install cdemo --dir /tmp/pd
+    CUSTOM_DEVICE_ROOT=/tmp/pd python benchmarks/paddle_overhead.py [cdemo:0]
 
 With the kernels library installed, `add` (float32) on the device is a phi kernel calling the device library's C
 kernel; `subtract` has no kernel in cdemo, so it shows the price of Paddle's CPU fallback (its kernel plus the copies
@@ -16,10 +18,14 @@ fallback op (docs/paddle-bridge.md, Limits): compare a run with FLAGS_new_execut
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 import paddle
-from timing import per_call
+from rich.progress import track
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _util import best_seconds, table  # noqa: E402
 
 
 def mlp():
@@ -41,6 +47,18 @@ def cnn():
     return net, paddle.to_tensor(np.random.default_rng(1).standard_normal((2, 3, 12, 12)).astype("float32"))
 
 
+def cases():
+    """(name, fn) on the current device: each a call to time."""
+    a = paddle.to_tensor(np.ones(16, "float32"))
+    b = paddle.to_tensor(np.ones(16, "float32"))
+    net, static_net = mlp(), paddle.jit.to_static(mlp(), full_graph=True)  # to_static converts in place: its own
+    x = paddle.to_tensor(np.random.default_rng(0).standard_normal((32, 64)).astype("float32"))
+    cnn_net, image = cnn()
+    return [("add float32[16]", lambda: paddle.add(a, b)), ("subtract float32[16]", lambda: paddle.subtract(a, b)),
+            ("MLP eager", lambda: net(x)), ("MLP to_static", lambda: static_net(x)),
+            ("MLP + .numpy()", lambda: net(x).numpy()), ("CNN eager", lambda: cnn_net(image))]
+
+
 def main(device: str) -> None:
     types = paddle.device.get_all_custom_device_type()
     print(f"paddle {paddle.__version__}; custom devices {types}")
@@ -48,28 +66,15 @@ def main(device: str) -> None:
         sys.exit(f"{device} is not a Paddle device in this process (custom devices: {types}). Fix: `hwadapter paddle "
                  f"install <type> --dir DIR` (cdemo: after `pip install examples/native_plugin`), then run with "
                  f"CUSTOM_DEVICE_ROOT=DIR")
-    rows = []
+    seconds = {}
     for place in ("cpu", device):
         paddle.set_device(place)
-        a = paddle.to_tensor(np.ones(16, "float32"))
-        b = paddle.to_tensor(np.ones(16, "float32"))
-        add = per_call(lambda: paddle.add(a, b), 5000)
-        sub = per_call(lambda: paddle.subtract(a, b), 2000)
-        net = mlp()
-        x = paddle.to_tensor(np.random.default_rng(0).standard_normal((32, 64)).astype("float32"))
         with paddle.no_grad():
-            eager = per_call(lambda: net(x), 500)
-            round_trip = per_call(lambda: net(x).numpy(), 500)
-            static_net = paddle.jit.to_static(mlp(), full_graph=True)  # a net of its own: to_static converts in place
-            static = per_call(lambda: static_net(x), 500)
-            cnn_net, image = cnn()
-            conv = per_call(lambda: cnn_net(image), 200)
-        rows.append((place, add, sub, eager, static, round_trip, conv))
-    print(f"{'device':10} {'add [16] us':>12} {'subtract [16] us':>17} {'MLP eager us':>13} {'MLP to_static us':>17} "
-          f"{'MLP + .numpy() us':>18} {'CNN eager us':>13}")
-    for place, add, sub, eager, static, rt, conv in rows:
-        print(f"{place:10} {add * 1e6:12.1f} {sub * 1e6:17.1f} {eager * 1e6:13.1f} {static * 1e6:17.1f} "
-              f"{rt * 1e6:18.1f} {conv * 1e6:13.1f}")
+            for name, fn in track(cases(), description=f"timing on {place}", transient=True):
+                seconds[place, name] = best_seconds(fn)
+    rows = [[name, f"{seconds['cpu', name] * 1e6:.1f}", f"{seconds[device, name] * 1e6:.1f}",
+             f"{seconds[device, name] / seconds['cpu', name]:.1f}x"] for place, name in seconds if place == "cpu"]
+    table(f"{device} against Paddle's CPU (µs per call, best of 5)", ["", "Paddle CPU", device, "ratio"], rows)
     print("On the device, add and subtract run a registered kernel where `hwadapter paddle status` lists one (cdemo: "
           "a C kernel for add only, so its subtract shows Paddle's CPU fallback), else the fallback.")
 
