@@ -10,88 +10,35 @@
  *   relu       float32
  *   matmul     float32: numpy's 1-D, batched and broadcast rules, attributes transpose_x / transpose_y
  */
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hwadapter/device_api.h"
+#include "hwadapter/device_helpers.h" /* hwa_fail, the live-block table */
 
 #define NUM_DEVICES 2
 #define CDEMO_CAPACITY ((size_t)256 << 20)
 #define ALIGNMENT 64
 #define MAX_DIMS 16
 
-/* ---- errors: a thread-local message the core reads after a failed call ---- */
-static _Thread_local char last_message[512];
 static _Thread_local int current_device;
 
-static int fail(int status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
-  va_end(ap);
-  return status;
-}
-static const char *last_error(void) { return last_message; }
+/* ---- live allocations per device (and the bytes they hold), live streams and events ---- */
+static HwaBlocks blocks[NUM_DEVICES] = {HWA_BLOCKS_INIT, HWA_BLOCKS_INIT};
+static HwaBlocks streams = HWA_BLOCKS_INIT, events = HWA_BLOCKS_INIT;
 
-/* ---- a set of live pointers (allocations, streams, events), under one lock ---- */
-typedef struct {
-  void **ptr;
-  size_t *size;
-  size_t n, cap;
-} PtrSet;
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static PtrSet blocks[NUM_DEVICES], streams, events;
-static size_t used[NUM_DEVICES];
-
-static int set_add(PtrSet *s, void *p, size_t size) {
-  if (s->n == s->cap) {
-    size_t cap = s->cap ? 2 * s->cap : 64;
-    void **np = realloc(s->ptr, cap * sizeof *np);
-    if (!np) return 0;
-    s->ptr = np;
-    size_t *ns = realloc(s->size, cap * sizeof *ns);
-    if (!ns) return 0;
-    s->size = ns;
-    s->cap = cap;
-  }
-  s->ptr[s->n] = p;
-  s->size[s->n++] = size;
-  return 1;
-}
-static long set_find(const PtrSet *s, const void *p) {
-  for (size_t i = 0; i < s->n; ++i)
-    if (s->ptr[i] == p) return (long)i;
-  return -1;
-}
-static void set_remove(PtrSet *s, long i) {
-  s->ptr[i] = s->ptr[s->n - 1];
-  s->size[i] = s->size[s->n - 1];
-  s->n--;
-}
 /* 1 when [p, p+n) lies inside one live allocation of device d */
 static int in_device_memory(int d, const void *p, size_t n) {
-  if (n == 0) return 1;
-  const char *c = p;
-  pthread_mutex_lock(&lock);
-  int ok = 0;
-  for (size_t i = 0; i < blocks[d].n && !ok; ++i) {
-    const char *b = blocks[d].ptr[i];
-    ok = c >= b && c + n <= b + blocks[d].size[i];
-  }
-  pthread_mutex_unlock(&lock);
-  return ok;
+  return n == 0 || hwa_blocks_find(&blocks[d], p, n, d, NULL, NULL);
 }
 
 #define CHECK_DEVICE(d) \
-  if ((d) < 0 || (d) >= NUM_DEVICES) return fail(HWA_INVALID_ARGUMENT, "cdemo: no device %d (there are %d)", (d), NUM_DEVICES)
+  if ((d) < 0 || (d) >= NUM_DEVICES) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo: no device %d (there are %d)", (d), NUM_DEVICES)
 #define CHECK_RANGE(d, p, n, what)                                                                                \
   if (!in_device_memory((d), (p), (n)))                                                                           \
-  return fail(HWA_INVALID_ARGUMENT, "cdemo: %s %p (%zu bytes) is not inside a live allocation of device %d", what, \
+  return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo: %s %p (%zu bytes) is not inside a live allocation of device %d", what, \
               (const void *)(p), (size_t)(n), (d))
 
 /* ---- device and memory ---- */
@@ -104,21 +51,16 @@ static int allocate(int d, size_t nbytes, void **ptr) {
   CHECK_DEVICE(d);
   size_t rounded = (nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
   if (rounded == 0) rounded = ALIGNMENT;  /* a unique address even for 0 bytes */
-  pthread_mutex_lock(&lock);
-  if (nbytes > CDEMO_CAPACITY || used[d] + nbytes > CDEMO_CAPACITY) {
-    size_t free_b = CDEMO_CAPACITY - used[d];
-    pthread_mutex_unlock(&lock);
-    return fail(HWA_OUT_OF_MEMORY, "cdemo: device %d has %zu of %zu bytes free, %zu requested", d, free_b,
-                (size_t)CDEMO_CAPACITY, nbytes);
-  }
+  size_t in_use;
+  if (!hwa_blocks_reserve(&blocks[d], nbytes, CDEMO_CAPACITY, &in_use))
+    return hwa_fail(HWA_OUT_OF_MEMORY, "cdemo: device %d has %zu of %zu bytes free, %zu requested", d,
+                    CDEMO_CAPACITY - in_use, (size_t)CDEMO_CAPACITY, nbytes);
   void *p = aligned_alloc(ALIGNMENT, rounded);
-  if (!p || !set_add(&blocks[d], p, nbytes)) {
-    pthread_mutex_unlock(&lock);
+  if (!p || hwa_blocks_add(&blocks[d], p, nbytes, d) != HWA_OK) {
+    hwa_blocks_release(&blocks[d], nbytes);
     free(p);
-    return fail(HWA_OUT_OF_MEMORY, "cdemo: the host has no memory for %zu bytes", nbytes);
+    return hwa_fail(HWA_OUT_OF_MEMORY, "cdemo: the host has no memory for %zu bytes", nbytes);
   }
-  used[d] += nbytes;
-  pthread_mutex_unlock(&lock);
   *ptr = p;
   return HWA_OK;
 }
@@ -126,16 +68,11 @@ static int allocate(int d, size_t nbytes, void **ptr) {
 static int deallocate(int d, void *ptr) {
   CHECK_DEVICE(d);
   if (!ptr) return HWA_OK;
-  pthread_mutex_lock(&lock);
-  long i = set_find(&blocks[d], ptr);
-  if (i < 0) {
-    pthread_mutex_unlock(&lock);
-    return fail(HWA_INVALID_ARGUMENT, "cdemo: %p is not a live allocation of device %d (freed twice, or never "
-                "allocated here)", ptr, d);
-  }
-  used[d] -= blocks[d].size[i];
-  set_remove(&blocks[d], i);
-  pthread_mutex_unlock(&lock);
+  size_t size;
+  if (!hwa_blocks_remove(&blocks[d], ptr, d, &size))
+    return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo: %p is not a live allocation of device %d (freed twice, or never "
+                    "allocated here)", ptr, d);
+  hwa_blocks_release(&blocks[d], size);
   free(ptr);
   return HWA_OK;
 }
@@ -171,9 +108,7 @@ static int synchronize(int d) {
 }
 static int memory_info(int d, size_t *free_b, size_t *total_b) {
   CHECK_DEVICE(d);
-  pthread_mutex_lock(&lock);
-  *free_b = CDEMO_CAPACITY - used[d];
-  pthread_mutex_unlock(&lock);
+  *free_b = CDEMO_CAPACITY - hwa_blocks_used(&blocks[d]);
   *total_b = CDEMO_CAPACITY;
   return HWA_OK;
 }
@@ -201,29 +136,20 @@ static int get_device(int *d) {
 }
 
 /* ---- streams and events: handles are checked; the work behind them is already done ---- */
-static int handle_new(PtrSet *s, int d, void **out) {
+static int handle_new(HwaBlocks *s, int d, void **out) {
   CHECK_DEVICE(d);
   int *h = malloc(sizeof *h);
-  if (!h) return fail(HWA_OUT_OF_MEMORY, "cdemo: no host memory for a handle");
-  *h = d;
-  pthread_mutex_lock(&lock);
-  int ok = set_add(s, h, 0);
-  pthread_mutex_unlock(&lock);
-  if (!ok) {
+  if (!h || hwa_blocks_add(s, h, 0, d) != HWA_OK) {
     free(h);
-    return fail(HWA_OUT_OF_MEMORY, "cdemo: no host memory for a handle");
+    return hwa_fail(HWA_OUT_OF_MEMORY, "cdemo: no host memory for a handle");
   }
   *out = h;
   return HWA_OK;
 }
-static int handle_check(PtrSet *s, int d, const void *h, int destroy, const char *what) {
+static int handle_check(HwaBlocks *s, int d, const void *h, int destroy, const char *what) {
   CHECK_DEVICE(d);
-  pthread_mutex_lock(&lock);
-  long i = set_find(s, h);
-  int ok = i >= 0 && *(const int *)h == d;
-  if (ok && destroy) set_remove(s, i);
-  pthread_mutex_unlock(&lock);
-  if (!ok) return fail(HWA_INVALID_ARGUMENT, "cdemo: %p is not a live %s of device %d", h, what, d);
+  int ok = destroy ? hwa_blocks_remove(s, h, d, NULL) : hwa_blocks_live(s, h, d);
+  if (!ok) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo: %p is not a live %s of device %d", h, what, d);
   if (destroy) free((void *)h);
   return HWA_OK;
 }
@@ -281,8 +207,8 @@ static void broadcast_strides(const HwaTensor *x, const HwaTensor *out, int64_t 
 
 static int check_args(const char *op, size_t nin, size_t want_in, size_t nout, size_t na, const HwaTensor *out) {
   if (nin != want_in || nout != 1)
-    return fail(HWA_INVALID_ARGUMENT, "cdemo %s: %zu inputs and %zu outputs, expected %zu and 1", op, nin, nout, want_in);
-  if (out->ndim > MAX_DIMS) return fail(HWA_INVALID_ARGUMENT, "cdemo %s: more than %d dimensions", op, MAX_DIMS);
+    return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo %s: %zu inputs and %zu outputs, expected %zu and 1", op, nin, nout, want_in);
+  if (out->ndim > MAX_DIMS) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo %s: more than %d dimensions", op, MAX_DIMS);
   (void)na;
   return HWA_OK;
 }
@@ -294,7 +220,7 @@ static int check_args(const char *op, size_t nin, size_t want_in, size_t nout, s
     (void)dev; (void)s; (void)attrs;                                                                              \
     int rc = check_args(#NAME, nin, 2, nout, na, out);                                                           \
     if (rc != HWA_OK) return rc;                                                                                 \
-    if (na) return fail(HWA_INVALID_ARGUMENT, "cdemo " #NAME ": unexpected attribute %s", attrs[0].name);      \
+    if (na) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo " #NAME ": unexpected attribute %s", attrs[0].name);      \
     int64_t sa[MAX_DIMS], sb[MAX_DIMS], idx[MAX_DIMS] = {0}, ia = 0, ib = 0, io = 0, n = numel(out);            \
     broadcast_strides(&in[0], out, sa);                                                                           \
     broadcast_strides(&in[1], out, sb);                                                                           \
@@ -382,21 +308,21 @@ static int64_t batch_offset(const HwaTensor *t, int t_batch, const int64_t *b, i
 static int matmul_f32(int dev, HwaStream s, const HwaTensor *in, size_t nin, HwaTensor *out, size_t nout,
                       const HwaAttr *attrs, size_t na) {
   (void)dev; (void)s;
-  if (nin != 2 || nout != 1) return fail(HWA_INVALID_ARGUMENT, "cdemo matmul: expected 2 inputs and 1 output");
+  if (nin != 2 || nout != 1) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo matmul: expected 2 inputs and 1 output");
   int tx = 0, ty = 0;
   for (size_t i = 0; i < na; ++i) {
     if (attrs[i].type == HWA_ATTR_INT && !strcmp(attrs[i].name, "transpose_x")) tx = attrs[i].i != 0;
     else if (attrs[i].type == HWA_ATTR_INT && !strcmp(attrs[i].name, "transpose_y")) ty = attrs[i].i != 0;
-    else return fail(HWA_INVALID_ARGUMENT, "cdemo matmul: unexpected attribute %s", attrs[i].name);
+    else return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo matmul: unexpected attribute %s", attrs[i].name);
   }
-  if (in[0].ndim < 1 || in[1].ndim < 1) return fail(HWA_INVALID_ARGUMENT, "cdemo matmul: 0-d input");
+  if (in[0].ndim < 1 || in[1].ndim < 1) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo matmul: 0-d input");
   Operand a = operand(&in[0], tx, 1), b = operand(&in[1], ty, 0);
   if (a.cols != b.rows)
-    return fail(HWA_INVALID_ARGUMENT, "cdemo matmul: inner dimensions %lld and %lld differ", (long long)a.cols,
+    return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo matmul: inner dimensions %lld and %lld differ", (long long)a.cols,
                 (long long)b.rows);
   /* output: batch dims, then M (unless x is 1-D), then N (unless y is 1-D) */
   int nb = out->ndim - (in[0].ndim > 1) - (in[1].ndim > 1);
-  if (nb < 0 || nb > MAX_DIMS) return fail(HWA_INVALID_ARGUMENT, "cdemo matmul: output has %d dims", out->ndim);
+  if (nb < 0 || nb > MAX_DIMS) return hwa_fail(HWA_INVALID_ARGUMENT, "cdemo matmul: output has %d dims", out->ndim);
   int64_t so_m = in[0].ndim > 1 ? out->strides[nb] : 0;
   int64_t so_n = in[1].ndim > 1 ? out->strides[out->ndim - 1] : 0;
   int64_t batches = 1, bidx[MAX_DIMS] = {0};
@@ -459,7 +385,7 @@ static const HwaDeviceInterface api = {
     .memcpy_d2h_async = d2h_async,
     .memcpy_d2d_async = d2d_async,
     .memset_async = memset_async,
-    .last_error = last_error,
+    .last_error = hwa_last_error,
     .num_kernels = sizeof kernels / sizeof kernels[0],
     .kernels = kernels,
 };

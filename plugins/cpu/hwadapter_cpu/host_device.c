@@ -4,8 +4,6 @@
  *
  * Built by native.py with -DDEVICE_TYPE="<the plugin's entry-point name>": the source names no device type.
  */
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,36 +11,15 @@
 #include <unistd.h>
 
 #include "hwadapter/device_api.h"
+#include "hwadapter/device_helpers.h" /* hwa_fail, the live-block table */
 
 #ifndef DEVICE_TYPE
 #define DEVICE_TYPE "host"
 #endif
 #define ALIGNMENT 64
-#define BUCKETS 1024
 
-static _Thread_local char last_message[512];
 static _Thread_local int current_device;
-
-static int fail(int status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
-  va_end(ap);
-  return status;
-}
-static const char *last_error(void) { return last_message; }
-
-/* Live allocations and their sizes: deallocate is given only the pointer, and a double free must be an error. */
-typedef struct Block {
-  void *ptr;
-  size_t size;
-  struct Block *next;
-} Block;
-static Block *blocks[BUCKETS];
-static size_t used;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-
-static Block **bucket(const void *p) { return &blocks[((uintptr_t)p / ALIGNMENT) % BUCKETS]; }
+static HwaBlocks blocks = HWA_BLOCKS_INIT; /* live allocations, and the bytes they hold against the capacity */
 
 static size_t capacity(void) {
   long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
@@ -50,7 +27,7 @@ static size_t capacity(void) {
 }
 
 #define CHECK_DEVICE(d) \
-  if ((d) != 0) return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": no device %d (there is one, 0)", (d))
+  if ((d) != 0) return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": no device %d (there is one, 0)", (d))
 
 static int device_count(int *count) {
   *count = 1;
@@ -59,29 +36,18 @@ static int device_count(int *count) {
 
 static int allocate(int d, size_t nbytes, void **ptr) {
   CHECK_DEVICE(d);
-  size_t total = capacity(), rounded = (nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT;
-  Block *b = malloc(sizeof *b);
-  pthread_mutex_lock(&lock);
-  size_t in_use = used;
-  int room = nbytes <= total && used + nbytes <= total;
-  if (room) used += nbytes;
-  pthread_mutex_unlock(&lock);
-  void *p = room && b ? aligned_alloc(ALIGNMENT, rounded ? rounded : ALIGNMENT) : NULL;
-  if (!p) {
-    free(b);
-    if (room) {
-      pthread_mutex_lock(&lock);
-      used -= nbytes;
-      pthread_mutex_unlock(&lock);
-    }
-    return fail(HWA_OUT_OF_MEMORY, DEVICE_TYPE ": device 0 cannot allocate %zu bytes (%zu of %zu in use)", nbytes,
-                in_use, total);
+  size_t total = capacity(), rounded = (nbytes + ALIGNMENT - 1) / ALIGNMENT * ALIGNMENT, in_use;
+  int room = hwa_blocks_reserve(&blocks, nbytes, total, &in_use);
+  void *p = room ? aligned_alloc(ALIGNMENT, rounded ? rounded : ALIGNMENT) : NULL;
+  if (p && hwa_blocks_add(&blocks, p, nbytes, 0) != HWA_OK) {
+    free(p);
+    p = NULL;
   }
-  *b = (Block){p, nbytes, NULL};
-  pthread_mutex_lock(&lock);
-  b->next = *bucket(p);
-  *bucket(p) = b;
-  pthread_mutex_unlock(&lock);
+  if (!p) {
+    if (room) hwa_blocks_release(&blocks, nbytes);
+    return hwa_fail(HWA_OUT_OF_MEMORY, DEVICE_TYPE ": device 0 cannot allocate %zu bytes (%zu of %zu in use)",
+                    nbytes, in_use, total);
+  }
   *ptr = p;
   return HWA_OK;
 }
@@ -89,19 +55,11 @@ static int allocate(int d, size_t nbytes, void **ptr) {
 static int deallocate(int d, void *ptr) {
   CHECK_DEVICE(d);
   if (!ptr) return HWA_OK;
-  pthread_mutex_lock(&lock);
-  Block **link = bucket(ptr);
-  while (*link && (*link)->ptr != ptr) link = &(*link)->next;
-  Block *b = *link;
-  if (b) {
-    *link = b->next;
-    used -= b->size;
-  }
-  pthread_mutex_unlock(&lock);
-  if (!b)
-    return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": %p is not a live allocation of device 0 (freed twice, or never "
-                "allocated here)", ptr);
-  free(b);
+  size_t size;
+  if (!hwa_blocks_remove(&blocks, ptr, 0, &size))
+    return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": %p is not a live allocation of device 0 (freed twice, or "
+                    "never allocated here)", ptr);
+  hwa_blocks_release(&blocks, size);
   free(ptr);
   return HWA_OK;
 }
@@ -125,10 +83,8 @@ static int synchronize(int d) {
 
 static int memory_info(int d, size_t *free_bytes, size_t *total_bytes) {
   CHECK_DEVICE(d);
-  size_t total = capacity();
-  pthread_mutex_lock(&lock);
+  size_t total = capacity(), used = hwa_blocks_used(&blocks);
   *free_bytes = used < total ? total - used : 0;
-  pthread_mutex_unlock(&lock);
   *total_bytes = total;
   return HWA_OK;
 }
@@ -177,7 +133,7 @@ static const HwaDeviceInterface table = {
     .get_properties = get_properties,
     .set_device = set_device,
     .get_device = get_device,
-    .last_error = last_error,
+    .last_error = hwa_last_error,
 };
 
 __attribute__((visibility("default"))) const HwaDeviceInterface *hwadapter_get_device_interface(void) {

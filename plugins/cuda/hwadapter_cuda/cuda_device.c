@@ -19,19 +19,17 @@
 #include <string.h>
 
 #include "hwadapter/device_api.h"
+#include "hwadapter/device_helpers.h" /* hwa_fail, the live-block table */
 
 #ifndef DEVICE_TYPE
 #define DEVICE_TYPE "a CUDA device" /* native.py passes the plugin's entry-point name */
 #endif
 #define CUDART_ENV "HWADAPTER_CUDART"
-#define BUCKETS 1024
 #define ALIGNMENT 256 /* cudaMalloc's guarantee */
 
 #ifdef __cplusplus /* the file also compiles as C++ (a vendor may build it into a C++ project) */
-#define THREAD_LOCAL thread_local
 #define EXPORT extern "C" __attribute__((visibility("default")))
 #else
-#define THREAD_LOCAL _Thread_local
 #define EXPORT __attribute__((visibility("default")))
 #endif
 
@@ -91,18 +89,7 @@ static struct {
   cuda_status (*GetDeviceProperties)(void *, int); /* optional: only the device's name is read */
 } rt;
 
-/* ---- errors ---- */
-static THREAD_LOCAL char last_message[768];
-
-static int fail(int status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
-  va_end(ap);
-  return status;
-}
-static const char *last_error(void) { return last_message; }
-
+/* ---- errors (hwa_fail, hwa_last_error: device_helpers.h) ---- */
 static const char *fix_for(cuda_status e) {
   switch (e) {
     case CUDA_MEMORY_ALLOCATION:
@@ -137,23 +124,15 @@ static int cuda_fail(int d, cuda_status e, const char *fmt, ...) {
                                             : HWA_ERROR;
   char where[24] = "";
   if (d >= 0) snprintf(where, sizeof where, ":%d", d); /* -1: before any device, e.g. counting them */
-  return fail(status, DEVICE_TYPE "%s: %s failed: %s (%d: %s); %s", where, call, name ? name : "cudaError", e,
-              text ? text : "", fix_for(e));
+  return hwa_fail(status, DEVICE_TYPE "%s: %s failed: %s (%d: %s); %s", where, call, name ? name : "cudaError", e,
+                  text ? text : "", fix_for(e));
 }
 
 /* ---- the runtime library and the devices, opened once ---- */
-typedef struct Block {
-  void *ptr;
-  size_t size;
-  int device;
-  struct Block *next;
-} Block;
-
-static Block *blocks[BUCKETS]; /* live allocations: deallocate gets only the pointer; a double free is an error */
+static HwaBlocks blocks = HWA_BLOCKS_INIT; /* live allocations: deallocate gets only the pointer */
 static int num_devices;
 static char init_error[768]; /* why initialize failed, kept for every later call */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *cudart_name; /* the file loaded, for messages */
 
@@ -206,13 +185,13 @@ static void open_all(void) {
   if (e != CUDA_SUCCESS_) {
     num_devices = 0;
     cuda_fail(-1, e, "cudaGetDeviceCount");
-    snprintf(init_error, sizeof init_error, "%s", last_message);
+    snprintf(init_error, sizeof init_error, "%s", hwa_last_error());
   }
 }
 
 static int initialize(void) {
   pthread_once(&once, open_all);
-  return init_error[0] ? fail(HWA_ERROR, "%s", init_error) : HWA_OK;
+  return init_error[0] ? hwa_fail(HWA_ERROR, "%s", init_error) : HWA_OK;
 }
 
 /* Initialises, checks `d` and makes it the calling thread's current CUDA device: cudaMalloc, cudaMemGetInfo and new
@@ -220,7 +199,7 @@ static int initialize(void) {
 static int use(int d) {
   if (initialize() != HWA_OK) return HWA_ERROR;
   if (d < 0 || d >= num_devices)
-    return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": no device %d (there are %d)", d, num_devices);
+    return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": no device %d (there are %d)", d, num_devices);
   int current = -1;
   if (rt.GetDevice(&current) != CUDA_SUCCESS_ || current != d) {
     cuda_status e = rt.SetDevice(d);
@@ -252,26 +231,20 @@ static int finalize(void) {
 }
 
 /* ---- memory ---- */
-static Block **bucket(const void *p) { return &blocks[((uintptr_t)p / ALIGNMENT) % BUCKETS]; }
-
 static int allocate(int d, size_t nbytes, void **ptr) {
   USE(d);
-  Block *b = (Block *)malloc(sizeof *b);
-  if (!b) return fail(HWA_OUT_OF_MEMORY, DEVICE_TYPE ":%d: no host memory for the allocation's record", d);
   void *p = NULL;
   cuda_status e = rt.Malloc(&p, nbytes ? nbytes : 1); /* a distinct pointer even for 0 bytes, as the others give */
   if (e != CUDA_SUCCESS_) {
-    free(b);
     size_t free_bytes = 0, total = 0;
     int known = e == CUDA_MEMORY_ALLOCATION && rt.MemGetInfo(&free_bytes, &total) == CUDA_SUCCESS_;
     if (!known) return cuda_fail(d, e, "cudaMalloc of %zu bytes", nbytes);
     return cuda_fail(d, e, "cudaMalloc of %zu bytes (%zu of %zu bytes free)", nbytes, free_bytes, total);
   }
-  b->ptr = p, b->size = nbytes, b->device = d;
-  pthread_mutex_lock(&lock);
-  b->next = *bucket(p);
-  *bucket(p) = b;
-  pthread_mutex_unlock(&lock);
+  if (hwa_blocks_add(&blocks, p, nbytes, d) != HWA_OK) {
+    rt.Free(p);
+    return hwa_fail(HWA_OUT_OF_MEMORY, DEVICE_TYPE ":%d: no host memory for the allocation's record", d);
+  }
   *ptr = p;
   return HWA_OK;
 }
@@ -279,16 +252,9 @@ static int allocate(int d, size_t nbytes, void **ptr) {
 static int deallocate(int d, void *ptr) {
   USE(d);
   if (!ptr) return HWA_OK;
-  pthread_mutex_lock(&lock);
-  Block **link = bucket(ptr);
-  while (*link && ((*link)->ptr != ptr || (*link)->device != d)) link = &(*link)->next;
-  Block *b = *link;
-  if (b) *link = b->next;
-  pthread_mutex_unlock(&lock);
-  if (!b)
-    return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is not a live allocation of this device (freed twice, "
-                "or never allocated here)", d, ptr);
-  free(b);
+  if (!hwa_blocks_remove(&blocks, ptr, d, NULL))
+    return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is not a live allocation of this device (freed twice, "
+                    "or never allocated here)", d, ptr);
   CALL(d, rt.Free(ptr), "cudaFree(%p)", ptr); /* cudaFree waits for the device: no queued work still uses it */
   return HWA_OK;
 }
@@ -386,7 +352,7 @@ static int stream_create(int d, HwaStream *s) {
 }
 static int stream_destroy(int d, HwaStream s) {
   USE(d);
-  if (!s) return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: the default stream cannot be destroyed", d);
+  if (!s) return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: the default stream cannot be destroyed", d);
   CALL(d, rt.StreamDestroy(STREAM(s)), "cudaStreamDestroy");
   return HWA_OK;
 }
@@ -487,7 +453,7 @@ static const HwaDeviceInterface table = {
     .memcpy_d2h_async = memcpy_d2h_async,
     .memcpy_d2d_async = memcpy_d2d_async,
     .memset_async = memset_async,
-    .last_error = last_error,
+    .last_error = hwa_last_error,
     .num_kernels = 0, /* memory only: hwadapter's kernels for this device are cupy's (kernels.py), Python */
     .kernels = NULL,
 };

@@ -11,19 +11,18 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hwadapter/device_api.h"
+#include "hwadapter/device_helpers.h" /* hwa_fail, the live-block table */
 
 #ifndef DEVICE_TYPE
 #define DEVICE_TYPE "an OpenCL device" /* native.py passes the plugin's entry-point name */
 #endif
 #define MAX_DEVICES 64
-#define BUCKETS 1024
 
 /* ---- the part of cl.h this library uses (OpenCL 2.0) ---- */
 typedef int32_t cl_int;
@@ -65,33 +64,16 @@ static struct {
                               cl_event *);
 } cl;
 
-/* ---- errors ---- */
-static _Thread_local char last_message[512];
 static _Thread_local int current_device;
 
-static int fail(int status, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(last_message, sizeof last_message, fmt, ap);
-  va_end(ap);
-  return status;
-}
-static const char *last_error(void) { return last_message; }
-
 /* ---- devices, opened once ---- */
-typedef struct Block {
-  void *ptr;
-  size_t size;
-  struct Block *next;
-} Block;
-
 typedef struct {
   cl_device_id id;
   cl_context context;  /* NULL: the device has no SVM; `why` says so */
   cl_command_queue queue;
   int fine;  /* fine-grain buffer SVM: the host may read and write the memory directly */
-  size_t total, max_alloc, alignment, used;
-  Block *blocks[BUCKETS];  /* live allocations: deallocate gets only the pointer; a double free is an error */
+  size_t total, max_alloc, alignment;
+  HwaBlocks blocks;  /* live allocations (deallocate gets only the pointer) and the bytes they hold */
   char why[160];
 } Device;
 
@@ -99,7 +81,6 @@ static Device devices[MAX_DEVICES];
 static int num_devices;
 static char init_error[512];  /* why initialize failed, kept for every later call */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int load_opencl(void) {
   void *lib = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -124,6 +105,7 @@ static int load_opencl(void) {
 static void open_device(Device *dev) {
   cl_ulong caps = 0, total = 0, max_alloc = 0;
   cl_uint align_bits = 0;
+  hwa_blocks_init(&dev->blocks);
   cl_int err = cl.GetDeviceInfo(dev->id, CL_DEVICE_SVM_CAPABILITIES, sizeof caps, &caps, NULL);
   if (err != CL_SUCCESS || !(caps & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER)) {
     snprintf(dev->why, sizeof dev->why, "it has no shared virtual memory (OpenCL 2.0 SVM), which flat pointers need");
@@ -171,16 +153,16 @@ static int opened;  /* a host has called initialize (svm_device_handles answers 
 static int initialize(void) {
   pthread_once(&once, open_all);
   __atomic_store_n(&opened, 1, __ATOMIC_RELEASE);
-  return init_error[0] ? fail(HWA_ERROR, "%s", init_error) : HWA_OK;
+  return init_error[0] ? hwa_fail(HWA_ERROR, "%s", init_error) : HWA_OK;
 }
 
 /* The usable device `d` in *out, or a status with the last error set. */
 static int device(int d, Device **out) {
   if (initialize() != HWA_OK) return HWA_ERROR;
-  if (d < 0 || d >= num_devices) return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": no device %d (there are %d)", d,
-                                             num_devices);
-  if (!devices[d].context) return fail(HWA_UNSUPPORTED, DEVICE_TYPE ":%d cannot serve native hosts: %s", d,
-                                       devices[d].why);
+  if (d < 0 || d >= num_devices) return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ": no device %d (there are %d)", d,
+                                                 num_devices);
+  if (!devices[d].context) return hwa_fail(HWA_UNSUPPORTED, DEVICE_TYPE ":%d cannot serve native hosts: %s", d,
+                                           devices[d].why);
   *out = &devices[d];
   return HWA_OK;
 }
@@ -204,32 +186,20 @@ static int finalize(void) {
   return HWA_OK;
 }
 
-static Block **bucket(Device *dev, const void *p) { return &dev->blocks[((uintptr_t)p / 64) % BUCKETS]; }
-
 static int allocate(int d, size_t nbytes, void **ptr) {
   DEVICE(dev, d);
-  Block *b = malloc(sizeof *b);
-  pthread_mutex_lock(&lock);
-  size_t in_use = dev->used;
-  int room = b && nbytes <= dev->max_alloc && nbytes <= dev->total && in_use + nbytes <= dev->total;
-  if (room) dev->used += nbytes;
-  pthread_mutex_unlock(&lock);
+  size_t in_use = hwa_blocks_used(&dev->blocks);
+  int room = nbytes <= dev->max_alloc && hwa_blocks_reserve(&dev->blocks, nbytes, dev->total, &in_use);
   void *p = room ? cl.SVMAlloc(dev->context, CL_MEM_READ_WRITE, nbytes ? nbytes : 1, (cl_uint)dev->alignment) : NULL;
-  if (!p) {
-    free(b);
-    if (room) {
-      pthread_mutex_lock(&lock);
-      dev->used -= nbytes;
-      pthread_mutex_unlock(&lock);
-    }
-    return fail(HWA_OUT_OF_MEMORY, DEVICE_TYPE ":%d cannot allocate %zu bytes (%zu of %zu in use, at most %zu in "
-                "one allocation)", d, nbytes, in_use, dev->total, dev->max_alloc);
+  if (p && hwa_blocks_add(&dev->blocks, p, nbytes, d) != HWA_OK) {
+    cl.SVMFree(dev->context, p);
+    p = NULL;
   }
-  *b = (Block){p, nbytes, NULL};
-  pthread_mutex_lock(&lock);
-  b->next = *bucket(dev, p);
-  *bucket(dev, p) = b;
-  pthread_mutex_unlock(&lock);
+  if (!p) {
+    if (room) hwa_blocks_release(&dev->blocks, nbytes);
+    return hwa_fail(HWA_OUT_OF_MEMORY, DEVICE_TYPE ":%d cannot allocate %zu bytes (%zu of %zu in use, at most %zu in "
+                    "one allocation)", d, nbytes, in_use, dev->total, dev->max_alloc);
+  }
   *ptr = p;
   return HWA_OK;
 }
@@ -237,19 +207,11 @@ static int allocate(int d, size_t nbytes, void **ptr) {
 static int deallocate(int d, void *ptr) {
   DEVICE(dev, d);
   if (!ptr) return HWA_OK;
-  pthread_mutex_lock(&lock);
-  Block **link = bucket(dev, ptr);
-  while (*link && (*link)->ptr != ptr) link = &(*link)->next;
-  Block *b = *link;
-  if (b) {
-    *link = b->next;
-    dev->used -= b->size;
-  }
-  pthread_mutex_unlock(&lock);
-  if (!b)
-    return fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is not a live allocation (freed twice, or never allocated "
-                "here)", d, ptr);
-  free(b);
+  size_t size;
+  if (!hwa_blocks_remove(&dev->blocks, ptr, d, &size))
+    return hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is not a live allocation (freed twice, or never allocated "
+                    "here)", d, ptr);
+  hwa_blocks_release(&dev->blocks, size);
   cl.SVMFree(dev->context, ptr);
   return HWA_OK;
 }
@@ -263,8 +225,8 @@ static int copy(int d, void *dst, const void *src, size_t n) {
   }
   cl_int err = cl.EnqueueSVMMemcpy(dev->queue, CL_TRUE, dst, src, n, 0, NULL, NULL);
   return err == CL_SUCCESS ? HWA_OK
-                           : fail(HWA_ERROR, DEVICE_TYPE ":%d: clEnqueueSVMMemcpy of %zu bytes failed (OpenCL error "
-                                  "%d)", d, n, err);
+                           : hwa_fail(HWA_ERROR, DEVICE_TYPE ":%d: clEnqueueSVMMemcpy of %zu bytes failed (OpenCL error "
+                                      "%d)", d, n, err);
 }
 
 static int set(int d, void *dst, int value, size_t n) {
@@ -278,21 +240,19 @@ static int set(int d, void *dst, int value, size_t n) {
   cl_int err = cl.EnqueueSVMMemFill(dev->queue, dst, &byte, 1, n, 0, NULL, NULL);
   if (err == CL_SUCCESS) err = cl.Finish(dev->queue);
   return err == CL_SUCCESS ? HWA_OK
-                           : fail(HWA_ERROR, DEVICE_TYPE ":%d: clEnqueueSVMMemFill of %zu bytes failed (OpenCL error "
-                                  "%d)", d, n, err);
+                           : hwa_fail(HWA_ERROR, DEVICE_TYPE ":%d: clEnqueueSVMMemFill of %zu bytes failed (OpenCL error "
+                                      "%d)", d, n, err);
 }
 
 static int synchronize(int d) {
   DEVICE(dev, d);
   cl_int err = cl.Finish(dev->queue);
-  return err == CL_SUCCESS ? HWA_OK : fail(HWA_ERROR, DEVICE_TYPE ":%d: clFinish failed (OpenCL error %d)", d, err);
+  return err == CL_SUCCESS ? HWA_OK : hwa_fail(HWA_ERROR, DEVICE_TYPE ":%d: clFinish failed (OpenCL error %d)", d, err);
 }
 
 static int memory_info(int d, size_t *free_bytes, size_t *total_bytes) {
   DEVICE(dev, d);
-  pthread_mutex_lock(&lock);
-  *free_bytes = dev->total - dev->used;
-  pthread_mutex_unlock(&lock);
+  *free_bytes = dev->total - hwa_blocks_used(&dev->blocks);
   *total_bytes = dev->total;
   return HWA_OK;
 }
@@ -333,7 +293,7 @@ static int get_device(int *d) {
 /* Device d's context and device id, once a host has initialized this library: hwadapter's kernels then run in the
  * context its memory belongs to. HWA_UNSUPPORTED before that, or for a device without SVM. */
 __attribute__((visibility("default"))) int svm_device_handles(int d, void **context, void **device_id) {
-  if (!__atomic_load_n(&opened, __ATOMIC_ACQUIRE)) return fail(HWA_UNSUPPORTED, DEVICE_TYPE ": no host has initialized this library in this process");
+  if (!__atomic_load_n(&opened, __ATOMIC_ACQUIRE)) return hwa_fail(HWA_UNSUPPORTED, DEVICE_TYPE ": no host has initialized this library in this process");
   DEVICE(dev, d);
   *context = dev->context, *device_id = dev->id;
   return HWA_OK;
@@ -342,14 +302,7 @@ __attribute__((visibility("default"))) int svm_device_handles(int d, void **cont
 /* The live allocation of device d that holds `p`: a host such as Paddle passes pointers inside its allocations. */
 __attribute__((visibility("default"))) int svm_device_block(int d, const void *p, void **base, size_t *size) {
   DEVICE(dev, d);
-  int found = 0;
-  pthread_mutex_lock(&lock);
-  for (int i = 0; i < BUCKETS && !found; ++i)
-    for (Block *b = dev->blocks[i]; b && !found; b = b->next)
-      if ((const char *)p >= (const char *)b->ptr && (const char *)p < (const char *)b->ptr + (b->size ? b->size : 1))
-        *base = b->ptr, *size = b->size, found = 1;
-  pthread_mutex_unlock(&lock);
-  return found ? HWA_OK : fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is in no live allocation", d, p);
+  return hwa_blocks_find(&dev->blocks, p, 0, d, base, size) ? HWA_OK : hwa_fail(HWA_INVALID_ARGUMENT, DEVICE_TYPE ":%d: %p is in no live allocation", d, p);
 }
 
 static const HwaDeviceInterface table = {
@@ -371,7 +324,7 @@ static const HwaDeviceInterface table = {
     .get_properties = get_properties,
     .set_device = set_device,
     .get_device = get_device,
-    .last_error = last_error,
+    .last_error = hwa_last_error,
 };
 
 __attribute__((visibility("default"))) const HwaDeviceInterface *hwadapter_get_device_interface(void) {
