@@ -15,9 +15,8 @@ from hwadapter.plugin import CodegenBackend, CompileError, Program
 # CPU backend's -ffp-contract=off; nvcc accepts the same flags (the test suite compiles with both).
 OPTIONS = ("--fmad=false",)
 _MAX_GRID = 2**31 - 1  # gridDim.x limit; the grid-stride loop covers any remainder
-#: kp's CUDA dialect with two work units per thread. Measured on an H100 (benchmarks/cuda_plugin.py, the fused 8-op chain over
-#: 16M float32): one 4-byte element per thread reaches 65% of the device-to-device copy bandwidth, two 89%, four 87%,
-#: eight 85%: each thread keeps two independent loads in flight, which latency-bound streaming needs.
+#: kp's CUDA dialect with two work units per thread: each thread keeps two independent loads in flight, which
+#: latency-bound streaming needs (figures for one, two, four and eight per thread: docs/performance.md).
 DIALECT = dataclasses.replace(kp.CUDA, schedule=kp.Schedule(local_size=256, elems_per_item=2))
 
 

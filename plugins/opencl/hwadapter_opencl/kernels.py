@@ -62,9 +62,8 @@ def _gemv_config(rt, m: int, acc_size: int) -> dict:
 
 #: Results of at most this many rows take kernels/gemv.cl. The GEMM's CPU tiles suit large products; for few rows
 #: they leave cores idle (a 1 x 256 result was one work item) and pack panels into local memory for little reuse.
-#: Device time on a 2-core AVX2 host, float32, gemv vs GEMM: 1x256x256 10 vs 23 µs, 8x256x256 30 vs 48 µs,
-#: 32x1024x1024 0.86 vs 1.8 ms; even at 64 and 128 rows of 1024x1024 (1.6 and 3.3 ms each), where the GEMM's reuse
-#: of B starts to pay.
+#: Measured on PoCL (docs/performance.md): gemv is faster up to about this many rows, where the GEMM's reuse of B
+#: starts to pay.
 GEMV_ROWS = 64
 
 

@@ -67,7 +67,7 @@ class Queue(Stream):
     """An in-order cl.CommandQueue whose kernels are submitted in batches.
 
     PoCL wakes its worker threads for every command that is ready to run; on a small host each wake-up preempts the
-    Python thread that is launching the next op (an eager add took 3x the time of back-to-back launches). So, as GPU
+    Python thread that is launching the next op (an eager add took several times as long). So, as GPU
     drivers do until clFlush, kernels queue behind a gate (a user event) and are released together: every `BATCH`
     launches, and before anything waits for the queue (synchronize, a blocking copy, an event).
     """
