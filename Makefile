@@ -44,13 +44,11 @@ test-gpu: $(STAMP)
 	$(VENV)/bin/hwadapter conformance cuda --timeout 600  # cold kernel builds on a GPU take longer than the default 120 s
 	$(PY) benchmarks/cuda_plugin.py
 
+# The runners (dispatch, fused_elementwise, matmul, graph, onnx_models), their output shown as they run and written,
+# dated and with the machine, to docs/performance.md: the one place benchmark figures are kept.
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
-	$(PY) benchmarks/dispatch.py
-	$(PY) benchmarks/fused_elementwise.py
-	$(if $(wildcard benchmarks/matmul.py),$(PY) benchmarks/matmul.py)
-	$(PY) benchmarks/graph.py
-	$(PY) benchmarks/onnx_models.py
+	$(PY) benchmarks/report.py --out docs/performance.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info plugins/*/*.egg-info bridges/*/*.egg-info

@@ -7,7 +7,8 @@ device: >= 0.5x numpy (wall time). It prints PASS or FAIL and exits 0 either way
 Run: `python benchmarks/matmul.py` (HWADAPTER_BENCH_SIZES=512,1024 to choose sizes).
 
 The CPU tiles follow the device's preferred vector width: a micro-tile sized for AVX-512 (64-byte vectors, 32
-registers) spills every accumulator on an AVX2 host, which measured 0.27x numpy on a 2-core AVX2 EPYC.
+registers) spills every accumulator on an AVX2 host and falls far below the target there. The latest figures are in
+docs/performance.md (`make bench`).
 """
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ ROUNDS = int(os.environ.get("HWADAPTER_BENCH_ROUNDS", 7))
 TARGET = ("resnet50", "cpu", 1.5)  # model, device, at most this multiple of onnxruntime's time
 PROFILE_MODEL = "resnet50"
 # Each runtime runs in blocks: one untimed call, then BLOCK timed ones. Alternating single calls measured how each
-# runtime's spinning worker threads slow the other down (onnxruntime took 184 ms interleaved, 53 ms alone).
+# runtime's spinning worker threads slow the other down (onnxruntime's time grew several-fold, interleaved).
 BLOCK = 2
 TOP = 12
 
