@@ -5,6 +5,8 @@ import importlib.util
 import io
 import json
 import os
+import re
+import shlex
 import subprocess
 import sys
 import types
@@ -16,7 +18,7 @@ import pytest
 
 import hwadapter.graph
 from hwadapter import cli
-from hwadapter.cache import KEY_FILE, DiskCache
+from hwadapter.runtime.cache import KEY_FILE, DiskCache
 from hwadapter.graph import Graph, GraphBuilder
 
 SCRIPT = Path(sys.executable).with_name("hwadapter")
@@ -28,12 +30,12 @@ def _main(capsys, *argv) -> tuple[int, str, str]:
     return status, out.out, out.err
 
 
-def _user(*args, **env) -> subprocess.CompletedProcess:
+def _user(*args, cwd=None, **env) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if not k.startswith("HWADAPTER_")}
     full.update(COLUMNS="300", **env)
     cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "hwadapter.cli"]
     return subprocess.run(cmd + list(args), env=full, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 # --- cache ------------------------------------------------------------------------------------------------------
@@ -170,7 +172,7 @@ def _graph() -> Graph:
 @pytest.fixture
 def graph_file(tmp_path) -> Path:
     path = tmp_path / "graph.json"
-    path.write_text(json.dumps(_graph().to_json()))
+    _graph().save(path)
     return path
 
 
@@ -184,7 +186,26 @@ def _partition_module():
 
 
 def test_the_graph_file_reads_back_as_the_graph_written(graph_file):
-    assert cli.load_graph(str(graph_file)) == _graph()
+    assert cli.load_graph(str(graph_file)) == _graph() == Graph.load(graph_file)
+    assert json.loads(graph_file.read_text()) == _graph().to_json()  # the file is the graph's one JSON form
+
+
+def test_the_readmes_partition_example_runs_as_written(tmp_path):
+    """The README once said to partition "a graph written by Graph.to_json()", a dict: writing it failed with
+    TypeError. Its static-graph example now saves graph.json; the command it shows partitions that file."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    block = next(b for b in re.findall(r"^```python\n(.*?)^```", readme, flags=re.S | re.M) if "g.save(" in b)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HWADAPTER_")}
+    env["HWADAPTER_CACHE_DIR"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    command = re.search(r"`(hwadapter partition graph\.json[^`]*)`", readme).group(1)
+    assert "--device" in command and "--svg plan.svg" in command
+    (tmp_path / "plan.svg").unlink()
+    proc = _user(*shlex.split(command)[1:], cwd=tmp_path, HWADAPTER_CACHE_DIR=str(tmp_path / "cache"))
+    assert proc.returncode == 0, proc.stderr
+    assert "wrote plan.svg" in proc.stdout and ET.parse(tmp_path / "plan.svg").getroot().tag.endswith("svg")
 
 
 @pytest.mark.parametrize("devices", [["cpu"], ["opencl:0", "cpu"]])
@@ -237,7 +258,7 @@ def _bad_inputs(tmp_path: Path) -> dict:
         "no nodes": (_write(tmp_path / "k.json", json.dumps({"inputs": [], "outputs": [], "values": {}})),
                      "'nodes' is missing"),
         "bad node": (_write(tmp_path / "b.json", json.dumps(dict(doc, nodes=[["n", "add"]]))),
-                     "not a graph written by Graph.to_json()"),
+                     "not a graph written by Graph.save"),
         "dangling input": (_write(tmp_path / "d.json", json.dumps(dangling)), "'nowhere'"),
         "missing": (tmp_path / "absent.json", "no such file"),
         "directory": (tmp_path, "is a directory"),
@@ -253,6 +274,8 @@ def test_a_bad_graph_file_is_a_clear_error(tmp_path, capsys, case):
     assert err.startswith(f"hwadapter partition: {path}") and says in err, err
     if case not in ("missing", "directory"):
         assert "Fix:" in err
+    if case not in ("missing", "directory", "dangling input"):
+        assert "Fix: write the file with graph.save(path)" in err
 
 
 def test_a_truncated_file_is_no_traceback_for_the_user(tmp_path):

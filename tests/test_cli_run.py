@@ -53,9 +53,9 @@ def _main(capsys, *argv) -> tuple[int, str, str]:
     return status, out.out, out.err
 
 
-def _user(*args) -> subprocess.CompletedProcess:
+def _user(*args, COLUMNS="200") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HWADAPTER_")}
-    env.update(COLUMNS="200")
+    env.update(COLUMNS=COLUMNS)
     cmd = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "hwadapter.cli"]
     return subprocess.run(cmd + [str(a) for a in args], env=env, capture_output=True, text=True, timeout=300,
                           stdin=subprocess.DEVNULL)
@@ -170,6 +170,26 @@ def test_run_as_a_user_runs_it(small, tmp_path):
     assert f"on {dev}" in proc.stdout
     x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     np.testing.assert_allclose(np.load(tmp_path / "o" / "z.npy"), _oracle(x), rtol=1e-6)
+
+
+def test_at_80_columns_every_figure_is_whole(tmp_path):
+    """At 80 columns the outputs table once cut its statistics to `-3.0500…`, losing the exponent."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 4])
+    scale = np.array([1e-5, -3.05e-5, 1.234567e7, -2.5e-12], np.float32)
+    g = helper.make_graph([helper.make_node("Mul", ["x", "w"], ["z"])], "scaled", [x], [z],
+                          [numpy_helper.from_array(scale, "w")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(tmp_path / "scaled.onnx"))
+    proc = _user("run", tmp_path / "scaled.onnx", "--save-outputs", tmp_path / "o", COLUMNS="80")
+    assert proc.returncode == 0, proc.stderr
+    table = [line for line in proc.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert "…" not in proc.stdout and max(len(line) for line in table) <= 80, proc.stdout
+    out = np.load(tmp_path / "o" / "z.npy").astype(np.float64)
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("│ z "))
+    stats = [float(cell) for cell in row.split("│")[4:7]]  # min, max, mean: as printed, exponents and all
+    np.testing.assert_allclose(stats, [out.min(), out.max(), out.mean()], rtol=1e-3)
 
 
 # --- partition -------------------------------------------------------------------------------------------------

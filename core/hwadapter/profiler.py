@@ -16,11 +16,32 @@ from pathlib import Path
 
 from .dispatch import dispatcher, fallback
 
-fallback_report = fallback.report
 fallback_count = fallback.count
 reset_fallback = fallback.reset
 
 _clock = time.perf_counter  # the clock of every event's start: record() takes readings of it
+
+
+class FallbackReport(list):
+    """The rows of `fallback_report()`, a list of dicts (op, device, dtypes, ran_on, count), most frequent first;
+    printed, it reads as a sentence or a small table rather than a bare `[]`."""
+
+    def __str__(self) -> str:
+        if not self:
+            return "no op fell back: every op ran on the device of its inputs"
+        head = f"{sum(r['count'] for r in self)} fallback(s), ops that ran on another device with copies in and out:"
+        rows = [(r["op"], r["device"], ", ".join(r["dtypes"]) or "no inputs", r["ran_on"], str(r["count"]))
+                for r in self]
+        rows.insert(0, ("op", "device", "dtypes", "ran on", "count"))
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        return "\n".join([head] + ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                                    for row in rows])
+
+
+def fallback_report() -> FallbackReport:
+    """One row per (op, device, dtypes, fallback device) with its count, most frequent first: a list of dicts that
+    prints readably (`print(hw.profiler.fallback_report())`)."""
+    return FallbackReport(fallback.report())
 
 
 @dataclass(frozen=True)

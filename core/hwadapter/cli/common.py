@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 import hwadapter
-from hwadapter.config import seconds
+from hwadapter.api.config import seconds
 from hwadapter.plugin import API_VERSION, primitive_ops
 from hwadapter.runtime.device import devices
 from hwadapter.runtime.discovery import device_names, registry
@@ -53,20 +53,31 @@ def _records():
     return sorted(registry.all(), key=lambda r: r.name)
 
 
+#: The plugin API's name of a level -> the word users read: the compiler level is provided by `codegen_backend`, but
+#: `new-plugin --level`, the conformance kit's verdict and the docs all call it "compiler".
+LEVEL_WORDS = {"codegen": "compiler"}
+
+
+def level_words(levels) -> list[str]:
+    """The levels as users read them ("op", "subgraph", "compiler")."""
+    return [LEVEL_WORDS.get(level, level) for level in levels]
+
+
 def plugin_info(record) -> dict:
     """A JSON-ready summary of one plugin record."""
     dist, version = record.distribution
     return {"type": record.name, "entry_point": record.entry_point, "distribution": dist, "version": version,
-            "api_version": _api_text(record.api_version), "levels": record.levels, "status": record.status,
+            "api_version": _api_text(record.api_version), "levels": level_words(record.levels),
+            "status": record.status,
             "device_count": record.device_count if record.ok else 0,
             "devices": device_names(record.name, record.device_count, JSON_DEVICES) if record.ok else [],
             "cause": record.cause, "fix": record.fix}
 
 
 def codegen_status(record) -> tuple[bool | None, str, set]:
-    """(usable, why not, ops it can generate) of a plugin's codegen backend on its device 0; usable is None when the
-    plugin has no codegen level."""
-    if not record.ok or "codegen" not in record.levels:
+    """(usable, why not, ops it can generate) of a plugin's compiler backend (codegen_backend) on its device 0; usable
+    is None when the plugin has no compiler level."""
+    if not record.ok or "compiler" not in level_words(record.levels):
         return None, "", set()
     try:
         dev = devices.get(f"{record.name}:0")

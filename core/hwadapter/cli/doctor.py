@@ -15,7 +15,7 @@ from .settings import _check_settings, _conflict_checks
 def _add_doctor(sub) -> None:
     p = sub.add_parser("doctor", help="explain every plugin that is not ok, and how to fix it; check settings",
                        description="Loads and checks every plugin in a child process with a time limit (import, "
-                                   "device count, device 0's runtime, kernels, codegen and subgraph backends), prints "
+                                   "device count, device 0's runtime, kernels, compiler and subgraph backends), prints "
                                    "the cause and the fix for each that is not ok (and a line for each that is), and "
                                    "checks the HWADAPTER_* settings. Exit status 1 when a plugin is broken (failed, "
                                    "incompatible, crashed, hung, or claimed twice) or a setting is FAIL.")
@@ -84,7 +84,7 @@ def _summary(say, infos: list[dict], conflicts: list, settings: list, strict: bo
     if unavailable:
         problems.append(f"{len(unavailable)} plugin(s) have no usable device: " + ", ".join(unavailable))
     if no_codegen:
-        problems.append("codegen backend unavailable on " + ", ".join(no_codegen))
+        problems.append("compiler backend unavailable on " + ", ".join(no_codegen))
     if bad_settings:
         problems.append(f"{len(bad_settings)} setting(s) need fixing")
     failing = bool(broken or conflicts or bad_settings)

@@ -1,9 +1,12 @@
 """`hwadapter new-plugin NAME --level op|subgraph|compiler`: a standalone plugin package to start from."""
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 from rich.text import Text
 
-from hwadapter.errors import InvalidArgumentError
+from hwadapter.api.errors import InvalidArgumentError
 from hwadapter.scaffold import LEVELS, generate
 
 from .common import _console
@@ -39,8 +42,20 @@ def _cmd_new_plugin(args) -> int:
     for rel in made.files:
         say(f"  {rel}")
     say("Next:", "bold")
-    for line in (f"pip install -e {made.root}", "hwadapter devices",
-                 f"hwadapter conformance {made.name}", f"then replace the emulation in {made.root}/hwadapter_"
-                 f"{made.name}/ with your device (its README says how)"):
-        say(f"  {line}")
+    steps = [(install_line(made.root), "[test]: pytest and onnx, which the conformance kit runs on"),
+             ("hwadapter devices", f"{made.name}:0 listed"),
+             (f"hwadapter conformance {made.name}", "passes before you change a line")]
+    width = max(len(command) for command, _ in steps)
+    for command, why in steps:
+        say(f"  {command:<{width}}  # {why}")
+    say(f"  then replace the emulation in {made.root}/hwadapter_{made.name}/ with your device (its README says how)")
     return 0
+
+
+def install_line(root) -> str:
+    """The command that installs a generated package, as the README writes it: `pip install -e './hwadapter-acme[test]'`
+    (a relative folder keeps its ./, without which pip would read the name as a package on an index)."""
+    path = str(root)
+    if not Path(path).is_absolute() and not path.startswith("."):
+        path = f"./{path}"
+    return f"pip install -e {shlex.quote(path + '[test]')}"

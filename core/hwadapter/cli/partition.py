@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 
-from hwadapter.errors import HwAdapterError
+from hwadapter.api.errors import HwAdapterError
 from hwadapter.runtime.device import devices
 
 from .common import _console, _positive_int, _text
@@ -13,12 +13,12 @@ from .graph_file import _BadInput, load_graph
 
 def _add_partition(sub) -> None:
     p = sub.add_parser("partition", help="split a graph over devices and show the plan (nodes, copies, memory)",
-                       description="Read a graph written by Graph.to_json() (a JSON file: json.dump(graph.to_json(), "
-                                   "f)) or an ONNX model (.onnx), run the optimisation passes, partition it over "
+                       description="Read a graph file written by graph.save(path) (its JSON form, Graph.to_json()) "
+                                   "or an ONNX model (.onnx), run the optimisation passes, partition it over "
                                    "the devices in priority order, and print the plan's summary: nodes per device, "
                                    "subgraphs, fallbacks, copies, planned vs naive peak memory, passes.")
     p.add_argument("graph", metavar="GRAPH.json|MODEL.onnx",
-                   help="the graph, as written by Graph.to_json(), or an ONNX model (a name ending in .onnx)")
+                   help="a graph file written by graph.save(path), or an ONNX model (a name ending in .onnx)")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...", dest="shapes",
                    help="ONNX models: a shape for an input whose dims the model leaves open (default: 1 each)")
     p.add_argument("--device", action="append", metavar="DEVICE", dest="devices",

@@ -9,7 +9,7 @@ import time
 from hwadapter.runtime.device import devices
 from hwadapter.runtime.discovery import registry
 
-from .common import _check, codegen_status, plugin_info
+from .common import _check, codegen_status, level_words, plugin_info
 
 _PROTOCOL = "\x1ehwadapter-probe "  # starts every line the child writes for the parent
 #: What the child was doing at each stage it reports, for the message when it never finished.
@@ -25,8 +25,8 @@ _DUMP_MARGIN = 1.0
 
 def _deep_checks(record, stage) -> tuple[list, dict]:
     """What device 0 of an ok plugin does at first use: its runtime, kernels (op names and dtypes checked by the
-    registrar), codegen and subgraph backends. Returns (checks as [level, message, fix], facts for the settings)."""
-    checks, facts, levels = [], {"kernels": None, "host_memory": None}, record.levels
+    registrar), compiler and subgraph backends. Returns (checks as [level, message, fix], facts for the settings)."""
+    checks, facts, levels = [], {"kernels": None, "host_memory": None}, level_words(record.levels)
     if not levels:
         checks.append(_check("FAIL", "the plugin provides no level: it overrides none of register_kernels (op), "
                                      "codegen_backend or subgraph_backend, so no op could run on it",
@@ -46,7 +46,7 @@ def _deep_checks(record, stage) -> tuple[list, dict]:
             facts["kernels"] = len(dev.kernels.ops())
         except Exception as err:
             checks.append(_failed("register_kernels failed", err, "a plugin bug: report it to its vendor"))
-    if "codegen" in levels:
+    if "compiler" in levels:
         stage("codegen_backend")
         facts["codegen"], check = _codegen_check(record)
         checks.append(check)
@@ -63,8 +63,9 @@ def _failed(what: str, err: Exception, fix: str) -> list:
 def _codegen_check(record) -> tuple[bool, list]:
     usable, why, ops = codegen_status(record)
     if usable:
-        return True, _check("ok", f"codegen backend usable: {len(ops)} ops written in kernel primitives compile for it")
-    return False, _check("warn", f"codegen backend unavailable: {why}", f"see the cause; until then ops without a "
+        return True, _check("ok", f"compiler backend usable: {len(ops)} ops written in kernel primitives compile "
+                                  f"for it")
+    return False, _check("warn", f"compiler backend unavailable: {why}", f"see the cause; until then ops without a "
                                  f"kernel on {record.name} fall back instead of being generated")
 
 

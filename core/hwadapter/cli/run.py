@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 from rich.table import Table
 
-from hwadapter.errors import HwAdapterError
+from hwadapter.api.errors import HwAdapterError
 
 from .common import _console, _positive_int, _text
 
@@ -179,16 +179,25 @@ def errors(got, expected) -> tuple:
 
 
 # --- tables ----------------------------------------------------------------------------------------------------
+def _number(v: float) -> str:
+    """A statistic in at most 10 characters (4 significant digits, %g form): a column never has to cut it, so its
+    exponent is never lost at 80 columns."""
+    return f"{v:.4g}"
+
+
 def _outputs_table(names, outputs) -> Table:
-    t = Table("output", "shape", "dtype", "min", "max", "mean", title="outputs", title_justify="left")
-    t.add_column("first values", no_wrap=True)
+    t = Table(title="outputs", title_justify="left")
+    t.add_column("output", overflow="fold")
+    for heading in ("shape", "dtype", "min", "max", "mean"):  # whole or not at all: never cut to "-3.05…"
+        t.add_column(heading, no_wrap=True)
+    t.add_column("first values", overflow="fold")  # the one column that folds when the terminal is narrow
     for name, arr in zip(names, outputs):
         a = np.asarray(arr)
         stats = ["-", "-", "-"]
         if a.size and a.dtype.kind in "biuf":
             f = a.astype(np.float64)
-            stats = [f"{np.nanmin(f):.6g}", f"{np.nanmax(f):.6g}", f"{np.nanmean(f):.6g}"]
-        first = np.array2string(a.reshape(-1)[:4], precision=4, separator=", ")
+            stats = [_number(np.nanmin(f)), _number(np.nanmax(f)), _number(np.nanmean(f))]
+        first = np.array2string(a.reshape(-1)[:4], precision=3, separator=", ")
         t.add_row(name, str(tuple(a.shape)), str(a.dtype), *stats, first)
     return t
 
@@ -213,7 +222,6 @@ def top_kernels_table(prof, n: int = TOP_KERNELS, wall: float | None = None) -> 
 # --- the command -----------------------------------------------------------------------------------------------
 def _cmd_run(args) -> int:
     console, err_console = _console(), _console(stderr=True)
-    console.width = max(console.width, 120)  # the tables' columns stay whole in a pipe or a narrow terminal
     try:
         return _run(args, console, err_console)
     except _Fail as err:
