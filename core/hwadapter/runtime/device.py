@@ -9,10 +9,10 @@ import threading
 
 import numpy as np
 
-from ..config import config
-from ..errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
-from ..interfaces import KernelRegistrar, KernelTable
-from ..ops import reference
+from ..api.config import config
+from ..api.errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
+from ..api.interfaces import KernelRegistrar, KernelTable
+from ..api import reference
 from . import codegen
 from .allocator import CachingAllocator
 from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry
@@ -246,11 +246,12 @@ def _unknown(dtype: str, index: str | None) -> InvalidDeviceError:
                                   f"{same[0]!r}? Fix: write {spec!r}; {_available_summary()}")
     close = difflib.get_close_matches(dtype, known, n=2)
     hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-    # the core names no plugin: the hint is the naming convention of plugin distributions
-    fix = (f"pip install hwadapter-{dtype.lower()} (plugins are named hwadapter-<type> by convention; any "
-           f"distribution declaring an entry point in the group 'hwadapter.plugins' works)")
+    # the core names no plugin and cannot know which distribution provides a type: no package name is guessed
+    fix = (f"install the plugin that provides {dtype!r} (your vendor's package: it declares the entry point "
+           f"{dtype!r} in the group 'hwadapter.plugins')")
     return InvalidDeviceError(f"unknown device type {dtype!r}: no installed plugin provides it.{hint} Fix: {fix}, "
-                              f"then check with `hwadapter devices`; {_available_summary()}")
+                              f"then check with `hwadapter devices`; "
+                              f"{_available_summary()}")
 
 
 def _parse(spec) -> tuple[str, int, str | None]:
