@@ -1,4 +1,4 @@
-"""The CPU's default conv2d (blasconv.py: BLAS products with C im2col, Winograd transforms and epilogue) against
+"""The CPU's conv2d (tuning/blasconv.py: BLAS products with C im2col, Winograd transforms and epilogue) against
 the reference kernel, and the plan executor's prepack of constant weights."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hwadapter.graph import Graph, GraphBuilder, run
 from hwadapter.plugin import reference
 from hwadapter.runtime.device import get
 
-blasconv = pytest.importorskip("hwadapter_cpu.blasconv")
+blasconv = pytest.importorskip("hwadapter_cpu.tuning.blasconv")
 KERNEL = blasconv.conv_kernel(get("cpu"))
-# the same tasks run by the Python crew (numpy's matmul), as where numpy's BLAS cannot be called from C
+# the same tasks in Python on one thread (numpy's matmul), as where numpy's BLAS cannot be called from C
 FORMS = {"native": KERNEL, "python": blasconv.conv_kernel(get("cpu"), native=False)}
 if blasconv.Transforms(get("cpu")).lib() is None:
     pytest.skip("no C compiler: the C transforms are not built (the numpy form runs)", allow_module_level=True)
@@ -136,7 +136,7 @@ def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog
 
     def no_compiler(*args):
         raise CompileError("cpu: no C compiler found")
-    monkeypatch.setattr("hwadapter_cpu.clib.load_source", no_compiler)
+    monkeypatch.setattr("hwadapter_cpu.tuning.clib.load_source", no_compiler)
     kernel = blasconv.conv_kernel(get("cpu"))
     x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
     np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
@@ -163,7 +163,7 @@ def test_a_plan_prepacks_the_constant_3x3_weight_once_and_matches_the_reference_
     plan = hw.graph.partition(graph, devices=["cpu"])
     x = x.astype("float32")
     got = plan.run([x])[0].numpy()
-    packed = [v for v in plan._executor.preset.values() if isinstance(v, blasconv.Packed)]
+    packed = [v for v in plan.schedule.constants.values() if isinstance(v, blasconv.Packed)]
     assert len(packed) == 1 and packed[0].weight.shape == (24, 24, 3, 3) and packed[0].tile == 2  # not the 1x1's
     want = run(graph, {"x": x})[graph.outputs[0]].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
@@ -213,15 +213,15 @@ def test_the_native_crew_runs_where_numpys_blas_has_a_cblas_sgemm():
     transforms = blasconv.Transforms(get("cpu"))
     assert transforms.lib() is not None
     if blasconv.single_blas.sgemm() is None:
-        pytest.skip("numpy's BLAS has no cblas_sgemm threadpoolctl can find: the Python crew runs")
+        pytest.skip("numpy's BLAS has no cblas_sgemm threadpoolctl can find: the Python form runs")
     assert transforms._native_crew is not None and transforms._sgemm is not None
 
 
-def test_without_a_cblas_sgemm_the_python_crew_runs_and_says_why(monkeypatch, caplog):
+def test_without_a_cblas_sgemm_the_python_form_runs_and_says_why(monkeypatch, caplog):
     monkeypatch.setattr(blasconv.single_blas, "sgemm", lambda: None)
     transforms = blasconv.Transforms(get("cpu"))
     kernel = blasconv.conv_kernel(get("cpu"))
-    with caplog.at_level("INFO", logger="hwadapter_cpu.blasconv"):
+    with caplog.at_level("INFO", logger="hwadapter_cpu.tuning.blasconv"):
         assert transforms.lib() is not None and transforms._native_crew is None
     assert "no cblas_sgemm" in caplog.text
     rng = np.random.default_rng(3)

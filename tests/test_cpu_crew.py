@@ -1,4 +1,4 @@
-"""The CPU plugin's work-claiming crew (crew.py) and the float32 matmul that shares it (matmul.py)."""
+"""The CPU plugin's work-claiming crew (tuning/crew.c) and the float32 matmul that shares it (tuning/matmul.py)."""
 from __future__ import annotations
 
 import threading
@@ -9,46 +9,9 @@ import pytest
 
 from hwadapter.plugin import reference
 
-crew_mod = pytest.importorskip("hwadapter_cpu.crew")
-from hwadapter_cpu.matmul import matmul_kernel  # noqa: E402
-
-
-def test_every_task_runs_once_across_the_threads():
-    crew = crew_mod.Crew(3)
-    seen, threads, lock = [], set(), threading.Lock()
-    both = threading.Barrier(2, timeout=30)  # the first two tasks must run at once: on two threads
-
-    def task(i):
-        if i < 2:
-            both.wait()
-        with lock:
-            seen.append(i)
-            threads.add(threading.get_ident())
-    crew.run([lambda i=i: task(i) for i in range(40)])
-    assert sorted(seen) == list(range(40)) and len(threads) > 1
-
-
-def test_a_failing_task_is_raised_to_the_caller_after_the_others_ran():
-    crew, ran = crew_mod.Crew(2), []
-
-    def bad():
-        raise ValueError("task broke")
-    with pytest.raises(ValueError, match="task broke"):
-        crew.run([bad] + [lambda i=i: ran.append(i) for i in range(5)])
-    assert sorted(ran) == list(range(5))
-
-
-def test_the_caller_never_waits_for_a_helper_that_has_not_started():
-    """A descheduled helper (here: one whose pool is stuck) must not hold the call back: the caller does it all."""
-    crew = crew_mod.Crew(2)
-    crew.run([lambda: None, lambda: None])  # the pool exists now
-    gate = threading.Event()
-    crew._pool.submit(gate.wait)  # its only thread is busy until the gate opens
-    done = []
-    start = time.perf_counter()
-    crew.run([lambda i=i: done.append(i) for i in range(8)])
-    assert sorted(done) == list(range(8)) and time.perf_counter() - start < 10
-    gate.set()
+tuned_blas = pytest.importorskip("hwadapter_cpu.tuning.blas")
+from hwadapter_cpu.tuning.blasconv import Transforms  # noqa: E402
+from hwadapter_cpu.tuning.matmul import matmul_kernel  # noqa: E402
 
 
 def test_blas_runs_single_threaded_inside_and_as_before_after():
@@ -57,8 +20,8 @@ def test_blas_runs_single_threaded_inside_and_as_before_after():
     if not blas.lib_controllers:
         pytest.skip("numpy's BLAS is not one threadpoolctl knows")
     before = [lib.get_num_threads() for lib in blas.lib_controllers]
-    with crew_mod.single_blas():
-        with crew_mod.single_blas():  # nested and concurrent kernels: the last to leave restores
+    with tuned_blas.single_blas():
+        with tuned_blas.single_blas():  # nested and concurrent kernels: the last to leave restores
             assert all(lib.get_num_threads() == 1 for lib in blas.lib_controllers)
         assert all(lib.get_num_threads() == 1 for lib in blas.lib_controllers)
     assert [lib.get_num_threads() for lib in blas.lib_controllers] == before
@@ -71,7 +34,8 @@ def test_blas_runs_single_threaded_inside_and_as_before_after():
     ((200, 300), (500, 300), False, True), ((2, 64, 300), (64, 129), True, False),
     ((7,), (7, 3), False, False), ((2, 3, 4), (2, 4, 5), False, False), ((4, 8), (8, 2), False, False)])
 def test_matmul_gives_the_references_products(xs, ys, tx, ty):
-    matmul = matmul_kernel(crew_mod.Crew(2))
+    from hwadapter.runtime.device import get
+    matmul = matmul_kernel(Transforms(get("cpu")))
     rng = np.random.default_rng(8)
     x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
     want = reference.matmul(x.astype("float64"), y.astype("float64"), tx, ty)
@@ -85,8 +49,7 @@ def _native_crew():
     """blasconv's library (crew.c is part of it) and a new native crew of two helpers, or a skip naming why."""
     import ctypes
     from hwadapter.runtime.device import get
-    from hwadapter_cpu import blasconv
-    lib = blasconv.Transforms(get("cpu")).lib()
+    lib = Transforms(get("cpu")).lib()
     if lib is None:
         pytest.skip("no C compiler: the native crew is not built")
     task = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

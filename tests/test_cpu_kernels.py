@@ -1,4 +1,5 @@
-"""The CPU plugin's own kernels (conv2d, max_pool2d, avg_pool2d) against the reference kernels, the semantics' oracle."""
+"""The CPU plugin's tuned kernels (conv2d, max_pool2d, avg_pool2d, batch_norm) against the reference kernels, the
+semantics' oracle."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +9,8 @@ from hypothesis import strategies as st
 
 from hwadapter.plugin import reference
 
-conv = pytest.importorskip("hwadapter_cpu.conv")
-compiled = pytest.importorskip("hwadapter_cpu.compiled")
-pool = pytest.importorskip("hwadapter_cpu.pool")
+blasconv = pytest.importorskip("hwadapter_cpu.tuning.blasconv")
+pool = pytest.importorskip("hwadapter_cpu.tuning.pool")
 
 TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
 
@@ -39,17 +39,6 @@ def cases(draw):
     return x, wt, bias, dict(stride=stride, padding=padding, dilation=dilation, groups=groups, activation=act)
 
 
-@settings(max_examples=150, deadline=None)
-@given(cases())
-def test_matches_the_reference_kernel(case):
-    x, w, bias, attrs = case
-    want = reference.KERNELS["conv2d"](x, w, bias, **attrs)
-    got = conv.conv2d(x, w, bias, **attrs)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    tol = TOL[x.dtype.name]
-    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
-
-
 def test_is_the_cpu_devices_kernel_and_keeps_its_epilogues():
     import hwadapter as hw
     from hwadapter.runtime.device import get
@@ -59,7 +48,6 @@ def test_is_the_cpu_devices_kernel_and_keeps_its_epilogues():
     w = hw.to_tensor(np.ones((3, 2, 3, 3), "float32"))
     y = hw.nn.functional.conv2d(x, w, padding=1)
     assert y.numpy()[0, 0, 2, 2] == 18 and y.numpy()[0, 0, 0, 0] == 8
-    assert conv.conv2d.epilogues == reference.CONV_ACTIVATIONS
 
 
 @st.composite
@@ -124,15 +112,16 @@ def test_pool_c_keeps_nan_and_gives_each_windows_exact_value():
 
 
 def _device_conv():
-    """The C conv2d (HWADAPTER_CPU_KERNELS=codegen), built for cpu:0 here whatever the setting."""
+    """The tuned conv2d (tuning/blasconv.py), built for cpu:0 here."""
     from hwadapter.runtime.device import get
-    return compiled.kernels(get("cpu"))["conv2d"]
+    return blasconv.conv_kernel(get("cpu"))
 
 
 @settings(max_examples=150, deadline=None)
 @given(cases())
-def test_the_compiled_form_matches_the_reference_kernel(case):
-    """The device's kernel: float32 ungrouped convolutions run the C kernel, every other case the numpy form."""
+def test_the_tuned_form_matches_the_reference_kernel(case):
+    """The device's kernel: float32 convolutions (dense, grouped, depthwise) run in C and BLAS, every other dtype
+    the reference kernel."""
     x, w, bias, attrs = case
     shape = reference.KERNELS["conv2d"](x, w, bias, **attrs).shape
     residual = np.random.default_rng(x.size).standard_normal(shape).astype(x.dtype) if x.size % 2 else None
@@ -171,14 +160,16 @@ def test_the_c_kernel_refuses_a_residual_of_another_shape_before_reading_it():
 
 
 def test_the_device_kernel_runs_float32_in_c_not_numpy(monkeypatch):
-    monkeypatch.setattr(compiled, "conv2d", lambda *a, **k: pytest.fail("the numpy form ran for float32"))
+    monkeypatch.setattr(blasconv.reference, "conv2d", lambda *a, **k: pytest.fail("the reference ran for float32"))
     x = np.ones((1, 8, 12, 12), "float32")
     got = _device_conv()(x, np.ones((16, 8, 3, 3), "float32"), padding=(1, 1, 1, 1))
     assert got[0, 0, 5, 5] == 72 and got[0, 0, 0, 0] == 32
 
 
-@pytest.mark.parametrize("mode, compiled", [("numpy", False), ("codegen", True)])
-def test_the_setting_chooses_the_numpy_or_the_compiled_conv2d_and_matmul(monkeypatch, mode, compiled):
+@pytest.mark.parametrize("mode", ["numpy", "codegen"])
+def test_either_setting_registers_the_one_tuned_conv2d_and_matmul(monkeypatch, mode):
+    """HWADAPTER_CPU_KERNELS=codegen compiles the kernel-primitive ops (batch_norm among them); conv2d and matmul
+    stay the tuned ones."""
     from hwadapter.runtime.device import get
     from hwadapter_cpu import CpuPlugin
     monkeypatch.setenv("HWADAPTER_CPU_KERNELS", mode)
@@ -190,24 +181,11 @@ def test_the_setting_chooses_the_numpy_or_the_compiled_conv2d_and_matmul(monkeyp
         def register(self, op, fn, dtypes=None):
             registered[op] = fn
     CpuPlugin().register_kernels(Registrar())
-    want = "hwadapter_cpu.compiled" if compiled else "hwadapter_cpu.blasconv"
-    assert registered["conv2d"].__module__ == want and hasattr(registered["conv2d"], "prepack") is not compiled
-    assert registered["matmul"].__module__ == ("hwadapter_cpu.compiled" if compiled else "hwadapter_cpu.matmul")
+    assert registered["conv2d"].__module__ == "hwadapter_cpu.tuning.blasconv" and registered["conv2d"].prepack
+    assert registered["matmul"].__module__ == "hwadapter_cpu.tuning.matmul"
     assert registered["conv2d"].residual and registered["conv2d"].epilogues == reference.CONV_ACTIVATIONS
-
-
-def test_the_compiled_matmul_gives_numpys_products():
-    from hwadapter.runtime.device import get
-    matmul = compiled.kernels(get("cpu"))["matmul"]
-    rng = np.random.default_rng(8)
-    for xs, ys, tx, ty in [((1, 2048), (2048, 1000), False, False), ((3, 5, 300), (300, 700), False, False),
-                           ((200, 300), (500, 300), False, True), ((2, 64, 300), (64, 129), True, False),
-                           ((7,), (7, 3), False, False), ((2, 3, 4), (2, 4, 5), False, False)]:
-        x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
-        want = reference.matmul(x.astype("float64"), y.astype("float64"), tx, ty)
-        got = matmul(x, y, tx, ty)
-        assert got.shape == want.shape and got.dtype == np.float32
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    compiled = mode == "codegen" and get("cpu").codegen is not None
+    assert ("batch_norm" in registered) is not compiled
 
 
 def test_calls_from_several_threads_at_once_each_get_their_own_result():
@@ -221,43 +199,7 @@ def test_calls_from_several_threads_at_once_each_get_their_own_result():
         np.testing.assert_allclose(g, reference.KERNELS["conv2d"](x, w, padding=(1, 1, 1, 1)), rtol=1e-4, atol=1e-3)
 
 
-def test_a_helper_thread_that_starts_after_the_call_is_done_finds_nothing_left():
-    """A descheduled pool thread may run its share after the caller has returned: it must neither compute nor
-    touch freed memory (the call is freed by the last thread to let go)."""
-    from hwadapter.runtime.device import get
-    native = compiled.Native(get("cpu"))
-    lib = native.lib()
-    if lib is None:
-        pytest.skip("no C compiler: the C kernel is not built")
-    late = []
-
-    class Late:
-        def submit(self, fn, *args):
-            late.append((fn, args))
-    native.threads, native._pool = 3, Late()
-    x = np.random.default_rng(6).standard_normal((1, 16, 30, 30)).astype("float32")
-    w = np.random.default_rng(7).standard_normal((32, 16, 3, 3)).astype("float32")
-    got = native(lib, x, w, None, None, (1, 1), (1, 1, 1, 1), (1, 1), None)
-    np.testing.assert_allclose(got, reference.KERNELS["conv2d"](x, w, padding=(1, 1, 1, 1)), rtol=1e-4, atol=1e-3)
-    assert len(late) == 2
-    for fn, args in late:
-        fn(*args)  # after the call: nothing to do, and the last one frees it
-
-
-def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog):
-    from hwadapter.plugin import CompileError
-    from hwadapter.runtime.device import get
-
-    def no_compiler(*args):
-        raise CompileError("cpu: no C compiler found")
-    monkeypatch.setattr(compiled, "load_source", no_compiler)
-    kernel = compiled.kernels(get("cpu"))["conv2d"]
-    x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
-    np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
-    assert "its C kernel is unavailable: cpu: no C compiler found" in caplog.text
-
-
-norm = pytest.importorskip("hwadapter_cpu.norm")
+norm = pytest.importorskip("hwadapter_cpu.tuning.norm")
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,19 +1,22 @@
-"""The CPU reference plugin: host memory, numpy kernels for every op, and a C compiler backend.
+"""The CPU reference plugin: host memory, the reference numpy kernels for every op, and a C compiler backend.
 
-Found through its entry point "cpu" like any vendor plugin. Eager ops use the numpy kernels (a few µs per
-op); the C backend (OpenMP) runs everything written in kernel primitives that has no numpy kernel:
-custom `kp.register_op` ops and fused programs. float32 conv2d and matmul are BLAS products shared by the device's
-own threads (blasconv.py, matmul.py, crew.py). `HWADAPTER_CPU_KERNELS=codegen` drops the numpy kernels of the
-primitive-expressible ops so those run compiled too, and runs float32 conv2d and matmul in C (compiled.py).
+A vendor's template: this file, runtime.py and codegen.py are the contract. native.py (with host_device.c) serves
+native hosts such as the Paddle bridge. tuning/ holds faster kernels and may be deleted: the plugin then runs the
+reference kernels, with the same results, and still passes the conformance kit.
 """
 from __future__ import annotations
 
 from hwadapter.plugin import Plugin, cpu_kernels, primitive_ops, reference
 
-from . import blasconv, compiled, native, norm, pool
-from .crew import Crew
-from .matmul import matmul_kernel
+from . import native
 from .runtime import CpuRuntime
+
+try:  # optional: the faster kernels; a vendor who deletes tuning/ keeps a plugin that runs and passes the kit
+    from .tuning import register as register_tuned
+except ModuleNotFoundError as err:
+    if err.name != f"{__name__}.tuning":  # only a deleted tuning/ is expected; anything it lacks is a bug to see
+        raise
+    register_tuned = None
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
 
@@ -30,21 +33,15 @@ class CpuPlugin(Plugin):
         return CpuRuntime(index)
 
     def register_kernels(self, kernels) -> None:
+        # HWADAPTER_CPU_KERNELS=codegen: the ops written in kernel primitives run as compiled C, not in numpy
         codegen = cpu_kernels() == "codegen" and kernels.device.codegen is not None
+        compiled = primitive_ops() if codegen else frozenset()
         # The reference kernels accept every dtype the frontend lets through, so none are listed.
-        skip = primitive_ops() if codegen else frozenset()
         for op, fn in reference.KERNELS.items():
-            if op not in skip:
+            if op not in compiled:
                 kernels.register(op, fn)
-        # the reference's semantics, faster: conv2d as BLAS products with C transforms around them (all in C, with
-        # float32 matmul, under HWADAPTER_CPU_KERNELS=codegen), float32 pooling and batch_norm in C (pool.c, norm.c)
-        crew = Crew(name=str(kernels.device))  # one set of threads for the device's conv2d and matmul
-        default = {"conv2d": blasconv.conv_kernel(kernels.device, crew), "matmul": matmul_kernel(crew)}
-        for op, fn in (compiled.kernels(kernels.device) if codegen else default).items():
-            kernels.register(op, fn)
-        c_kernels = {**pool.kernels(kernels.device), **({} if codegen else norm.kernels(kernels.device))}
-        for op, fn in c_kernels.items():  # batch_norm is a primitive op: under codegen, its compiled form serves
-            kernels.register(op, fn)
+        if register_tuned is not None:
+            register_tuned(kernels, compiled)
 
     def native_library(self) -> str:
         """Host memory in C (host_device.c), for native hosts such as the Paddle bridge."""

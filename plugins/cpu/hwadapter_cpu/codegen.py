@@ -18,7 +18,7 @@ _BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off"]
 # Used when the compiler accepts them. -fno-trapping-math: generated kernels never read the floating-point
 # exception flags, and under gcc's default (-ftrapping-math) an operation moved into one arm of a NaN-propagating
 # select (relu, minimum, maximum) may not be executed speculatively, so the loop is not if-converted and runs scalar
-# (about 10x slower). -fno-math-errno: kernels never read errno, and setting it puts a branch and a call around every
+# (many times slower). -fno-math-errno: kernels never read errno, and setting it puts a branch and a call around every
 # sqrt. Neither changes a result: NaNs, infinities and signed zeros keep IEEE semantics (that is -ffast-math's
 # -ffinite-math-only / -fno-signed-zeros, which stay off).
 _OPTIONAL_FLAGS = ["-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp"]

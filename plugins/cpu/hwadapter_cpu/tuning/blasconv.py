@@ -7,28 +7,26 @@ with a C compiler.
 to their first copy so their channels come out bit-identical. Every other ungrouped convolution is im2col + one
 product. Each image's work is cut into phases of independent tasks (`Image.phases`: bands of output rows, each its
 patches or transforms, its products and its output with the bias, residual and relu; or, with few pixels, blocks of
-output channels). The native crew (crew.c) runs them in C (tasks.c), calling numpy's own cblas_sgemm single-threaded,
-without the GIL; where that BLAS cannot be called from C, the Python crew (crew.py) runs the same tasks through numpy.
-Grouped convolutions run as bands of one product per group. Anything else (other dtypes, no compiler) is
-conv.py's numpy.
+output channels). The device's threads (crew.c) run them in C (tasks.c), calling numpy's own cblas_sgemm
+single-threaded, without the GIL; where that BLAS cannot be called from C, the same tasks run in Python on the calling
+thread, through numpy's matmul. Grouped convolutions run as bands of one product per group. Anything else (other
+dtypes, no compiler) is the reference kernel.
 """
 from __future__ import annotations
 
 import ctypes
 import logging
 import threading
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from hwadapter.plugin import meta, reference
 
+from .blas import COLUMNS, ROWS, SPLIT_FLOPS, cores, single_blas, split
 from .clib import CLibrary
-from .conv import _EPILOGUE, conv2d
-from .crew import COLUMNS, ROWS, SPLIT_FLOPS, Crew, single_blas, split
 
-#: how long the native crew's threads watch for the next call before sleeping (a ResNet layer comes every ~1 ms)
+#: how long the crew's threads watch for the next call before sleeping: longer than the gap between a model's layers
 SPIN_NS = 200_000
 
 log = logging.getLogger(__name__)
@@ -54,7 +52,7 @@ class Packed:
 
     def __init__(self, weight: np.ndarray, tile: int = 2):
         self.weight, self.tile, self.u, self.rep = weight, tile, None, _first_copies(weight)
-        if tile:  # a few ms for 512 channels: once per plan, not per call
+        if tile:  # once per plan, not per call
             k, c = weight.shape[:2]
             u = np.matmul(weight.reshape(k * c, 9).astype(np.float64), _GG[tile])  # (K*C, n*n)
             self.u = np.ascontiguousarray(u.T, np.float32).reshape(-1, k, c)
@@ -91,10 +89,10 @@ def _ptr(a) -> int:
     return 0 if a is None else a.ctypes.data
 
 
-# tasks.c's parameter slots and task kinds
-_SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
-          "direct tile tw groups").split()
-WINOGRAD, BAND, PATCHES, BLOCK, STORE = range(5)
+# tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_: matmul.py's)
+SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
+         "direct tile tw groups transb").split()
+WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_ = range(7)
 
 
 class Image:
@@ -139,7 +137,8 @@ class Image:
                       res=_ptr(self.res), rep=_ptr(self.rep), cols=_ptr(self.cols), raw=_ptr(self.raw),
                       sgemm=sgemm[0], ilp64=int(sgemm[1]), failed=0, relu=int(self.relu),
                       epilogue=int(self.epilogue), direct=int(self.direct))
-        return np.array([values[s] if s in values else getattr(self, s) for s in _SLOTS], np.int64)
+        values["transb"] = 0
+        return np.array([values[s] if s in values else getattr(self, s) for s in SLOTS], np.int64)
 
     # the same tasks in Python, for a BLAS that C cannot call: numpy's matmul, the transforms through ctypes
     def winograd(self, ty0, ty1):
@@ -188,42 +187,42 @@ class Image:
 
 
 class Transforms:
-    """The C of one device's conv2d (crew.c, transforms.c, tasks.c as one library), compiled on first use (None
-    when it cannot be built here), and who runs each phase's tasks: the native crew, calling numpy's BLAS from C
-    without the GIL, or, when that BLAS cannot be called from C, the Python crew with each thread's scratch."""
+    """The C of one device's conv2d and matmul (crew.c, transforms.c, tasks.c as one library), compiled on first use
+    (None when it cannot be built here), and who runs each phase's tasks: the device's threads (crew.c), calling
+    numpy's BLAS from C without the GIL, or, when that BLAS cannot be called from C, the calling thread in Python."""
 
-    def __init__(self, device, crew: Crew | None = None, native: bool = True):
+    def __init__(self, device, native: bool = True):
         self.device = device
-        self.crew = crew or Crew()
-        self.native = native  # False: the Python crew even where the native one could run (tests compare both)
+        self.threads = cores()
+        self.native = native  # False: the Python form even where the crew could run (tests compare both)
         self._sgemm = self._native_crew = None
         self._local = threading.local()  # .scratch: name -> a float32 array the thread keeps for its next task
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         self.lib = CLibrary(device, SOURCES, {
-            "hwa_conv_phase": (i64, [ptr, i64, ptr, ptr, i64]), "hwa_crew_new": (ptr, [i64, i64]),
+            "hwa_phase": (i64, [ptr, i64, ptr, ptr, i64]), "hwa_crew_new": (ptr, [i64, i64]),
             "hwa_im2col": (None, [ptr] * 2 + [i64] * 14), "hwa_winograd_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd_output": (None, [ptr] * 5 + [i64] * 7), "hwa_winograd4_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd4_output": (None, [ptr] * 5 + [i64] * 7), "hwa_epilogue": (None, [ptr] * 4 + [i64] * 6),
             "hwa_store": (None, [ptr] * 5 + [i64] * 6)}, "conv2d runs in numpy", ready=self._ready)
 
     def _ready(self, lib) -> None:
-        """The native crew, once numpy's cblas_sgemm has been found and checked through the new library."""
+        """The crew, once numpy's cblas_sgemm has been found and checked through the new library."""
         self._sgemm = self._checked_sgemm(lib)
         if self._sgemm is not None:
-            self._native_crew = lib.hwa_crew_new(self.crew.threads - 1, SPIN_NS)
+            self._native_crew = lib.hwa_crew_new(self.threads - 1, SPIN_NS)
 
     def _checked_sgemm(self, lib):
         """numpy's cblas_sgemm for tasks.c, once it gave a small product right through C; None otherwise."""
         found = single_blas.sgemm()
         if found is None:
-            log.info("%s: conv2d's threads run in Python: numpy's BLAS has no cblas_sgemm C can call", self.device)
+            log.info("%s: conv2d runs on one thread in Python: numpy's BLAS has no cblas_sgemm C can call", self.device)
             return None
         x, w = np.arange(12, dtype=np.float32).reshape(1, 3, 2, 2), np.arange(-3, 3, dtype=np.float32).reshape(2, 3, 1, 1)
         out = np.zeros((2, 2, 2), np.float32)
         image = Image(self, x[0], w, None, 0, None, None, None, out, (1, 1), (0, 0, 0, 0), (1, 1), False)
-        if lib.hwa_conv_phase(None, BAND, image.params(found).ctypes.data, np.array([0, 2], np.int64).ctypes.data, 1) \
+        if lib.hwa_phase(None, BAND, image.params(found).ctypes.data, np.array([0, 2], np.int64).ctypes.data, 1) \
                 or not np.array_equal(out.reshape(2, 4), w.reshape(2, 3) @ x.reshape(3, 4)):
-            log.warning("%s: numpy's cblas_sgemm gave a wrong product through C; conv2d's threads run in Python",
+            log.warning("%s: numpy's cblas_sgemm gave a wrong product through C; conv2d runs on one thread in Python",
                         self.device)
             return None
         return found
@@ -254,36 +253,45 @@ class Transforms:
             return out
         if not (stride == (1, 1) and dilation == (1, 1) and groups == 1):
             tile = 0
-        native = self._native_crew if self.native else None
+        native = self.crew()
         with single_blas():
             for i in range(n):  # one image at a time, in phases of independent tasks
                 image = Image(self, x[i], w, u, tile, b, None if r is None else r[i], rep, out[i], stride, padding,
                               dilation, activation == "relu", groups)
-                phases = image.phases(self.crew.threads)
+                phases = image.phases(self.threads)
                 if native is not None:
                     params = image.params(self._sgemm)
                     for kind, ranges in phases:
-                        spans = np.array(ranges, np.int64)
-                        if lib.hwa_conv_phase(native, kind, params.ctypes.data, spans.ctypes.data, len(ranges)):
-                            raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
+                        self.phase(lib, kind, params, ranges, "conv2d")
                     continue
                 tasks = (image.winograd, image.band, image.patches, image.block, image.store)
                 for kind, ranges in phases:
-                    self.crew.run([partial(tasks[kind], a, z) for a, z in ranges])
+                    for a, z in ranges:
+                        tasks[kind](a, z)
         if activation not in (None, "relu"):
-            out = _EPILOGUE[activation](out)
+            out = reference.KERNELS[activation](out)
         return out
 
+    def crew(self):
+        """The crew (crew.c) when the tasks run in C; None when they run in Python."""
+        return self._native_crew if self.native else None
 
-def conv_kernel(device, crew: Crew | None = None, native: bool = True):
-    """conv2d for `device`: float32 ungrouped convolutions through its Transforms, the rest through conv.py.
-    native=False: the Python crew runs the tasks even where the native one could."""
-    transforms = Transforms(device, crew, native)
+    def phase(self, lib, kind: int, params: np.ndarray, ranges: list, op: str) -> None:
+        """The task `kind` of tasks.c for each range, shared by the crew; returns when all are done."""
+        spans = np.array(ranges, np.int64)
+        if lib.hwa_phase(self._native_crew, kind, params.ctypes.data, spans.ctypes.data, len(ranges)):
+            raise MemoryError(f"{self.device}: {op} could not allocate its scratch")
+
+
+def conv_kernel(device, native: bool = True):
+    """conv2d for `device`: float32 convolutions through its Transforms, the rest through the reference kernel.
+    native=False: the tasks run in Python even where the crew could run them."""
+    transforms = Transforms(device, native)
 
     def conv2d_kernel(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
                       groups=1, activation=None):
         weight = w.weight if isinstance(w, Packed) else w
-        # channels that do not fit the groups: conv.py names the mismatch
+        # channels that do not fit the groups: the reference kernel names the mismatch
         fits = x.ndim == weight.ndim == 4 and x.shape[1] == weight.shape[1] * groups and weight.shape[0] % groups == 0
         if x.dtype == weight.dtype == np.float32 and fits and x.size and weight.size and all(
                 a is None or a.dtype == np.float32 for a in (bias, residual)):
@@ -291,7 +299,7 @@ def conv_kernel(device, crew: Crew | None = None, native: bool = True):
             if lib is not None:
                 return transforms(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation),
                                   activation, groups)
-        return conv2d(x, weight, bias, residual, stride, padding, dilation, groups, activation)
+        return reference.conv2d(x, weight, bias, residual, stride, padding, dilation, groups, activation)
 
     def pack(weight, shapes, stride=(1, 1), dilation=(1, 1), groups=1, **_):
         """The weight prepared for the products this kernel will run on inputs of `shapes`, or None (nothing to do)."""
@@ -304,4 +312,5 @@ def conv_kernel(device, crew: Crew | None = None, native: bool = True):
     conv2d_kernel.epilogues = reference.CONV_ACTIVATIONS
     conv2d_kernel.residual = True  # takes a fused residual input (graph fusion asks before emitting one)
     conv2d_kernel.prepack = {1: pack}  # input 1, the weight, when it is a plan constant
+    conv2d_kernel.transforms = transforms  # the library and crew that matmul.py shares
     return conv2d_kernel

@@ -1,12 +1,9 @@
-"""Work-claiming threads for the CPU kernels in Python: the calling thread and the crew's take tasks in turn from one
-list, while BLAS runs single-threaded. matmul uses it, and conv2d where numpy's BLAS cannot be called from C (else
-conv2d's tasks run on the native crew, crew.c, which works the same way without the GIL: handing the GIL between
-threads cost 50-100 us per call here).
+"""numpy's BLAS for the tuned kernels: its cblas_sgemm for C to call, run single-threaded while the device's own
+threads (crew.c) share the work, and how that work is cut.
 
 Why not BLAS's own threads: OpenBLAS splits each product evenly up front, waits for every thread at its end, and its
-threads spin between products. On the 2-core test machine with other work running, ResNet-50 took 813 ms that way
-against 207 ms with one thread and 183 ms with this crew (same run; onnxruntime 206 ms). Here a descheduled thread
-holds back only the task it took, and a helper that starts after the work is done finds nothing left to do.
+threads spin between products, so on a busy machine a descheduled thread holds back every product. With the crew a
+descheduled thread holds back only the task it took.
 """
 from __future__ import annotations
 
@@ -14,8 +11,6 @@ import contextlib
 import ctypes
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
-
 
 #: products below this many multiply-adds run as one task: sharing them costs more than it saves
 SPLIT_FLOPS = 1 << 21
@@ -35,47 +30,6 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-class Crew:
-    """`threads` - 1 helper threads (started on first use) that share task lists with the calling thread."""
-
-    def __init__(self, threads: int | None = None, name: str = "hwadapter-cpu"):
-        self.threads = max(1, threads or cores())
-        self._name = name
-        self._pool = None
-        self._lock = threading.Lock()
-
-    def run(self, tasks: list) -> None:
-        """Call every task once; returns when all are done. The first exception raised by a task is raised here."""
-        if len(tasks) <= 1 or self.threads == 1:
-            for task in tasks:
-                task()
-            return
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix=self._name)
-        claim = iter(range(len(tasks)))  # next() on it is atomic under the GIL: each task is taken once
-        left, failed, done, lock = [len(tasks)], [], threading.Event(), threading.Lock()
-
-        def work():
-            for i in claim:
-                try:
-                    tasks[i]()
-                except BaseException as err:  # noqa: BLE001 - handed to the caller below
-                    failed.append(err)
-                with lock:
-                    left[0] -= 1
-                    if left[0] == 0:
-                        done.set()
-
-        for _ in range(min(self.threads - 1, len(tasks) - 1)):
-            self._pool.submit(work)
-        work()
-        done.wait()  # only for tasks other threads took and are running, never for a helper yet to start
-        if failed:
-            raise failed[0]
 
 
 class SingleBlas:

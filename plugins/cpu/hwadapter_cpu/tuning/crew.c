@@ -1,7 +1,6 @@
-/* The CPU's native crew (blasconv.py): threads in C that share one call's tasks with the calling thread, without
- * the GIL. The Python crew (crew.py) lost 50-100 us per call on the test machine handing the GIL between threads
- * (a sleeping thread takes that long to wake); these threads watch for the next call for a while before sleeping,
- * and claim tasks with one atomic word, so a call costs a few microseconds.
+/* The CPU's one scheduler (blasconv.py, matmul.py): threads in C that share one call's tasks with the calling
+ * thread, without the GIL. Handing the GIL between Python threads costs a sleeping thread's wake-up per call; these
+ * threads watch for the next call for a while before sleeping, and claim tasks with one atomic word.
  *
  * A call posts (task function, parameters, ranges); each thread claims the next range until none is left. The
  * claim word holds the call's number in its high half, so a thread that saw an earlier call can never claim

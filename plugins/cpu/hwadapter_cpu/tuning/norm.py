@@ -1,6 +1,5 @@
-"""float32 batch_norm for the CPU in C (norm.c, one pass); the rest through the reference kernel.
-
-The reference's four numpy passes with a temporary each took 0.3 ms a layer (62 layers of DenseNet-121: 20 ms)."""
+"""float32 batch_norm for the CPU in C (norm.c, one pass, instead of the reference's four numpy passes with a
+temporary each); the rest through the reference kernel."""
 from __future__ import annotations
 
 import ctypes

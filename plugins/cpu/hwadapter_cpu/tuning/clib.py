@@ -1,4 +1,4 @@
-"""This plugin's C sources compiled for a device on first use (pool.c, norm.c; crew.c + transforms.c + tasks.c as
+"""The tuned kernels' C sources compiled for a device on first use (pool.c, norm.c; crew.c + transforms.c + tasks.c as
 one library): the library, or None where it cannot be built (the kernel's numpy form serves, and the log says why
 once)."""
 from __future__ import annotations

@@ -1,6 +1,7 @@
-/* conv2d's tasks for the native crew (crew.c), over the transforms (transforms.c) and BLAS's sgemm: each task is
- * one range of one phase, all of its work in C, so a call never takes the GIL. blasconv.py plans the phases and
- * fills the parameters; its Python form runs the same phases when numpy's BLAS cannot be called from C. */
+/* conv2d's and float32 matmul's tasks for the native crew (crew.c), over the transforms (transforms.c) and BLAS's
+ * sgemm: each task is one range of one phase, all of its work in C, so a call never takes the GIL. blasconv.py and
+ * matmul.py plan the phases and fill the parameters; blasconv.py's Python form runs the same conv2d phases on one
+ * thread when numpy's BLAS cannot be called from C. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -9,9 +10,9 @@
 enum {
   P_X, P_OUT, P_WEIGHT, P_BIAS, P_RES, P_REP, P_COLS, P_RAW, P_SGEMM, P_ILP64, P_FAILED,
   P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
-  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_COUNT
+  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_COUNT
 };
-enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE };
+enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS };
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
@@ -20,13 +21,15 @@ typedef void (*sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const f
 typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
                         int);
 
-/* c (m x n, row stride ldc) = a (m x k) b (k x n), row-major, through the cblas_sgemm blasconv.py found. */
+/* c (m x n, row stride ldc) = a (m x k) b (k x n), row-major, through the cblas_sgemm blasconv.py found; with
+ * P_TRANSB, b is stored transposed (n x k). */
 static void gemm(const int64_t *p, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                  int64_t ldb, float *c, int64_t ldc) {
-  if (p[P_ILP64]) /* 101, 111: CblasRowMajor, CblasNoTrans */
-    ((sgemm64)(intptr_t)p[P_SGEMM])(101, 111, 111, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  int tb = p[P_TRANSB] ? 112 : 111; /* 101, 111, 112: CblasRowMajor, CblasNoTrans, CblasTrans */
+  if (p[P_ILP64])
+    ((sgemm64)(intptr_t)p[P_SGEMM])(101, 111, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
   else
-    ((sgemm32)(intptr_t)p[P_SGEMM])(101, 111, 111, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
+    ((sgemm32)(intptr_t)p[P_SGEMM])(101, 111, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
                                     (int)ldc);
 }
 
@@ -142,11 +145,27 @@ static void task_store(const int64_t *p, int64_t a, int64_t z) {
             PTR(const int64_t, P_REP), points, 0, points, a, z, p[P_RELU]);
 }
 
-/* One phase of one image's conv2d: the task `kind` for each of `count` ranges, shared with `crew`. Returns 0, or
- * -1 when a thread's scratch could not be allocated. */
-int64_t hwa_conv_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
-  static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store};
-  if (kind < 0 || kind > K_STORE) return -1;
+/* float32 matmul (matmul.py) uses the same slots: P_X the left operand (P_OH rows x P_C), P_WEIGHT the right (P_C x
+ * P_OW, or P_OW x P_C with P_TRANSB), P_OUT the product (P_OH x P_OW). Its tasks: bands of rows, or of columns when
+ * there are few rows. */
+static void task_rows(const int64_t *p, int64_t r0, int64_t r1) {
+  int64_t k = p[P_C], n = p[P_OW];
+  gemm(p, r1 - r0, n, k, PTR(const float, P_X) + r0 * k, k, PTR(const float, P_WEIGHT), p[P_TRANSB] ? k : n,
+       PTR(float, P_OUT) + r0 * n, n);
+}
+
+static void task_columns(const int64_t *p, int64_t c0, int64_t c1) {
+  int64_t k = p[P_C], n = p[P_OW];
+  const float *b = PTR(const float, P_WEIGHT) + (p[P_TRANSB] ? c0 * k : c0);
+  gemm(p, p[P_OH], c1 - c0, k, PTR(const float, P_X), k, b, p[P_TRANSB] ? k : n, PTR(float, P_OUT) + c0, n);
+}
+
+/* One phase: the task `kind` for each of `count` ranges, shared with `crew`. Returns 0, or -1 when a thread's
+ * scratch could not be allocated. */
+int64_t hwa_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
+  static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store, task_rows,
+                                   task_columns};
+  if (kind < 0 || kind > K_COLUMNS) return -1;
   int64_t fail = 0;
   p[P_FAILED] = (int64_t)(intptr_t)&fail;
   hwa_crew_run(crew, tasks[kind], p, ranges, count);

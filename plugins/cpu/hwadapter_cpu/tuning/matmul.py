@@ -1,0 +1,49 @@
+"""float32 matmul for the CPU on the device's threads (crew.c): bands of rows of one product, or of columns when there
+are few rows, each a single-threaded BLAS call (tasks.c); everything else through the reference kernel.
+
+Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the convolutions that
+follow."""
+from __future__ import annotations
+
+import numpy as np
+
+from hwadapter.plugin import reference
+
+from .blas import COLUMNS, ROWS, SPLIT_FLOPS, single_blas, split
+from .blasconv import COLUMNS_, ROWS_, SLOTS
+
+#: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
+TINY = 1 << 18
+
+
+def matmul_kernel(transforms):
+    """matmul on `transforms`' library and crew (blasconv.py's): float32 products with a 2-D right operand split into
+    bands, the rest as the reference kernel runs them."""
+    def matmul(x, y, transpose_x=False, transpose_y=False):
+        if not (x.dtype == y.dtype == np.float32 and x.ndim >= 2 and y.ndim == 2 and x.size and y.size):
+            return reference.matmul(x, y, transpose_x, transpose_y)
+        a = np.swapaxes(x, -1, -2) if transpose_x else x
+        k, n = (y.shape[1], y.shape[0]) if transpose_y else y.shape
+        rows = a.size // a.shape[-1]
+        # a mismatch: the reference names it; a tiny product: OpenBLAS runs it on one thread itself, no crew needed
+        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > TINY else None
+        if lib is None or transforms.crew() is None:
+            return reference.matmul(x, y, transpose_x, transpose_y)
+        a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
+        out = np.empty((*a.shape[:-1], n), np.float32)
+        values = dict.fromkeys(SLOTS, 0)
+        values.update(x=a2.ctypes.data, weight=b.ctypes.data, out=out.ctypes.data, sgemm=transforms._sgemm[0],
+                      ilp64=int(transforms._sgemm[1]), c=k, oh=rows, ow=n, transb=int(transpose_y))
+        params = np.array([values[s] for s in SLOTS], np.int64)
+        parts = 2 * transforms.threads
+        if rows * k * n < SPLIT_FLOPS:
+            kind, ranges = ROWS_, [(0, rows)]
+        elif rows >= 2 * ROWS:
+            kind, ranges = ROWS_, split(rows, parts, ROWS)
+        else:
+            kind, ranges = COLUMNS_, split(n, parts, COLUMNS)
+        with single_blas():
+            transforms.phase(lib, kind, params, ranges, "matmul")
+        return out
+    matmul.__name__ = matmul.__qualname__ = "matmul"
+    return matmul
