@@ -273,7 +273,7 @@ def bench_memory(jit, partition, devices: list[str]) -> None:
     if device is None:
         _skip("CNN peak memory", "no device with its own memory (cpu tensors are numpy's: no allocator to measure)")
         return
-    from hwadapter.graph.executor import run as reference_run
+    from hwadapter.graph.reference import run as reference_run
     forward, x, _ = cnn_model(device)
     graph = jit.get_graph(forward, x)
     constants = {k: hw.to_tensor(a, device=device) for k, a in graph.constants.items()}

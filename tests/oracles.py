@@ -1,6 +1,6 @@
 """Independent numpy oracles for the op tests, and the tolerances they are compared with.
 
-Written plainly (loops where that is clearest) and without looking at hwadapter.ops.reference: a test
+Written plainly (loops where that is clearest) and without looking at hwadapter.api.reference: a test
 that compared the reference kernels with themselves would prove nothing.
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwadapter.cache import DiskCache, default, default_dir
+from hwadapter.runtime.cache import DiskCache, default, default_dir
 
 PARTS = {"source": "int main(){}", "compiler": "gcc 12", "flags": "-O2", "target": "x86_64"}
 
@@ -124,7 +124,7 @@ def test_a_fifo_in_place_of_an_entry_is_a_miss_not_a_hang(cache):
 _DEV_ZERO = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))  # a read of /dev/zero ends in MemoryError, not swap
-from hwadapter.cache import DiskCache
+from hwadapter.runtime.cache import DiskCache
 c = DiskCache(sys.argv[1])
 print(c.get("cpu-c", {PARTS!r}), c.hits, c.misses)
 """
@@ -178,7 +178,7 @@ def test_an_entry_owned_by_another_user_is_refused(cache):
 
 
 def test_an_entry_over_the_size_cap_is_refused_without_reading_it(cache, monkeypatch):
-    from hwadapter import cache as module
+    from hwadapter.runtime import cache as module
     path = cache.put("cpu-c", PARTS, b"x" * 5000)
     monkeypatch.setattr(module, "MAX_ENTRY", 4096, raising=False)
     assert cache.get("cpu-c", PARTS) is None and not path.exists()
@@ -299,7 +299,7 @@ def _count_compiles(device: str, monkeypatch) -> list:
 
 @pytest.mark.parametrize("compiled", _codegen_devices(), indirect=True)
 def test_a_cached_binary_that_fails_to_load_is_evicted_rebuilt_once_and_the_op_succeeds(compiled, monkeypatch, caplog):
-    from hwadapter import cache
+    from hwadapter.runtime import cache
     device, run, looked_up, expected = compiled
     for ns, parts in looked_up:  # a valid header over bytes the loader rejects
         cache.default().put(ns, parts, b"\x7fELF\x02\x01\x01 not a shared object, not a program binary" * 8)
@@ -317,8 +317,8 @@ def test_a_cached_binary_that_fails_to_load_is_evicted_rebuilt_once_and_the_op_s
 @pytest.mark.parametrize("warm", [True, False])
 @pytest.mark.parametrize("compiled", _codegen_devices(), indirect=True)
 def test_a_backend_that_cannot_load_its_binaries_is_a_clear_error_after_one_rebuild(compiled, warm, monkeypatch):
-    from hwadapter import cache
-    from hwadapter.errors import HwAdapterError
+    from hwadapter.runtime import cache
+    from hwadapter.api.errors import HwAdapterError
     from hwadapter.plugin import CompileError
     from hwadapter.runtime.device import get
     device, run, looked_up, _ = compiled

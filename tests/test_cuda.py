@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import hwadapter as hw
-from hwadapter.errors import DeviceUnavailableError, InvalidDeviceError
+from hwadapter.api.errors import DeviceUnavailableError, InvalidDeviceError
 from hwadapter.runtime.discovery import registry
 
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
@@ -487,7 +487,7 @@ def test_emulated_out_of_memory_names_the_device(emulated):
 
 def test_emulated_cupy_kernels_match_numpy(emulated):
     """matmul, conv2d and data movement run through cupy calls on views of device memory."""
-    from hwadapter.ops import reference as ref
+    from hwadapter.api import reference as ref
     from hwadapter.runtime.device import get
     F = hw.nn.functional
     alloc = get("cuda:0").allocator
@@ -660,7 +660,7 @@ def test_emulated_subgraph_prepares_programs_and_ships_their_binaries(emulated, 
 def _interpreting(step):
     """The host emulation has no GPU to run a compiled program: this stands in for a fused step's loaded program,
     computing what the program means (the kernel-primitive interpreter) into the buffers the subgraph passes."""
-    from hwadapter.graph.passes.fused_op import interpret
+    from hwadapter.runtime.fused import interpret
     from hwadapter_cuda.kernels import view
     attrs, program = step.node.attrs, step.program
 
@@ -848,7 +848,7 @@ def _out_of_range_cast(op, arrays, attrs) -> bool:
 @gpu
 def test_gpu_every_op_matches_numpy_without_fallback(cuda):
     from hwadapter.dispatch.dispatcher import dispatch
-    from hwadapter.ops.reference import KERNELS
+    from hwadapter.api.reference import KERNELS
     cases = [(op, [_data(s, d, i) for i, (s, d) in enumerate(arrays)], attrs) for op, arrays, attrs in _op_cases()
              if _frontend_passes(op, arrays)]
     cases += list(_kernel_cases())

@@ -15,8 +15,8 @@ import pytest
 
 import hwadapter as hw
 from hwadapter import kp
-from hwadapter.config import config
-from hwadapter.interfaces import KernelRegistrar, KernelTable
+from hwadapter.api.config import config
+from hwadapter.api.interfaces import KernelRegistrar, KernelTable
 from hwadapter.plugin import API_VERSION
 from hwadapter.runtime.discovery import registry
 
@@ -27,7 +27,7 @@ GOOD = (FIXTURES / "good_plugin.py").read_text()
 
 # A plugin class header every broken variant below can build on.
 BASE = '''
-from hwadapter.errors import DeviceUnavailableError
+from hwadapter.api.errors import DeviceUnavailableError
 from hwadapter.plugin import Plugin
 
 

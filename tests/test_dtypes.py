@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import hwadapter as hw
 from hwadapter import InvalidArgumentError, UnsupportedDTypeError
-from hwadapter import dtypes
+from hwadapter.api import dtypes
 
 ORDER = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
 # Row dtype promoted with column dtype, in ORDER. Symmetric.
@@ -131,7 +131,7 @@ def test_bool_and_bool_scalar():
 
 def test_docs_show_the_current_table():
     text = (Path(__file__).parents[1] / "docs" / "dtypes.md").read_text()
-    assert dtypes.promotion_table() in text, "docs/dtypes.md is out of date: paste hwadapter.dtypes.promotion_table()"
+    assert dtypes.promotion_table() in text, "docs/dtypes.md is out of date: paste hwadapter.api.dtypes.promotion_table()"
 
 
 def test_promotion_table_markdown():

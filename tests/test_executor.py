@@ -2,6 +2,7 @@
 dropped at last use (the allocator's peak); per-step profiler events; the program cache across processes; the SVG."""
 from __future__ import annotations
 
+import copy
 import os
 import re
 import subprocess
@@ -17,7 +18,8 @@ from hypothesis import strategies as st
 import hwadapter as hw
 from graphgen import convnet, graphs, inputs_for
 from hwadapter.graph import Graph, GraphBuilder, Node, Value, run, svg
-from hwadapter.graph import programs
+from hwadapter.graph import executor, programs
+from hwadapter.graph.steps import Run
 from hwadapter.runtime.device import get
 from test_partition import OPS, check_invariants, masked
 
@@ -25,6 +27,13 @@ HAVE_OPENCL = hw.device.is_available("opencl")
 needs_opencl = pytest.mark.skipif(not HAVE_OPENCL, reason="no OpenCL device (pocl-opencl-icd, plugins/opencl)")
 ACCELERATORS = [f"{t}:0" for t in ("opencl", "cuda") if hw.device.is_available(t)]
 MIXES = [["cpu"]] + [mix for acc in ACCELERATORS for mix in ([acc], [acc, "cpu"], ["cpu", acc])]
+
+
+def loop(plan, inputs):
+    """The plan's outputs from the executor's step loop (what profiled runs take), not its generated function."""
+    bare = copy.copy(plan)
+    bare.straight = None
+    return executor.run(bare, inputs)
 
 
 def mlp():
@@ -134,13 +143,13 @@ def test_a_wrong_kernel_result_is_named(monkeypatch):
     plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
     arrays = inputs_for(graph)
     plan.run(arrays)
-    exe = plan._executor
-    exe.replace("relu_2", lambda x: x[:4])  # a buggy kernel: the wrong shape
-    with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
-        plan.run(arrays)
-    exe.replace("relu_2", lambda x: 1 / 0)
-    with pytest.raises(hw.errors.KernelExecutionError, match="relu_2.*ZeroDivisionError"):
-        plan.run(arrays)
+    for run in (executor.run, loop):  # the generated function and the step loop say the same
+        bad = plan.replaced("relu_2", lambda x: x[:4])  # a buggy kernel: the wrong shape
+        with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
+            run(bad, arrays)
+        bad = plan.replaced("relu_2", lambda x: 1 / 0)
+        with pytest.raises(hw.errors.KernelExecutionError, match="relu_2.*ZeroDivisionError"):
+            run(bad, arrays)
 
 
 def chain(ops=("relu", "tanh")):
@@ -251,17 +260,24 @@ def test_a_fused_chain_runs_in_place(where):
         assert_same(plan.run([hw.to_tensor(a, device=where) for a in arrays]), reference(graph, arrays), graph)
 
 
-def test_a_kernel_that_no_longer_takes_out_is_run_out_of_place_and_the_plan_says_so(monkeypatch):
+def test_a_plan_is_resolved_once_and_running_it_changes_nothing_in_it():
+    """The memory plan's in-place writes are the steps' `out=`, and two runs leave every piece of the plan as built."""
     graph, x = chain(("exp", "tanh"))
     plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
     assert len(plan.memory.inplace) == 11
-    from hwadapter.graph import executor
-    monkeypatch.setattr(executor, "takes_out", lambda fn, device: fn.__name__ != "tanh")  # as if routes changed
+    inplace = {st.outs[0] for st in plan.schedule.steps if st.into is not None}
+    assert len(inplace) == 11 and plan.straight.source.count("out=") == 11
+    assert all(isinstance(st.run, Run) for st in plan.schedule.steps)
+
+    def data(p):
+        return (copy.deepcopy(p.memory), dict(p.assignment), dict(p.how), list(p.subgraphs), p.schedule.steps,
+                p.schedule.slots, dict(p.schedule.constants), p.schedule.inputs, p.schedule.outputs, p.straight,
+                p.graph.to_json())
+    before = data(plan)
     xs = inputs_for(graph)[0]
-    assert_same(plan.run([xs]), reference(graph, [xs]), graph)
-    assert len(plan.memory.inplace) == 5 and all(o.startswith("exp") for o in plan.memory.inplace)
-    plan.run([xs])
-    assert plan._executor.source.count("out=") == 5
+    for run in (executor.run, loop, executor.run):
+        assert_same(run(plan, [xs]), reference(graph, [xs]), graph)
+    assert data(plan) == before
 
 
 def test_each_step_is_reported_to_the_profiler():
@@ -351,9 +367,9 @@ def test_a_corrupted_entry_is_rebuilt(cache_dir):
 def test_an_entry_that_fails_to_load_is_evicted_and_rebuilt(cache_dir, caplog):
     graph = mlp()
     dev = get("opencl:0")
-    from hwadapter.graph.executor import extract
+    from hwadapter.graph.schedule import extract
     sub = extract(graph, [n.name for n in graph.nodes])
-    from hwadapter import cache
+    from hwadapter.runtime import cache
     store = cache.default()
     store.put(programs.NAMESPACE, programs.key_parts(dev, sub), b"not an executable")
     exe = programs.compile_subgraph(dev, sub, store)
@@ -451,15 +467,15 @@ def test_an_output_that_is_a_constant_or_an_input(devs):
 @settings(max_examples=12, deadline=None)
 @given(graph=graphs(max_nodes=10), passes=st.booleans(), dev=st.sampled_from(["cpu"] + ACCELERATORS[:1]))
 def test_the_generated_function_equals_the_step_loop_and_the_reference(graph, passes, dev):
-    """Run 1 is the checked step loop, which then generates one Python function; runs 2 and 3 are that function."""
+    """The plan's generated function (every run) and the executor's step loop (profiled runs) agree with the
+    reference executor."""
     arrays = inputs_for(graph, 3)
     plan = hw.graph.partition(graph, devices=[dev, "cpu"], passes=passes)
     expected = reference(graph, arrays)
     xs = [hw.to_tensor(a, device=dev) for a in arrays]
-    first = plan.run(xs)
-    assert plan._executor._code is not None and plan._executor.source.startswith("def plan(staged):")
-    assert_same(first, expected, graph)
+    assert plan.straight.source.startswith("def plan(staged):")
     assert_same(plan.run(xs), expected, graph)
+    assert_same(loop(plan, xs), expected, graph)
     assert_same(plan.run(dict(zip(graph.inputs, arrays)), device="cpu"), expected, graph)
 
 
@@ -468,25 +484,19 @@ def test_a_step_failing_in_the_generated_function_is_named():
     plan = hw.graph.partition(graph, devices=["cpu"], passes=False)
     arrays = inputs_for(graph)
     plan.run(arrays)
-    exe = plan._executor
-    k = [st.name for st in exe.steps].index("relu_2")
-    calls = []
+    k = [st.name for st in plan.schedule.steps].index("relu_2")
 
-    def flaky(x):  # right on the loop's run, wrong afterwards: the failure happens inside the generated function
-        calls.append(1)
-        if len(calls) > 1:
-            raise ZeroDivisionError("flaky kernel")
-        return np.maximum(x, 0)
-    exe.replace("relu_2", flaky)  # replacing a step drops the generated function
-    assert exe._code is None
-    plan.run(arrays)
-    assert exe._code is not None and f"k{k}(" in exe.source
+    def flaky(x):
+        raise ZeroDivisionError("flaky kernel")
+    bad = plan.replaced("relu_2", flaky)
+    assert f"k{k}(" in bad.straight.source and bad.schedule.steps[k].call is flaky
+    assert plan.schedule.steps[k].call is not flaky  # the original plan is unchanged
     with pytest.raises(hw.errors.KernelExecutionError, match=r"'relu_2' \(op 'relu'\) failed on cpu.*flaky kernel"):
-        plan.run(arrays)
-    exe.replace("relu_2", lambda x: x[:4])  # a wrong shape, found by the generated function's check
-    exe._code = exe._generate()
+        bad.run(arrays)
+    bad = plan.replaced("relu_2", lambda x: x[:4])  # a wrong shape, found by the generated function's check
     with pytest.raises(hw.errors.KernelExecutionError, match=r"relu_2.*\[4, 70\].*\[8, 70\]"):
-        plan.run(arrays)
+        bad.run(arrays)
+    assert_same(plan.run(arrays), reference(graph, arrays), graph)
 
 
 def _chain(shape):
@@ -508,9 +518,9 @@ def test_a_small_fused_chain_on_cpu_runs_as_numpy_calls(monkeypatch, limit, rout
     expected = reference(graph, arrays)
     assert_same(plan.run(arrays), expected, graph)
     assert_same(plan.run(arrays), expected, graph)  # the generated function: with route "fused (numpy)", inlined
-    steps = [st for st in plan._executor.steps if st.op == "fused"]
-    assert steps and {st.route for st in steps} == {route}
-    inlined = re.search(r"^    t\d+_\d+ = k\d+_\d+\(", plan._executor.source, re.M) is not None
+    steps = [st for st in plan.schedule.steps if st.op == "fused"]
+    assert steps and {st.label for st in steps} == {route}
+    inlined = re.search(r"^    t\d+_\d+ = k\d+_\d+\(", plan.straight.source, re.M) is not None
     assert inlined == (route == "fused (numpy)")  # the chain's numpy calls are written out in the function
 
 
@@ -525,7 +535,7 @@ def test_a_step_whose_outputs_nobody_reads_is_generated_as_a_bare_call():
     arrays = inputs_for(graph)
     for _ in range(3):  # the loop, then the generated function twice
         assert_same(plan.run(arrays), [np.maximum(arrays[0], 0)], graph)
-    assert re.search(r"^    k\d+\(v\d+\)$", plan._executor.source, re.M)
+    assert re.search(r"^    k\d+\(v\d+\)$", plan.straight.source, re.M)
 
 
 def test_an_in_place_program_is_compiled_without_restrict():
@@ -551,7 +561,7 @@ def test_an_in_place_program_is_compiled_without_restrict():
 def test_a_split_into_one_piece_is_still_a_list_to_the_executor(devices):
     """split is multi-output even with one section: its kernel returns a one-item list (the ONNX importer makes these)."""
     from hwadapter.graph.builder import GraphBuilder
-    from hwadapter.graph.executor import run as reference_run
+    from hwadapter.graph.reference import run as reference_run
     b = GraphBuilder()
     x = b.input("x", (4, 3))
     y = b.op("relu", [b.op("split", [x], n_outputs=1, sections=(4,), axis=0)])

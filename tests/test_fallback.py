@@ -62,7 +62,7 @@ def test_strict_mode_raises_kernel_not_found_naming_op_dtypes_device_and_who_has
 
 def test_env_variable_turns_fallback_into_an_error(x, monkeypatch):
     monkeypatch.setenv("HWADAPTER_FALLBACK", "error")
-    from hwadapter.config import Config
+    from hwadapter.api.config import Config
     hw.configure(fallback=Config().fallback)
     with pytest.raises(hw.KernelNotFoundError):
         hw.log(x)
@@ -93,7 +93,7 @@ def test_profiler_shows_the_route_of_every_op(x):
 
 
 def test_an_invalid_fallback_setting_is_an_error_at_the_first_fallback(x, monkeypatch):
-    from hwadapter.config import config
+    from hwadapter.api.config import config
     monkeypatch.setattr(config, "fallback", "bogus")
     from hwadapter.runtime.device import devices
     devices.forget_routes()

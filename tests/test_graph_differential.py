@@ -1,7 +1,7 @@
 """The issue's differential test: random graphs (elementwise, broadcast, reduce, matmul, conv2d + batch_norm with
 constant parameters + activation, reshape, concat, slice), partitioned over random device priority lists with random
 support masks and random passes on or off, then fused, planned (in place where safe) and run, equal the unoptimised
-graph run node by node on the CPU (hwadapter.graph.executor.run, the oracle), twice, leaving the inputs alone; each
+graph run node by node on the CPU (hwadapter.graph.reference.run, the oracle), twice, leaving the inputs alone; each
 plan also keeps the partition invariants and its in-place choices pass test_memory_plan's independent check."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 import hwadapter as hw
 from hwadapter.graph import Graph, Node, Value, partitioner
-from hwadapter.graph.executor import run as reference_run
+from hwadapter.graph.reference import run as reference_run
 from hwadapter.graph.passes import PASSES
-from hwadapter.ops.reference import KERNELS
+from hwadapter.api.reference import KERNELS
 from test_memory_plan import check_in_place
 
 HAVE_OPENCL = hw.device.is_available("opencl")

@@ -181,15 +181,15 @@ def test_hash_renames_a_fused_nodes_own_values_and_tells_tuples_from_lists():
     assert changed.hash() != _fused("x_", [1, 3]).hash()
 
 
-# --- input dtypes the frontend never emits (hwadapter.ops.admit) --------------------------------------------------
+# --- input dtypes the frontend never emits (hwadapter.api.admit) --------------------------------------------------
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import hwadapter as hw  # noqa: E402
 import hwadapter.nn.functional as F  # noqa: E402
-from hwadapter import dtypes as _dt  # noqa: E402
-from hwadapter.errors import HwAdapterError, UnsupportedDTypeError  # noqa: E402
-from hwadapter.ops.admit import ADMITS, refusal  # noqa: E402
+from hwadapter.api import dtypes as _dt  # noqa: E402
+from hwadapter.api.errors import HwAdapterError, UnsupportedDTypeError  # noqa: E402
+from hwadapter.api.admit import ADMITS, refusal  # noqa: E402
 
 REFUSED = [  # (op, input dtypes, what the message must say)
     ("add", ("float32", "bool"), "numeric (non-bool)"),

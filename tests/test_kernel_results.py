@@ -1,7 +1,7 @@
 """Every kernel result is checked: a plugin kernel that returns the wrong shape, dtype, array type, device or number
 of outputs is a KernelExecutionError naming the op and the plugin, never a wrong tensor or a crash of the next op.
 
-The results are checked against the op set's rules (hwadapter.ops.meta); the rules themselves are checked here
+The results are checked against the op set's rules (hwadapter.api.meta); the rules themselves are checked here
 against what the numpy reference kernels actually return, over many cases, so that the two cannot drift apart.
 """
 from __future__ import annotations
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import hwadapter as hw
-from hwadapter.config import config
+from hwadapter.api.config import config
 from hwadapter.conformance.cases import arr, reference_cases  # the kit's cases, moved there
-from hwadapter.errors import KernelExecutionError
-from hwadapter.ops import meta, reference
+from hwadapter.api.errors import KernelExecutionError
+from hwadapter.api import meta, reference
 from hwadapter.runtime.device import devices
 
 

@@ -19,7 +19,7 @@ import pytest
 
 import hwadapter as hw
 from hwadapter import plugin
-from hwadapter.interfaces import HostStream
+from hwadapter.api.interfaces import HostStream
 from hwadapter.runtime.native import NativeRuntime, load_library
 
 ROOT = Path(__file__).parents[1]
@@ -217,7 +217,7 @@ def test_a_kernel_failure_carries_the_librarys_message(tmp_path, monkeypatch, re
 
 def test_kernels_run_without_the_gil(tmp_path):
     # Two threads each run a kernel that sleeps 0.3 s in C: together in well under 0.6 s only if the GIL is released.
-    from hwadapter.interfaces import KernelRegistrar, KernelTable
+    from hwadapter.api.interfaces import KernelRegistrar, KernelTable
     from hwadapter.runtime import native_kernels
     from hwadapter.runtime.memory import DeviceArray
     lib = load_library(_build(tmp_path, 1, 1, defines=["KERNELS"]))

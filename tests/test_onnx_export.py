@@ -261,7 +261,7 @@ def test_shape_ops():
 
 # --- what cannot be exported -----------------------------------------------------------------------------------
 def test_an_op_without_an_onnx_form_is_a_clear_error_before_anything_is_written(tmp_path):
-    from hwadapter.graph.ir import Graph, Node, Value
+    from hwadapter.api.ir import Graph, Node, Value
     v = {"x": Value("x", (2,), np.dtype("float32")), "y": Value("y", (2,), np.dtype("float32"))}
     graph = Graph([Node("f0", "fused", ("x",), ("y",), {})], v, ["x"], ["y"])
     path = tmp_path / "m.onnx"
@@ -277,7 +277,7 @@ def test_integer_division_is_refused_not_approximated():
     b = GraphBuilder()
     x, y = b.input("x", (3,), "int32"), b.input("y", (3,), "int32")
     export.to_model(b.build(b.op("mod", [x, y])))  # integer mod exports: it is exact
-    from hwadapter.graph.ir import Graph, Node, Value
+    from hwadapter.api.ir import Graph, Node, Value
     v = {n: Value(n, (3,), np.dtype("int32")) for n in ("x", "y", "z")}
     with pytest.raises(export.ExportError, match="integer division"):
         export.to_model(Graph([Node("d", "div", ("x", "y"), ("z",), {})], v, ["x", "y"], ["z"]))

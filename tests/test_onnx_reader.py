@@ -13,7 +13,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hwadapter.errors import HwAdapterError, InvalidArgumentError
+from hwadapter.api.errors import HwAdapterError, InvalidArgumentError
 from hwadapter.onnx import load
 from hwadapter.onnx.reader import read_model
 

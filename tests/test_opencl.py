@@ -25,7 +25,7 @@ pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -
 import hwadapter as hw  # noqa: E402
 from hwadapter.dispatch import dispatcher  # noqa: E402
 from hwadapter.dispatch.dispatcher import dispatch  # noqa: E402
-from hwadapter.ops import reference  # noqa: E402
+from hwadapter.api import reference  # noqa: E402
 from hwadapter.plugin import CompileError, DeviceArray  # noqa: E402
 from hwadapter.runtime.device import get  # noqa: E402
 

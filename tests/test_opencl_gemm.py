@@ -148,7 +148,7 @@ def test_convolutions_with_few_output_channels_add_the_bias_per_row_and_apply_th
     """conv2d's GEMM has one row per output channel of a group: with a bias per row (and per group) and an activation
     on the store, as kernels/gemm.cl, against the numpy reference."""
     from hwadapter.dispatch.dispatcher import dispatch
-    from hwadapter.ops import reference
+    from hwadapter.api import reference
     if dtype == "float64" and not get(DEV).runtime.fp64:
         pytest.skip(f"{DEV} has no float64")
     rng = np.random.default_rng(5)

@@ -14,7 +14,7 @@ import pytest
 import hwadapter as hw
 import hwadapter.nn.functional as F
 from hwadapter import InvalidArgumentError, UnsupportedDTypeError
-from hwadapter.ops import reference
+from hwadapter.api import reference
 
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 
 import hwadapter as hw
 from hwadapter import InvalidArgumentError, UnsupportedDTypeError
-from hwadapter.ops import shapes
+from hwadapter.api import shapes
 
 from oracles import assert_close
 

@@ -33,7 +33,7 @@ def calls(name):
 #: on the same inputs with the attributes the wrapper must derive: the op's semantics. Shared with
 #: test_paddle_reference.py, which runs the same cases on hwa_cpu:0 against Paddle's CPU.
 FORM_CASES = r"""
-from hwadapter.ops import reference as _R
+from hwadapter.plugin import reference as _R
 _F = paddle.nn.functional
 def parts(r):  # a result (a tensor or an array; a list of them for split) as [[values, dtype], ...]
     arrays = [np.asarray(p.numpy() if hasattr(p, "numpy") else p) for p in (r if isinstance(r, (list, tuple)) else [r])]
@@ -415,7 +415,7 @@ def test_the_table_claims_paddles_cpu_semantics_for_every_mapped_dtype(mlp_and_c
                "less_equal": np.less_equal, "greater": np.greater, "greater_equal": np.greater_equal, "abs": np.abs,
                "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "reciprocal": np.reciprocal, "exp": np.exp,
                "log": np.log, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "matmul": np.matmul}
-    from hwadapter.ops import reference
+    from hwadapter.plugin import reference
     oracles.update({op: reference.KERNELS.get(op) or getattr(reference, op) for op in (
         "acos", "asin", "atan", "sinh", "cosh", "tan", "asinh", "acosh", "atanh", "erf", "bitwise_and", "bitwise_or",
         "bitwise_xor", "bitwise_not", "logical_and", "logical_or", "logical_xor", "logical_not", "left_shift",

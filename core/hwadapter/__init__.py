@@ -8,12 +8,12 @@ from __future__ import annotations
 import importlib
 
 
-from . import dtypes
+from .api import dtypes, errors  # hw.dtypes, hw.errors: public names for the bottom of the plugin API
 from .device import configure, device_guard, get_device, set_device
-from .dtypes import (bool_, float16, float32, float64, int8, int16, int32, int64, uint8)  # noqa: F401
-from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
-                     InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
-                     PluginLoadError, TracingError, UnsupportedDTypeError)
+from .api.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
+from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
+                         InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
+                         PluginLoadError, TracingError, UnsupportedDTypeError)
 from .tensor import Tensor, from_dlpack, to_tensor
 from .ops.api import *  # noqa: F401,F403  the op set: hwadapter.add, hwadapter.matmul, ...
 from .ops.api import __all__ as _ops_all

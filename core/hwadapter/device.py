@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import contextlib
 
-from .config import FALLBACK_MODES, Config, config
-from .errors import InvalidArgumentError
+from .api.config import FALLBACK_MODES, Config, config
+from .api.errors import InvalidArgumentError
 from .runtime.device import Device, _current, devices
 from .runtime.discovery import registry
 

@@ -7,8 +7,8 @@ import logging
 import threading
 import weakref
 
-from .config import config
-from .errors import InvalidArgumentError
+from .api.config import config
+from .api.errors import InvalidArgumentError
 from .graph import trace as _trace
 from .tensor import Tensor
 
@@ -28,7 +28,7 @@ def executor(graph, device):
     partition = getattr(_graph, "partition", None)
     if partition is not None:
         return partition(graph, devices=devices).run
-    from .graph.executor import run
+    from .graph.reference import run
     from .tensor import to_tensor
     constants = {k: to_tensor(a, device=device) for k, a in graph.constants.items()}
 

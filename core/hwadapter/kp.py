@@ -5,7 +5,7 @@ from hwadapter_kp import *  # noqa: F401,F403
 from hwadapter_kp import __all__ as _kp_all
 
 from .dispatch.dispatcher import dispatch
-from .errors import InvalidArgumentError
+from .api.errors import InvalidArgumentError
 from .runtime.codegen import PrimitiveOp, register
 from .runtime.device import devices
 

@@ -2,22 +2,22 @@
 
 A plugin subclasses `Plugin`, returns a `Runtime` per device, and provides at least one level:
 op kernels (`register_kernels`), a `SubgraphBackend`, or a `CodegenBackend`. The interfaces live in
-`hwadapter.interfaces`; this module adds the helpers every plugin would otherwise write again.
+`hwadapter.api.interfaces`; this module adds the helpers every plugin would otherwise write again.
 """
 from __future__ import annotations
 
-from . import dtypes
-from .config import cpu_kernels
-from .errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
-                     KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
-from .graph.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
-from .graph.passes.fused_op import node_primitive  # a node's kernel-primitive program, "fused" nodes included
-from .interfaces import (API_VERSION, CodegenBackend, DeviceProperties, Event, Executable, HostBufferRuntime,
-                         HostEvent, HostStream, KernelRegistrar, Plugin, Program, Runtime, Stream, SubgraphBackend,
-                         SynchronousRuntime)
-from .ops import meta  # the (shape, dtype) of every op's outputs: what the dispatcher checks results against
-from .ops import reference  # numpy kernels: every op's semantics
-from .ops import shapes  # shape rules, to size outputs
+from .api import dtypes
+from .api.config import cpu_kernels
+from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
+                         KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
+from .api.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
+from .runtime.fused import node_primitive  # a node's kernel-primitive program, "fused" nodes included
+from .api.interfaces import (API_VERSION, CodegenBackend, DeviceProperties, Event, Executable, HostBufferRuntime,
+                             HostEvent, HostStream, KernelRegistrar, Plugin, Program, Runtime, Stream,
+                             SubgraphBackend, SynchronousRuntime)
+from .api import meta  # the (shape, dtype) of every op's outputs: what the dispatcher checks results against
+from .api import reference  # numpy kernels: every op's semantics
+from .api import shapes  # shape rules, to size outputs
 from .runtime import codegen
 from .runtime.codegen import load_source  # a plugin's hand-written source, compiled through the disk cache
 from .runtime.memory import DeviceArray, contiguous_strides

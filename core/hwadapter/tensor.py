@@ -5,11 +5,11 @@ import math
 
 import numpy as np
 
-from . import dtypes as _dt
+from .api import dtypes as _dt
 from .dispatch import dispatcher
 from .dispatch.dispatcher import transfer
-from .config import config
-from .errors import InvalidArgumentError, UnsupportedDTypeError
+from .api.config import config
+from .api.errors import InvalidArgumentError, UnsupportedDTypeError
 from .runtime import device as _device
 from .runtime.memory import DeviceArray, contiguous_strides
 
@@ -265,13 +265,8 @@ def _device_data(dev, arr: np.ndarray):
     return DeviceArray.from_numpy(dev, arr)
 
 
-def _make(data, dev) -> Tensor:
-    t = object.__new__(Tensor)
-    t._data, t._device, t._dtype = data, dev, data.dtype
-    return t
-
-
 dispatcher.bind_tensor(Tensor)
+_make = dispatcher.wrap  # the one constructor of a Tensor over device data
 
 
 def _host_array(data, dtype) -> np.ndarray:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from hwadapter.errors import HwAdapterError
+from hwadapter.api.errors import HwAdapterError
 
 from .common import _console, _text, _usage
 from .cache_store import (_cache_sets, _configured_dir, _entry_rows, _lsize, _program_cache, _program_namespaces,

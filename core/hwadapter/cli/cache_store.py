@@ -24,7 +24,7 @@ def _program_cache():
 
 def _cache_sets() -> list[tuple[str, object]]:
     """(what, DiskCache) for the kernel cache and, when it lives elsewhere, the program cache."""
-    from hwadapter import cache
+    from hwadapter.runtime import cache
     kernels = cache.default()
     out = [("kernels", kernels)]
     _, programs = _program_cache()
@@ -75,7 +75,7 @@ def _size(n: int) -> str:
 
 
 def _configured_dir() -> Path:
-    from hwadapter import cache
+    from hwadapter.runtime import cache
     return cache.default_dir()
 
 

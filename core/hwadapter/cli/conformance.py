@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from hwadapter.errors import HwAdapterError
+from hwadapter.api.errors import HwAdapterError
 
 from .common import _console, _positive_seconds
 

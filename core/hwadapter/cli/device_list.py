@@ -5,7 +5,7 @@ import json
 
 from rich.table import Table
 
-from hwadapter.config import config
+from hwadapter.api.config import config
 from hwadapter.runtime.discovery import device_list
 
 from .common import STATUS_STYLE, _console, _dist_text, _text, _versions

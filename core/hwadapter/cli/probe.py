@@ -9,8 +9,8 @@ import sys
 import tempfile
 import time
 
-from hwadapter.config import PROBE_TIMEOUT, config, probe_timeout
-from hwadapter.errors import HwAdapterError
+from hwadapter.api.config import PROBE_TIMEOUT, config, probe_timeout
+from hwadapter.api.errors import HwAdapterError
 from hwadapter.runtime.discovery import FAILED, PluginRecord, registry
 
 from .common import _check, _positive_seconds, plugin_info

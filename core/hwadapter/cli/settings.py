@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from hwadapter.config import FALLBACK_MODES, config, cpu_kernels
-from hwadapter.errors import HwAdapterError
+from hwadapter.api.config import FALLBACK_MODES, config, cpu_kernels
+from hwadapter.api.errors import HwAdapterError
 from hwadapter.runtime.device import parse
 from hwadapter.runtime.discovery import registry
 

@@ -5,8 +5,8 @@ import warnings
 
 import numpy as np
 
-from ..errors import KernelNotFoundError, UnsupportedDTypeError
-from ..ops import meta, reference
+from ..api.errors import KernelNotFoundError, UnsupportedDTypeError
+from ..api import meta, reference
 from ..runtime.memory import DeviceArray
 
 #: (rtol, atol) per float dtype: kernels may sum in another order or use the device's libm.

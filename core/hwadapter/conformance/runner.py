@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import DeviceUnavailableError, InvalidArgumentError, InvalidDeviceError
+from ..api.errors import DeviceUnavailableError, InvalidArgumentError, InvalidDeviceError
 from .results import Failure, KitResult, SectionResult
 
 PACKAGE = "hwadapter.conformance.sections"
@@ -43,7 +43,7 @@ _UNKNOWN, _UNAVAILABLE = 3, 4  # exit statuses of the child that checks the devi
 def _check_in_child(device_type: str, timeout: float) -> None:
     """check_device_type in a child process: a plugin that crashes or hangs as it loads fails the discovery section
     (and every other) instead of taking this process down; unknown or unavailable types raise here."""
-    code = ("import sys\nfrom hwadapter.errors import InvalidDeviceError, DeviceUnavailableError\n"
+    code = ("import sys\nfrom hwadapter.api.errors import InvalidDeviceError, DeviceUnavailableError\n"
             "from hwadapter.conformance.runner import check_device_type\n"
             f"try:\n    check_device_type({device_type!r})\n"
             f"except InvalidDeviceError as e:\n    print(e, file=sys.stderr); sys.exit({_UNKNOWN})\n"

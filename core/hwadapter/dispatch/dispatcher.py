@@ -1,7 +1,7 @@
 """Dispatch: (op, device, dtypes) -> the device's kernel, else its kernel-primitive program, else loud CPU fallback.
 
 The route is resolved once per (op, dtypes) and kept on the Device; a warm call is a dict lookup, the kernel call,
-checking the result against the op's rule (hwadapter.ops.meta) and wrapping it. A kernel's result reaches no one
+checking the result against the op's rule (hwadapter.api.meta) and wrapping it. A kernel's result reaches no one
 unchecked: the wrong shape, dtype, array type, device or number of outputs is a KernelExecutionError naming the plugin.
 """
 from __future__ import annotations
@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 
-from ..config import check_fallback_mode, config
-from ..errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError, short_repr
-from ..ops import meta
-from ..ops.shapes import broadcast
+from ..api.config import check_fallback_mode, config
+from ..api.errors import HwAdapterError, InvalidArgumentError, KernelExecutionError, KernelNotFoundError, short_repr
+from ..api import meta
+from ..api.shapes import broadcast
 from ..runtime.device import devices
 from ..runtime.discovery import registry
 from ..runtime.memory import DeviceArray
@@ -269,10 +269,16 @@ def _describe(value) -> str:
         return f"{kind} ({short_repr(value, 60)})"
 
 
-def _wrap(data, dev):
+def wrap(data, dev):
+    """Device data as the frontend's tensor (the constructor hwadapter.tensor binds: dispatch never imports it)."""
     t = _new(_Tensor)
     t._data, t._device, t._dtype = data, dev, data.dtype
     return t
+
+
+def unwrap(x):
+    """(data, Device) of a frontend tensor, or None for anything else."""
+    return (x._data, x._device) if _Tensor is not None and isinstance(x, _Tensor) else None
 
 
 def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
@@ -295,8 +301,8 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
         profile_hook(op, dev, dtypes, fn, time.perf_counter() - start)
     out = _checked(op, dev, out, datas, dtypes, attrs)
     if type(out) is tuple:
-        return tuple(_wrap(o, dev) for o in out)
-    return _wrap(out, dev)
+        return tuple(wrap(o, dev) for o in out)
+    return wrap(out, dev)
 
 
 def dispatch_binary(op: str, x, y):
@@ -349,7 +355,7 @@ def dispatch_unary(op: str, x):
         if data.__class__ is not x._data.__class__ or data.dtype is not (_bool if op in _BOOL_RESULT else x._dtype) \
                 or data.shape != x._data.shape or (data.__class__ is _DeviceArray and data.device is not dev):
             data = _checked(op, dev, data, (x._data,), (x._dtype,), None)  # as in dispatch_binary
-        return _wrap(data, dev)
+        return wrap(data, dev)
     except HwAdapterError:
         raise
     except Exception as err:
@@ -368,6 +374,7 @@ _RULES = meta.RULES
 
 
 def bind_tensor(cls) -> None:
-    """Called once by hwadapter.tensor: the class results are wrapped in (the frontend sits above dispatch)."""
+    """Called once by hwadapter.tensor: the class results are wrapped in (the frontend sits above dispatch). Its
+    fields `_data`, `_device`, `_dtype` are set here and in `Tensor._make` only."""
     global _Tensor
     _Tensor = cls

@@ -1,6 +1,6 @@
 """The graph IR shared by traced functions and imported models; `builder`, `partition` and `executor` sit above
 dispatch."""
-from .ir import Graph, Node, Value  # noqa: F401
+from ..api.ir import Graph, Node, Value  # noqa: F401
 
 
 def __getattr__(name):
@@ -9,7 +9,7 @@ def __getattr__(name):
         from .builder import GraphBuilder
         return GraphBuilder
     if name == "run":
-        from .executor import run
+        from .reference import run
         return run
     if name == "partition":
         from .partitioner import partition

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-from ..ops.admit import refusal
-from ..ops.reference import KERNELS
-from .ir import Graph, Node, Value
+from ..api.errors import InvalidArgumentError
+from ..api.admit import refusal
+from ..api.reference import KERNELS
+from ..api.ir import Graph, Node, Value
 
 
 class GraphBuilder:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..dispatch.dispatcher import route
-from .passes.fused_op import BINARY, REDUCTIONS, UNARY
+from ..runtime.fused import BINARY, REDUCTIONS, UNARY
 
 #: Largest output (elements) run as numpy calls: up to ~1M elements the numpy chain measured faster on cpu.
 MAX_ELEMENTS = 1 << 20

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..runtime.allocator import round_size
-from .passes.fused_op import BINARY, UNARY
+from ..runtime.fused import BINARY, UNARY
 
 #: Ops whose kernels compute each output element from the same position of same-shaped inputs (and broadcast ones):
 #: writing the output over such an input reads every element before overwriting it.

@@ -4,12 +4,12 @@ from __future__ import annotations
 import heapq
 import logging
 
-from ..config import config
+from ..api.config import config
 from ..dispatch.dispatcher import native_route
-from ..errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError
 from ..runtime.device import devices as _devices
-from . import inplace
-from .ir import Graph, Node, Value
+from . import resolve
+from ..api.ir import Graph, Node, Value
 from .memory import plan_memory
 from .plan import Plan, Subgraph
 
@@ -181,18 +181,20 @@ def _disabled(passes) -> frozenset | None:
     return frozenset(passes)
 
 
-def partition(graph, devices=("opencl:0", "cpu"), *, min_subgraph: int = 2, pin=None, forbid=None,
-              passes=True) -> Plan:
+def partition(graph, devices=None, *, min_subgraph: int = 2, pin=None, forbid=None, passes=True) -> Plan:
     """Split `graph` over `devices` (a priority list) into a Plan: each node goes to the first device whose subgraph
     backend claims it, else that runs it with a kernel or codegen, else the fallback device; maximal convex regions
     of at least `min_subgraph` claimed nodes of one device become compiled subgraphs; copies are explicit nodes.
     `pin` / `forbid`: {node name or op: device (or devices)}; `passes`: False, or the names of passes to disable
-    ("inplace": no step writes its output over an input)."""
+    ("inplace": no step writes its output over an input). Without `devices`: the current device, then the fallback
+    device."""
+    if devices is None:
+        devices = [str(_devices.current()), config.fallback_device]
     if isinstance(devices, str):
         devices = [devices]
     devs = list(dict.fromkeys(_devices.get(d) for d in devices))
     if not devs:
-        raise InvalidArgumentError("partition: no devices given", fix='pass devices=["opencl:0", "cpu"] or similar')
+        raise InvalidArgumentError("partition: no devices given", fix="pass a priority list of devices, e.g. devices=[str(hw.get_device())]")
     fallback = _devices.get(config.fallback_device)
     disabled, reports, mod = _disabled(passes), [], _passes()
     if disabled is not None and mod is not None and hasattr(mod, "optimize"):
@@ -265,9 +267,10 @@ def _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled) -
         fallbacks += [n.name for n in graph.nodes if how[n.name] not in ("fallback", "pinned")
                       and where[n.name] is fallback]
     on = {n: _devices.get(d) for n, d in assignment.items()}
-    writers = inplace.writers(final, on, subgraphs) if "inplace" not in (disabled or ()) else ()
-    memory = plan_memory(final, writers=writers, opaque=inplace.opaque(final, subgraphs))
+    resolved = resolve.kernels(final, on, subgraphs)  # the one resolution: the memory plan and the steps use it
+    writers = resolve.writers(final, on, resolved) if "inplace" not in (disabled or ()) else ()
+    memory = plan_memory(final, writers=writers, opaque=resolve.opaque(final, subgraphs))
     return Plan(final, assignment, subgraphs, copies, memory, reports,
                 devices=[str(d) for d in devs], how={k: v for k, v in how.items() if k in assignment},
                 fallbacks=fallbacks, disabled=disabled,
-                input_devices={v: str(home[v]) for v in graph.inputs})
+                input_devices={v: str(home[v]) for v in graph.inputs}, where=on, resolved=resolved)

@@ -2,9 +2,19 @@
 runs where, and run."""
 from __future__ import annotations
 
+import copy
+import dataclasses
 import io
 from collections import Counter
 from dataclasses import dataclass
+
+from . import executor
+from .schedule import schedule
+
+try:
+    from .straight import Straight
+except ImportError:  # straight.py is an optional faster form: without it plans run through the executor's loop
+    Straight = None
 
 
 @dataclass(frozen=True)
@@ -16,12 +26,13 @@ class Subgraph:
 
 
 class Plan:
-    """What `hwadapter.graph.partition` returns: `.graph` (final, with copy nodes), `.assignment` (node -> device),
-    `.subgraphs`, `.copies` (copy node names), `.memory` (MemoryPlan: liveness reuse and in-place steps), `.passes`
-    (pass reports)."""
+    """What `hwadapter.graph.partition` returns, built once and then only run: `.graph` (final, with copy nodes),
+    `.assignment` (node -> device), `.subgraphs`, `.copies` (copy node names), `.memory` (MemoryPlan: liveness reuse
+    and in-place steps), `.passes` (pass reports), `.schedule` (the resolved steps) and `.straight` (the same steps
+    as one generated function, or None)."""
 
     def __init__(self, graph, assignment, subgraphs, copies, memory, passes, *, devices=(), how=None,
-                 fallbacks=(), disabled=frozenset(), input_devices=None):
+                 fallbacks=(), disabled=frozenset(), input_devices=None, where=None, resolved=None):
         self.graph, self.assignment, self.subgraphs, self.copies = graph, assignment, list(subgraphs), list(copies)
         self.memory, self.passes, self.devices = memory, list(passes), list(devices)
         #: node -> how its device runs it: "subgraph", "kernel", "codegen", "pinned", "fallback" or "copy".
@@ -32,15 +43,25 @@ class Plan:
         self.disabled = disabled
         #: graph input -> the device it is staged on (where it is first read).
         self.input_devices = dict(input_devices or {})
-        self._executor = None
+        #: every step resolved: kernels and programs, slots, in-place writes, constants uploaded and prepacked
+        self.schedule = schedule(self, where, resolved)
+        self.straight = Straight(self.schedule) if Straight is not None else None
 
     def run(self, inputs, device=None) -> list:
         """Run the plan on `inputs` (Tensors or arrays, a list in graph input order or a dict by name); the outputs as
         Tensors on `device` (default: the device of the first input Tensor, else the first device of the plan)."""
-        if self._executor is None:
-            from .executor import CompiledExecutor  # lazy: the executor imports the frontend's Tensor
-            self._executor = CompiledExecutor(self)
-        return self._executor.run(inputs, device)
+        return executor.run(self, inputs, device)
+
+    def replaced(self, name: str, call) -> "Plan":
+        """A copy of this plan whose step `name` runs `call` (out of place): how tests inject a faulty kernel."""
+        steps = tuple(dataclasses.replace(st, call=call, into=None) if st.name == name else st
+                      for st in self.schedule.steps)
+        if all(a is b for a, b in zip(steps, self.schedule.steps)):
+            raise KeyError(f"plan has no step {name!r}")
+        new = copy.copy(self)
+        new.schedule = dataclasses.replace(self.schedule, steps=steps)
+        new.straight = Straight(new.schedule) if Straight is not None else None
+        return new
 
     def summary(self) -> str:
         """A text table: nodes per device, subgraphs, fallbacks, copies, planned vs naive peak bytes, passes."""

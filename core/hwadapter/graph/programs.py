@@ -1,11 +1,11 @@
-"""The program cache: compiled subgraphs kept on disk through the vendor's serialize/deserialize, in hwadapter.cache's
+"""The program cache: compiled subgraphs kept on disk through the vendor's serialize/deserialize, in hwadapter.runtime.cache's
 store (private directory, checksummed and HMAC'd entries, no pickles), so another process loads, not compiles."""
 from __future__ import annotations
 
 import dataclasses
 
-from .. import cache
-from ..interfaces import API_VERSION
+from ..runtime import cache
+from ..api.interfaces import API_VERSION
 
 NAMESPACE = "programs"  # the cache's subdirectory of compiled subgraphs (`hwadapter cache info` counts it)
 

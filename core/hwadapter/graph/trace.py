@@ -2,7 +2,7 @@
 
 A symbolic tensor is an ordinary Tensor whose device is a TracingDevice (wrapping the real one) and whose data is a
 Symbol (a name, shape and dtype; no memory). The TracingDevice's routes answer every (op, dtypes) with a recorder that
-appends a Node and returns Symbols shaped by hwadapter.ops.meta, so the dispatcher runs unchanged. Concrete tensors
+appends a Node and returns Symbols shaped by hwadapter.api.meta, so the dispatcher runs unchanged. Concrete tensors
 that meet symbolic ones (closure weights, hw.zeros made inside the function) and Python scalars become constants.
 Reading values (bool, float, int, item, numpy) raises TracingError naming the user's line.
 """
@@ -15,12 +15,12 @@ import sys
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, TracingError
-from ..ops import meta
+from ..api.errors import InvalidArgumentError, TracingError
+from ..api import meta
 from ..runtime.device import Device
 from ..runtime.memory import DeviceArray
 from ..tensor import Tensor, _make
-from .ir import Graph, Node, Value
+from ..api.ir import Graph, Node, Value
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../hwadapter
 
@@ -201,7 +201,7 @@ class Tracer:
         due = meta.result_meta(op, shapes, dtypes, attrs)
         if due is None:
             path, line, _ = user_frame()
-            raise TracingError(f"{path}:{line}: op {op!r} has no shape rule (hwadapter.ops.meta), so it cannot be "
+            raise TracingError(f"{path}:{line}: op {op!r} has no shape rule (hwadapter.api.meta), so it cannot be "
                                f"traced. Fix: call it outside the traced function, or give it a rule",
                                fix="call it outside the traced function")
         index = len(self.nodes)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import math
 
-from .. import dtypes as _dt
+from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..errors import InvalidArgumentError
-from ..ops import shapes
+from ..api.errors import InvalidArgumentError
+from ..api import shapes
 from ..ops._common import _as_float, _promote, _tensor, check_size, make_public, number_arg
 from ..ops.creation import full
 from ..ops.elementwise import add, gelu, relu, sigmoid, tanh  # noqa: F401  gelu, relu, sigmoid, tanh: re-exported

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import onnx.backend.base as base
 
-from ..errors import HwAdapterError
+from ..api.errors import HwAdapterError
 from .convert import NeedsValue
 from .model import OnnxModel
 from .reader import read_model

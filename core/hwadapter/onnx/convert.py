@@ -5,10 +5,10 @@ import re
 
 import numpy as np
 
-from ..errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
-from ..graph.ir import Graph, Node, Value
-from ..ops import admit, meta
-from ..ops.reference import KERNELS
+from ..api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
+from ..api.ir import Graph, Node, Value
+from ..api import admit, meta
+from ..api.reference import KERNELS
 from .ops import load_all
 
 #: Domains whose ops we convert; the default ONNX domain is spelled "" or "ai.onnx".
@@ -82,7 +82,7 @@ def to_dtype(elem_type: int, what: str) -> np.dtype:
         dt = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:
         dt = None
-    from .. import dtypes
+    from ..api import dtypes
     if dt is None or dt not in dtypes.ALL:
         from onnx import TensorProto
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
@@ -192,7 +192,7 @@ class Context:
         shapes = tuple(self.shape(r) for r in refs)
         dtypes = tuple(self.dtype(r) for r in refs)
         if op in _REDUCTIONS and refs and "axis" in attrs:  # as the frontend passes it: sorted non-negative axes
-            from ..ops.shapes import normalize_axes
+            from ..api.shapes import normalize_axes
             try:
                 attrs["axis"] = normalize_axes(op, attrs["axis"], len(shapes[0]))
             except HwAdapterError as err:

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError
 
 OPSET = 18  # Reduce* take axes as an input, Split takes its sizes as an input, LayerNormalization exists
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min

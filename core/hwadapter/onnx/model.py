@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError
 from .convert import NeedsValue, check_supported, convert, inline_functions, value_dtype
 from .reader import read_model
 

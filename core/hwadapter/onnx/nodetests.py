@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UnsupportedDTypeError
+from ..api.errors import UnsupportedDTypeError
 from .convert import UnsupportedOpError
 
 STATUSES = ("pass", "unsupported", "wrong", "error")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError
 
 _FIX = "check that the file is a complete ONNX model (onnx.checker.check_model) and was not truncated"
 

@@ -11,11 +11,11 @@ import weakref
 
 import numpy as np
 
-from .. import dtypes as _dt
+from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..errors import HwAdapterError, InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
+from ..api.errors import HwAdapterError, InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
 from ..tensor import Tensor, _make
-from . import shapes
+from ..api import shapes
 
 _FLOAT = frozenset(_dt.FLOATING)
 _NUMERIC = frozenset(_dt.NUMERIC)

@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 
-from .. import dtypes as _dt
-from ..errors import InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
+from ..api import dtypes as _dt
+from ..api.errors import InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
 from ..tensor import _device_data, _make, target_device
-from . import shapes
+from ..api import shapes
 from ._common import _FLOAT, _NUMERIC, _op_dtype, _tensor, check_size, number_arg
 from ._common import fill_value as _held
 

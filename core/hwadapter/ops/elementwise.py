@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
-from .. import dtypes as _dt
+from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch, dispatch_binary, dispatch_unary
-from ..errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError
 from ..tensor import Tensor
-from . import shapes
+from ..api import shapes
 from ._common import (_FLOAT, _FLOAT64_MAX, _INTEGER, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote,
                       _scalar, _tensor, cast, number_arg)
 

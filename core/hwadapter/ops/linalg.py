@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..dispatch.dispatcher import dispatch
-from . import shapes
+from ..api import shapes
 from ._common import _NUMERIC, _check, _promote, _tensor, check_size
 
 

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
-from .. import dtypes as _dt
+from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..errors import InvalidArgumentError, UnsupportedDTypeError
+from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..tensor import Tensor, to_tensor
-from . import shapes
+from ..api import shapes
 from ._common import _INTEGER, _promote, _tensor, cast, check_size, fill_value
 
 

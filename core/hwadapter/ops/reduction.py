@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import builtins
 
-from .. import dtypes as _dt
+from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError
 from ..tensor import Tensor
-from . import shapes
+from ..api import shapes
 from ._common import _FLOAT, _as_float, _op_dtype, _tensor, cast
 
 

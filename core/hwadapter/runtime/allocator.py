@@ -4,7 +4,7 @@ from __future__ import annotations
 import bisect
 import threading
 
-from ..errors import OutOfMemoryError
+from ..api.errors import OutOfMemoryError
 
 _ROUND = 512
 

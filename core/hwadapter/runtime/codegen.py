@@ -9,8 +9,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .. import cache
-from ..errors import CompileError
+from . import cache
+from ..api.errors import CompileError
 from .memory import DeviceArray
 from .signature import BoundedCache, signature
 

@@ -25,9 +25,9 @@ from typing import Any, Callable
 
 from stevedore import ExtensionManager, NamedExtensionManager
 
-from ..config import config
-from ..errors import DeviceUnavailableError, short_repr
-from ..interfaces import API_VERSION, Plugin
+from ..api.config import config
+from ..api.errors import DeviceUnavailableError, short_repr
+from ..api.interfaces import API_VERSION, Plugin
 
 log = logging.getLogger("hwadapter")
 GROUP = "hwadapter.plugins"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import DeviceUnavailableError
-from ..interfaces import API_VERSION, DeviceProperties, Event, HostEvent, HostStream, Plugin, Runtime, Stream
+from ..api.errors import DeviceUnavailableError
+from ..api.interfaces import API_VERSION, DeviceProperties, Event, HostEvent, HostStream, Plugin, Runtime, Stream
 from . import native_kernels
 
 #: (MAJOR, MINOR) of the C device ABI (HWA_API_MAJOR/MINOR in device_api.h), versioned apart from the Python plugin API.

@@ -15,8 +15,8 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .. import cache
-from ..errors import CompileError
+from . import cache
+from ..api.errors import CompileError
 from .native import NATIVE_INCLUDE
 
 _FLAGS = ["-O2", "-fPIC", "-shared", "-std=c11", "-fvisibility=hidden"]

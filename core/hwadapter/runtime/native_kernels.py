@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InvalidArgumentError, PluginLoadError
-from ..ops import meta
+from ..api.errors import InvalidArgumentError, PluginLoadError
+from ..api import meta
 from .memory import DeviceArray
 
 
@@ -15,7 +15,7 @@ def register(lib, kernels) -> None:
     for index, op, dtypes in lib.kernels():
         if op not in meta.RULES:
             raise PluginLoadError(f"plugin {kernels.device_type!r}: its C library registers a kernel for {op!r}, an op "
-                                  f"without an output rule in hwadapter.ops.meta, so the core cannot allocate its "
+                                  f"without an output rule in hwadapter.api.meta, so the core cannot allocate its "
                                   f"outputs. Fix: register kernels for ops of the op set only (see `hwadapter ops`)")
         kernels.register(op, _kernel(lib, index, op, kernels.device, _native), dtypes=[tuple(names[d] for d in dtypes)])
 

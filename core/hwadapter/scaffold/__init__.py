@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
-from ..errors import InvalidArgumentError
-from ..interfaces import API_VERSION
+from ..api.errors import InvalidArgumentError
+from ..api.interfaces import API_VERSION
 from ..runtime.discovery import canonical, registry
 
 TEMPLATES = Path(__file__).with_name("templates")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hwadapter.interfaces import API_VERSION, DeviceProperties
+from hwadapter.api.interfaces import API_VERSION, DeviceProperties
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Every op kernel the plugin registered, against the numpy oracle (hwadapter.ops.reference): over the dtypes it
+"""Every op kernel the plugin registered, against the numpy oracle (hwadapter.api.reference): over the dtypes it
 registered and the kit's shapes (broadcast, empty, 0-d, large) and special values (+-inf, NaN, +-0); each result of
 the device's array type (a DeviceArray on the device, not a numpy array), with the shape and dtype of the op's rule."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hwadapter.conformance import check
 from hwadapter.conformance.cases import cases_of
 from hwadapter.conformance.sections._target import fail_if_unavailable, params
-from hwadapter.ops import reference
+from hwadapter.api import reference
 
 pytestmark = pytest.mark.usefixtures("kit_live_bytes")
 

@@ -90,7 +90,7 @@ def _child(code: str, kind: str) -> dict:
 @pytest.fixture(scope="module")
 def library(kit_type):
     """The path of the plugin's native library; the section is skipped when there is none."""
-    from hwadapter.errors import DeviceUnavailableError
+    from hwadapter.api.errors import DeviceUnavailableError
     from hwadapter.runtime.discovery import registry
     plugin = registry.get(kit_type).plugin
     try:

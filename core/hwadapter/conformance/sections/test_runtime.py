@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import hwadapter as hw
-from hwadapter import dtypes
-from hwadapter.errors import OutOfMemoryError
-from hwadapter.interfaces import Event, Stream
+from hwadapter.api import dtypes
+from hwadapter.api.errors import OutOfMemoryError
+from hwadapter.api.interfaces import Event, Stream
 from hwadapter.runtime.memory import DeviceArray
 
 pytestmark = pytest.mark.usefixtures("kit_live_bytes")
@@ -192,7 +192,7 @@ def test_out_of_memory_at_the_stated_capacity(kit_dev):
     else:
         kit_dev.runtime.free(handle)
         pytest.fail(f"allocate({total + 1}) on {kit_dev}, one byte over its stated total_memory, returned a buffer; "
-                    f"it must raise hwadapter.errors.OutOfMemoryError")
+                    f"it must raise hwadapter.api.errors.OutOfMemoryError")
     with pytest.raises(OutOfMemoryError):  # through the caching allocator as well
         DeviceArray.empty(kit_dev, (total + 1,), "uint8")
 

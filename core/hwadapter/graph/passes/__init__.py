@@ -7,7 +7,6 @@ from .common import PassReport
 from .cse import cse
 from .dce import dce
 from .fold import fold
-from .fused_op import fused_kernel, run_fused
 from .fusion import ACTIVATIONS, conv_epilogues, conv_residual, fuse
 from .infer import infer
 
@@ -18,7 +17,7 @@ PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold
 PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_residual", "conv_epilogue", "fuse_chains", "inplace"}
 
 __all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "conv_residual", "cse", "dce", "fold",
-           "fold_batch_norm", "fuse", "fused_kernel", "infer", "optimize", "run_fused"]
+           "fold_batch_norm", "fuse", "infer", "optimize"]
 
 
 def optimize(graph, disable=frozenset()):

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ir import Value
+from ...api.ir import Value
 from .common import PassReport, consumers, constants_of, prune
 
 

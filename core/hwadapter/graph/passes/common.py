@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..ir import Graph
+from ...api.ir import Graph
 
 
 @dataclass(frozen=True)
@@ -71,5 +71,5 @@ def toposort(nodes) -> list:
 
 def graph_error(message: str, fix: str):
     """An InvalidArgumentError whose text ends with the fix (as every hwadapter error's does)."""
-    from ...errors import InvalidArgumentError
+    from ...api.errors import InvalidArgumentError
     return InvalidArgumentError(f"{message}. Fix: {fix}", fix=fix)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.reference import KERNELS
+from ...api.reference import KERNELS
 from .common import PassReport, constants_of, prune
 
 #: A result may be this much larger than its inputs and still folded (beyond, e.g. expanding a scalar to a big
@@ -14,7 +14,7 @@ GROWTH, SLACK = 4, 1 << 16
 def _run(node, arrays):
     """The node's outputs from the reference kernels, or None when it cannot fold."""
     if node.op == "fused":
-        from .fused_op import interpret  # lazy: it imports hwadapter_kp
+        from ...runtime.fused import interpret  # lazy: it imports hwadapter_kp
         return interpret(node.attrs, arrays)
     kernel = KERNELS.get(node.op)
     if kernel is None:  # a custom kernel-primitive op: it only runs on a device

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 import numpy as np
 
-from ...errors import HwAdapterError
-from ...ops.meta import result_meta
-from ..ir import Node
+from ...api.errors import HwAdapterError
+from ...api.meta import result_meta
+from ...api.ir import Node
 from .common import PassReport, constants_of, consumers, make_graph, toposort
-from .fused_op import REDUCTIONS, functor_nodes, kernel_name
+from ...runtime.fused import REDUCTIONS, functor_nodes, kernel_name
 
 #: Ops a conv2d can take as its epilogue (and the attribute value each becomes).
 ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import HwAdapterError
-from ...ops.meta import result_meta
-from ..ir import Value
+from ...api.errors import HwAdapterError
+from ...api.meta import result_meta
+from ...api.ir import Value
 from .common import PassReport, constants_of, graph_error, make_graph
 
 

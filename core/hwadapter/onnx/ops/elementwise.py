@@ -254,7 +254,7 @@ def is_inf(ctx, node):
 # --- Cast, CastLike, Where, Clip -------------------------------------------------------------------------------
 def _target(ctx, node, elem_type: int) -> np.dtype:
     from ..convert import to_dtype
-    from ...errors import UnsupportedDTypeError
+    from ...api.errors import UnsupportedDTypeError
     try:
         return to_dtype(elem_type, "its target type")
     except UnsupportedDTypeError as err:

@@ -6,8 +6,8 @@ import string
 
 import numpy as np
 
-from ... import dtypes as _dt
-from ...ops import shapes as _shapes
+from ...api import dtypes as _dt
+from ...api import shapes as _shapes
 from . import converter
 
 INT64 = np.dtype(np.int64)

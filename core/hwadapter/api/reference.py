@@ -13,7 +13,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 from .shapes import pool_out
 from .shapes import residual as _residual_shape
 

@@ -431,7 +431,7 @@ class KernelRegistrar:
     def _check_dtype(self, op: str, d) -> None:
         if not _supported_dtype(d):
             raise self._refused(f"registered op {op!r} for dtype {short_repr(d)}, which is not a dtype hwadapter "
-                                f"supports", f"use the names of hwadapter.dtypes: {', '.join(_DTYPE_NAMES)}")
+                                f"supports", f"use the names of hwadapter.api.dtypes: {', '.join(_DTYPE_NAMES)}")
 
     def _refused(self, what: str, fix: str) -> PluginLoadError:
         return PluginLoadError(f"plugin {self.device_type!r}: register_kernels {what}. Fix: {fix} (a plugin bug: "
@@ -440,7 +440,7 @@ class KernelRegistrar:
 
 
 def _supported_dtype(d) -> bool:
-    """True for a dtype of hwadapter.dtypes given as its name, a numpy dtype or a numpy scalar type."""
+    """True for a dtype of hwadapter.api.dtypes given as its name, a numpy dtype or a numpy scalar type."""
     if isinstance(d, str):
         return d in _DTYPE_NAMES
     if isinstance(d, np.dtype) or (isinstance(d, type) and issubclass(d, np.generic)):

@@ -6,9 +6,9 @@ import hashlib
 
 import numpy as np
 
-from ...errors import InvalidArgumentError
-from ...runtime.codegen import PrimitiveKernel, PrimitiveOp
-from ...runtime.signature import BoundedCache, freeze
+from ..api.errors import InvalidArgumentError
+from .codegen import PrimitiveKernel, PrimitiveOp
+from .signature import BoundedCache, freeze
 
 #: Graph ops a fused kernel computes, as kernel-primitive functors (the same names unless listed).
 UNARY = frozenset({"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf",
@@ -124,14 +124,3 @@ def node_primitive(device, node) -> tuple:
         return None, None
     return fused_kernel(device, node.attrs), {}
 
-
-def run_fused(node, tensors: tuple) -> tuple:
-    """A "fused" graph node run on the device of its input Tensors: its output Tensors, in node.outputs order."""
-    from ...dispatch.dispatcher import _wrap  # the frontend's Tensor wrapping, as dispatch does it
-    dev = tensors[0]._device
-    for t in tensors:
-        if t._device is not dev:
-            raise InvalidArgumentError(f"fused node {node.name!r}: inputs are on different devices. Fix: copy them "
-                                       f"to {dev} first (the partitioner inserts copy nodes)", fix="copy inputs")
-    outs = fused_kernel(dev, node.attrs)(*(t._data for t in tensors))
-    return tuple(_wrap(o, dev) for o in outs)

@@ -6,12 +6,13 @@ import base64
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
-from ..ops.admit import refusal
-from ..ops.meta import result_meta
+from .errors import InvalidArgumentError
+from .admit import refusal
+from .meta import result_meta
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,49 @@ class Graph:
                  for name, op, ins, outs, attrs in doc["nodes"]]
         constants = {k: _dec_array(a) for k, a in doc.get("constants", {}).items()}
         return cls(nodes, values, list(doc["inputs"]), list(doc["outputs"]), constants)
+
+    def save(self, path) -> None:
+        """Write the graph to the file `path` in its JSON form (`to_json`); `Graph.load` and `hwadapter partition`
+        read it."""
+        Path(path).write_text(json.dumps(self.to_json()), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path) -> "Graph":
+        """The graph `save` wrote to the file `path`, validated. OSError when the file cannot be read;
+        InvalidArgumentError saying what is wrong, and how to fix it, when it holds no such graph."""
+        text = Path(path).read_text(encoding="utf-8")
+        return cls.loads(text, where=str(path))
+
+    @classmethod
+    def loads(cls, text: str, where: str = "graph") -> "Graph":
+        """The graph in `text`, the JSON that `save` writes, validated; InvalidArgumentError (naming `where`) when
+        it is not one."""
+        def bad(what: str) -> InvalidArgumentError:
+            return InvalidArgumentError(f"{where}: {what}. Fix: {_SAVE_FIX}", fix=_SAVE_FIX)
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as err:
+            ended = err.msg.startswith("Unterminated") or err.pos >= len(text.rstrip())
+            cut = " (the file ends too early: is it truncated?)" if ended else ""
+            raise bad(f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno}){cut}") from None
+        except RecursionError:
+            raise bad("not valid JSON (nested too deeply)") from None
+        if not isinstance(doc, dict):
+            raise bad(f"holds a JSON {type(doc).__name__}, not a graph (an object with inputs, outputs, values and "
+                      f"nodes)")
+        try:
+            graph = cls.from_json(doc)
+        except KeyError as err:
+            raise bad(f"not a graph written by Graph.save: {err} is missing") from None
+        except (TypeError, ValueError, AttributeError, IndexError) as err:
+            raise bad(f"not a graph written by Graph.save: {type(err).__name__}: {err}") from None
+        try:
+            return graph.validate()
+        except InvalidArgumentError as err:
+            raise InvalidArgumentError(f"{where}: {err}", fix=err.fix) from None
+
+
+_SAVE_FIX = "write the file with graph.save(path) (graph: hwadapter.jit.get_graph(fn, *args))"
 
 
 def _same_array(a, b) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import dtypes as _dt
+from . import dtypes as _dt
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .errors import CompileError
+from ..api.errors import CompileError
 
 log = logging.getLogger("hwadapter")
 MAGIC = b"HWADAPTER-CACHE 2\n"

@@ -6,7 +6,7 @@ import operator
 
 import numpy as np
 
-from ..errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 
 def broadcast(op: str, *shapes: tuple) -> tuple:

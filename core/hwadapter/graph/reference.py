@@ -1,0 +1,40 @@
+"""The reference executor: a graph run node by node through eager dispatch, the oracle plans are tested against."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..api.errors import InvalidArgumentError
+from ..dispatch.dispatcher import dispatch, unwrap, wrap
+from ..runtime.device import devices
+from ..runtime.fused import fused_kernel
+from ..runtime.memory import DeviceArray
+
+
+def run(graph, inputs: dict, device="cpu") -> dict:
+    """Run `graph` on `device` with inputs by name (tensors or array-likes); its outputs by name, as tensors."""
+    dev = devices.get(device)
+    env = {k: v if unwrap(v) is not None else _tensor(v, dev) for k, v in inputs.items()}
+    for k, arr in (getattr(graph, "constants", None) or {}).items():
+        env.setdefault(k, _tensor(arr, dev))
+    for n in graph.nodes:
+        ins = tuple(env[i] for i in n.inputs)
+        out = run_fused(n, ins) if n.op == "fused" else dispatch(n.op, ins, n.attrs)
+        env.update(zip(n.outputs, out if isinstance(out, (tuple, list)) else (out,)))
+    return {o: env[o] for o in graph.outputs}
+
+
+def run_fused(node, tensors: tuple) -> tuple:
+    """A "fused" graph node run on the device of its input tensors: its output tensors, in node.outputs order."""
+    held = [unwrap(t) for t in tensors]
+    dev = held[0][1]
+    if any(d is not dev for _, d in held):
+        raise InvalidArgumentError(f"fused node {node.name!r}: inputs are on different devices. Fix: copy them "
+                                   f"to {dev} first (the partitioner inserts copy nodes)", fix="copy inputs")
+    outs = fused_kernel(dev, node.attrs)(*(data for data, _ in held))
+    return tuple(wrap(o, dev) for o in outs)
+
+
+def _tensor(value, dev):
+    """An array-like as a tensor on `dev`."""
+    arr = np.ascontiguousarray(value)
+    return wrap(arr if dev.host_memory else DeviceArray.from_numpy(dev, arr), dev)
