@@ -2,6 +2,8 @@
 the reference executor (numpy for the folded batch norm), on cpu and on opencl:0 where it is available."""
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -9,14 +11,16 @@ from hypothesis import strategies as st
 
 import hwadapter as hw
 from hwadapter.dispatch.dispatcher import dispatch
-from hwadapter.errors import InvalidArgumentError
+from hwadapter.api.errors import InvalidArgumentError
 from hwadapter.graph import GraphBuilder
-from hwadapter.graph.executor import run as reference_run
-from hwadapter.graph.passes import (PassReport, conv_epilogues, conv_residual, cse, dce, fold, fold_batch_norm, fuse, infer,
-                                    optimize, run_fused)
-from hwadapter.ops import reference
+from hwadapter.graph.reference import run as reference_run
+from hwadapter.graph.reference import run_fused
+from hwadapter.graph.passes import (PassReport, conv_epilogues, conv_residual, cse, dce, fold, fold_batch_norm, fuse,
+                                    infer, optimize)
+from hwadapter.api import reference
 from hwadapter.tensor import to_tensor
 
+folding = importlib.import_module("hwadapter.graph.passes.fold")  # the module (the package exports its fold pass)
 DEVICES = ["cpu"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
 _rng = np.random.default_rng(9)
 
@@ -115,6 +119,21 @@ def test_fold_leaves_a_result_much_larger_than_its_inputs_to_run():
     x, c = b.input("x", (512, 512)), b.input("c", ())
     graph = with_constants(b.build(b.op("add", [x, b.op("expand", [c], shape=(512, 512))])), {"c": np.float32(2)})
     assert ops_of(fold(graph)[0]) == ["expand", "add"]
+
+
+def test_evaluate_is_the_one_folder_and_refuses_before_running_what_exceeds_its_limit(monkeypatch):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (t,) = folding.evaluate("transpose", {"perm": (1, 0)}, [x], expected=[((3, 2), np.float32)])
+    np.testing.assert_array_equal(t, x.T)
+    assert folding.evaluate("transpose", {"perm": (1, 0)}, [x], expected=[((2, 3), np.float32)]) is None
+    assert folding.evaluate("transpose", {"perm": (1, 0)}, [x], expected=[((3, 2), np.float64)]) is None
+    assert folding.evaluate("no_such_op", {}, [x]) is None              # a device-only op: left to run
+    ran = []
+    monkeypatch.setitem(folding.KERNELS, "expand", lambda *a, **k: ran.append(1) or reference.expand(*a, **k))
+    big = [((1 << 12, 1 << 12), np.float32)]
+    assert folding.evaluate("expand", {"shape": big[0][0]}, [np.float32(1)], big, limit=1 << 20) is None and not ran
+    assert folding.evaluate("expand", {"shape": (4,)}, [np.float32(1)], [((4,), np.float32)], limit=64)[0].shape == (4,)
+    assert ran == [1]
 
 
 @pytest.mark.parametrize("dev", DEVICES)
@@ -227,7 +246,7 @@ def test_an_elementwise_chain_with_a_trailing_reduction_runs_as_one_fused_node(d
 
 @pytest.mark.parametrize("dev", DEVICES)
 def test_a_fused_node_is_one_compiled_kernel_on_a_device_with_a_codegen_backend(dev):
-    from hwadapter.graph.passes.fused_op import FusedKernel, fused_kernel
+    from hwadapter.runtime.fused import FusedKernel, fused_kernel
     from hwadapter.runtime.device import devices
     graph, inputs = mlp_block()
     fused, _ = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
@@ -244,7 +263,7 @@ def test_a_fused_node_is_one_compiled_kernel_on_a_device_with_a_codegen_backend(
 
 def test_a_fused_node_is_interpreted_on_a_host_device_without_codegen():
     import types
-    from hwadapter.graph.passes.fused_op import fused_kernel
+    from hwadapter.runtime.fused import fused_kernel
     graph, inputs = mlp_block()
     fused, _ = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True)
     from hwadapter.runtime.signature import BoundedCache
