@@ -7,15 +7,23 @@ in the model's order, also when an output is an input, a constant or listed twic
 """
 from __future__ import annotations
 
+import ast
+import importlib
+import inspect
+import textwrap
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import hwadapter as hw
-from hwadapter.errors import InvalidArgumentError, UnsupportedDTypeError
+from hwadapter.api.errors import InvalidArgumentError, UnsupportedDTypeError
 from hwadapter.onnx import backend, load
 from hwadapter.onnx.convert import UnsupportedOpError
+from hwadapter.onnx.ops import CONVERTERS, VALUE_INPUTS, load_all
+
+folding = importlib.import_module("hwadapter.graph.passes.fold")  # the module (the package exports its fold pass)
 
 F = TensorProto.FLOAT
 RNG = np.random.default_rng(3)
@@ -149,7 +157,7 @@ def test_open_dims_take_any_size_and_each_signature_converts_once():
     for n in (1, 5, 1):
         x = RNG.standard_normal((n, 3)).astype(np.float32)
         np.testing.assert_array_equal(m.run([x])[0], np.maximum(x, 0))
-    assert len(m._graphs) == 2
+    assert len(m._conversions) == 2
 
 
 # --- unsupported ---------------------------------------------------------------------------------------------------
@@ -293,3 +301,71 @@ def test_an_input_of_undeclared_rank_takes_any_shape():
         load(m).graph()
     assert "input_shapes" in e.value.fix
     assert load(m, input_shapes={"x": (5,)}).graph().values["x"].shape == (5,)
+
+
+# --- constants and input values at conversion ---------------------------------------------------------------------
+def reshape_by_input():
+    """y = reshape(x, s + 0): the target shape is computed from a (small) graph input."""
+    return model([helper.make_node("Add", ["s", "zero"], ["t"]), helper.make_node("Reshape", ["x", "t"], ["y"])],
+                 [("x", F, [2, 3]), ("s", TensorProto.INT64, [2])], [("y", F, None)],
+                 {"zero": np.zeros(2, np.int64)})
+
+
+def test_a_shape_fed_as_an_input_converts_per_its_value_as_an_explicit_result():
+    rep = backend.prepare(reshape_by_input())            # no value yet: prepare leaves the conversion to the run
+    conv = rep.model.conversion()
+    assert conv.graph is None and conv.need.input == "s" and "input 1 ('t')" in conv.need.message
+    with pytest.raises(UnsupportedOpError, match="computed from graph input 's', whose value must be known"):
+        rep.model.graph()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for shape in ((3, 2), (6, 1), (3, 2)):
+        (y,) = rep.run([x, np.array(shape, np.int64)])
+        np.testing.assert_array_equal(y, x.reshape(shape))
+    assert rep.model.value_inputs == ["s"]
+    graph = rep.model.graph(values={"s": np.array((3, 2), np.int64)})
+    assert graph.inputs == ["x"] and [n.op for n in graph.nodes] == ["reshape"]
+
+
+def test_the_importer_folds_with_the_graph_layers_one_folder(monkeypatch):
+    folded = []
+    for op in ("transpose", "expand"):
+        kernel = folding.KERNELS[op]
+        monkeypatch.setitem(folding.KERNELS, op, lambda *a, _k=kernel, _op=op, **kw: folded.append(_op) or _k(*a, **kw))
+    w = RNG.standard_normal((3, 4)).astype(np.float32)
+    m = model([helper.make_node("Transpose", ["w"], ["wt"], perm=[1, 0]),
+               helper.make_node("Expand", ["two", "shape"], ["c"]),
+               helper.make_node("MatMul", ["x", "wt"], ["p"]), helper.make_node("Add", ["p", "c"], ["y"])],
+              [("x", F, [2, 4])], [("y", F, [2, 3])], {"w": w, "two": np.float32([2]), "shape": np.array([2, 3], np.int64)})
+    graph = load(m).graph()
+    assert sorted(folded) == ["expand", "transpose"] and [n.op for n in graph.nodes] == ["matmul", "add"]
+    x = RNG.standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(backend.prepare(m).run([x])[0], x @ w.T + 2, rtol=1e-5)
+
+
+def test_every_input_a_converter_reads_by_value_is_declared():
+    """An input read with ctx.require_const (or tensor.ints) must be in VALUE_INPUTS, so that convert asks for its
+    value before the converter runs (a literal index in the converter or a module function it calls)."""
+    load_all()
+
+    def indices(fn, depth=1) -> set:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        out = set()
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+            pos = {"require_const": 1, "ints": 2}.get(name)
+            if pos is not None and len(call.args) > pos and isinstance(call.args[pos], ast.Constant):
+                out.add(call.args[pos].value)
+            helper_fn = fn.__globals__.get(call.func.id) if isinstance(call.func, ast.Name) else None
+            if depth and inspect.isfunction(helper_fn) and helper_fn.__module__ == fn.__module__:
+                out |= indices(helper_fn, depth - 1)
+        return out
+
+    missing = {}
+    for op_type, fn in CONVERTERS.items():
+        declared = VALUE_INPUTS.get(op_type, ())
+        if callable(declared):
+            continue
+        undeclared = indices(fn) - set(declared)
+        if undeclared:
+            missing[op_type] = sorted(undeclared)
+    assert not missing, f"converters reading these inputs' values without declaring them (values=...): {missing}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 import onnx.backend.base as base
 
 from ..api.errors import HwAdapterError
-from .convert import NeedsValue
 from .model import OnnxModel
 from .reader import read_model
 
@@ -46,10 +45,9 @@ class HwAdapterBackend(base.Backend):
         m = OnnxModel(proto, kwargs.get("input_shapes"))
         if any(dims is None and name not in m.input_shapes for name, (dims, _) in m.declared().items()):
             return HwAdapterRep(m, devices)  # an input of unknown rank: converted when it first runs
-        try:
-            m.graph()  # convert now: an unsupported op or attribute fails in prepare, before anything runs
-        except NeedsValue:
-            pass  # a converter needs an input's value (a shape fed as an input): converted at run, per value
+        # convert now: an unsupported op or attribute fails in prepare, before anything runs; a model whose
+        # conversion needs an input's value (a shape fed as an input) is converted at run, per value
+        m.conversion()
         return HwAdapterRep(m, devices)
 
     @classmethod

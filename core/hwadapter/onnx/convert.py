@@ -1,15 +1,21 @@
-"""ONNX graph -> hwadapter Graph: walk the nodes, call each op type's converter, fold what is constant."""
+"""ONNX graph -> hwadapter Graph: walk the nodes, call each op type's converter, fold what is constant.
+
+`convert` returns a `Conversion`: the graph, or the graph input whose value a converter needs (a Reshape's shape fed
+as an input) before the model can be converted, which the caller supplies by converting again with that input as a
+constant (OnnxModel.run does, per value). Constants are computed by the graph layer's one folder
+(`hwadapter.graph.passes.fold.evaluate`), the one the `fold` pass uses."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 from ..api.ir import Graph, Node, Value
 from ..api import admit, meta
-from ..api.reference import KERNELS
-from .ops import load_all
+from ..graph.passes.fold import evaluate
+from .ops import VALUE_INPUTS, load_all
 
 #: Domains whose ops we convert; the default ONNX domain is spelled "" or "ai.onnx".
 DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -23,13 +29,24 @@ class UnsupportedOpError(InvalidArgumentError):
     """A model holds an op (or an op's attribute or input) that hwadapter cannot convert."""
 
 
-class NeedsValue(UnsupportedOpError):
-    """A converter needs the value of graph input `name` (a shape, axes, a scale): convert again with it as a
-    constant, once its value is known (OnnxModel.run does, keyed by the value)."""
+@dataclass(frozen=True)
+class ValueNeed:
+    """A converter needs the value of graph input `input` (a shape, axes, a scale) to convert the model: convert again
+    with it as a constant once its value is known (OnnxModel.run does, keyed by the value). `message` and `fix` say
+    which node needs it, for an error where no value can be given."""
+    input: str
+    message: str
+    fix: str
 
-    def __init__(self, name: str, message: str, fix: str = ""):
-        super().__init__(message, fix=fix)
-        self.name = name
+    def error(self) -> UnsupportedOpError:
+        return UnsupportedOpError(self.message, fix=self.fix)
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """What `convert` gives: `graph`, the hwadapter Graph, or (graph None) `need`, the input value it waits for."""
+    graph: Graph | None
+    need: ValueNeed | None = None
 
 
 class OnnxNode:
@@ -139,22 +156,44 @@ class Context:
         return None if ref is None else self.constants.get(ref)
 
     def require_const(self, node: OnnxNode, i: int, what: str) -> np.ndarray:
-        """The node's i-th input as a numpy array; an error naming the node when it is not known before running."""
+        """The node's i-th input as a numpy array; an error naming the node when it is not known before running. An
+        input computed from a graph input's value is known once the model is converted per that value: the
+        converter declares it (`@converter(..., values=...)`), and `convert` asks for the value before calling it."""
         ref = self.input(node, i)
         arr = self.const(ref)
-        if arr is None and ref in self.graph_inputs:
-            raise NeedsValue(ref, f"onnx: {node.where()}: its {what} (input {i}) is graph input {ref!r}, whose value "
-                             "must be known to convert the model", fix="run it: the model is converted per value of "
-                             "this input (or pass the input as an initializer)")
-        source = self._small_input_behind(ref) if arr is None else None
-        if source is not None:  # computed from a small graph input (a size, a target shape): convert per its value
-            raise NeedsValue(source, f"onnx: {node.where()}: its {what} (input {i}) is computed from graph input "
-                             f"{source!r}, whose value must be known to convert the model",
-                             fix="run it: the model is converted per value of this input")
-        if arr is None:
-            self.fail(node, f"its {what} (input {i}) must be known before running, but it is computed at run time",
-                      fix="export the model with this input as an initializer or constant")
-        return arr
+        if arr is not None:
+            return arr
+        source = self.value_source(ref)
+        if source is not None:  # convert() stops before a converter that declares this input: this one did not
+            self.fail(node, f"its {what} (input {i}) is computed from graph input {source!r}, and its converter does "
+                      f"not declare that it reads input {i}'s value", fix="declare it: @converter(..., values=...)")
+        self.fail(node, f"its {what} (input {i}) must be known before running, but it is computed at run time",
+                  fix="export the model with this input as an initializer or constant")
+
+    def value_need(self, node: OnnxNode, i: int) -> ValueNeed | None:
+        """What the node's i-th input, whose value its converter reads, waits for: None when it is known (or omitted,
+        or never known: require_const then says so), else the graph input to convert the model per value of."""
+        ref = self.input(node, i)
+        if ref is None or ref in self.constants:
+            return None
+        source = self.value_source(ref)
+        if source is None:
+            return None
+        name = node.inputs[i]
+        if source == ref:
+            return ValueNeed(source, f"onnx: {node.where()}: its input {i} ({name!r}) is graph input {source!r}, "
+                             "whose value must be known to convert the model", fix="run it: the model is converted "
+                             "per value of this input (or pass the input as an initializer)")
+        return ValueNeed(source, f"onnx: {node.where()}: its input {i} ({name!r}) is computed from graph input "
+                         f"{source!r}, whose value must be known to convert the model",
+                         fix="run it: the model is converted per value of this input")
+
+    def value_source(self, ref):
+        """The graph input whose value would make (the not constant) `ref` known: `ref` itself when it is a graph
+        input, else the first small graph input it is computed from; None when there is none."""
+        if ref in self.graph_inputs:
+            return ref
+        return self._small_input_behind(ref)
 
     #: the most elements a graph input may have for the model to be converted per its value when a value a
     #: converter needs is computed from it (sizes, shapes, axes are small; data is not)
@@ -212,11 +251,11 @@ class Context:
         if len(metas) != n_outputs and not (op in meta.MULTI_OUTPUT and n_outputs == len(metas)):
             self.fail(self.node, f"hwadapter op {op!r} makes {len(metas)} outputs, the converter expected {n_outputs}")
         arrays = [self.constants.get(r) for r in refs]
-        if refs and all(a is not None for a in arrays) and op in KERNELS:
-            out = KERNELS[op](*arrays, **attrs)
-            outs = list(out) if isinstance(out, (list, tuple)) else [out]
-            names = tuple(self.constant(np.asarray(o).astype(m[1], copy=False).reshape(m[0]))
-                          for o, m in zip(outs, metas))
+        outs = None
+        if refs and all(a is not None for a in arrays):  # every input constant: fold (no size limit at import)
+            outs = evaluate(op, attrs, arrays, expected=[(tuple(shape), np.dtype(dt)) for shape, dt in metas])
+        if outs is not None:
+            names = tuple(self.constant(o) for o in outs)
         else:
             base = self._fresh(op)
             names = tuple(f"{base}:{k}" for k in range(len(metas))) if len(metas) > 1 else (base,)
@@ -343,10 +382,11 @@ _LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "
                                "PRelu", "Gemm"})
 
 
-def convert(model, shapes: dict, values: dict | None = None) -> Graph:
+def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
     """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape}); `values` ({name:
-    array}) turns those inputs into constants (converters that need an input's value: see NeedsValue). The model's
-    functions are inlined and its ops checked already (OnnxModel does both once, not per signature)."""
+    array}) turns those inputs into constants. A converter that reads an input's value (`VALUE_INPUTS`) computed from
+    a graph input not in `values` is not called: the Conversion then names that input (`need`) instead of a graph.
+    The model's functions are inlined and its ops checked already (OnnxModel does both once, not per signature)."""
     converters = load_all()
     opset = opset_of(model)
     values = values or {}
@@ -382,6 +422,9 @@ def convert(model, shapes: dict, values: dict | None = None) -> Graph:
             if name and name not in ctx.names:
                 ctx.fail(node, f"reads {name!r}, which no earlier node, input or initializer makes",
                          fix="the model is malformed or not topologically sorted: check it with onnx.checker")
+        need = _value_need(ctx, node)
+        if need is not None:
+            return Conversion(None, need)
         out = converters[node.op_type](ctx, node)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         for name, ref in zip(node.outputs, outs):
@@ -394,7 +437,18 @@ def convert(model, shapes: dict, values: dict | None = None) -> Graph:
             raise InvalidArgumentError(f"onnx: graph output {o.name!r} is made by no node, input or initializer",
                                        fix="the model is malformed: check it with onnx.checker.check_model")
     outputs = [ctx.names[o.name] for o in g.output]
-    return _prune(ctx, inputs, outputs)
+    return Conversion(_prune(ctx, inputs, outputs))
+
+
+def _value_need(ctx: Context, node: OnnxNode) -> ValueNeed | None:
+    """The first graph input whose value the node's converter reads (its VALUE_INPUTS) but the model has not been
+    converted for; None when it can be called."""
+    declared = VALUE_INPUTS.get(node.op_type, ())
+    for i in (declared(ctx, node) if callable(declared) else declared):
+        need = ctx.value_need(node, i)
+        if need is not None:
+            return need
+    return None
 
 
 def _prune(ctx: Context, inputs: list, outputs: list) -> Graph:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..api.errors import InvalidArgumentError
-from .convert import NeedsValue, check_supported, convert, inline_functions, value_dtype
+from .convert import Conversion, check_supported, convert, inline_functions, value_dtype
 from .reader import read_model
 
 
@@ -18,9 +18,9 @@ class OnnxModel:
         self.inputs = [vi.name for vi in self._inputs]
         self.outputs = [vi.name for vi in proto.graph.output]
         self.input_shapes = dict(input_shapes or {})
-        self._graphs: dict = {}
+        self._conversions: dict = {}
         self._plans: dict = {}
-        #: inputs converted as constants, per value: converters need their values (see convert.NeedsValue)
+        #: inputs converted as constants, per value: converters need their values (see convert.ValueNeed)
         self.value_inputs: list = []
         check_supported(proto)
 
@@ -50,13 +50,22 @@ class OnnxModel:
                 out[name] = tuple(1 if d is None else d for d in dims)
         return out
 
-    def graph(self, shapes: dict | None = None, values: dict | None = None):
-        """The hwadapter Graph for inputs of these shapes (converted once per signature); `values` ({input: array})
-        makes constants of the inputs whose value a converter needs (a Reshape's shape fed as an input)."""
+    def conversion(self, shapes: dict | None = None, values: dict | None = None) -> Conversion:
+        """The model converted for inputs of these shapes (once per signature): its graph, or the input whose value
+        it needs (`need`); `values` ({input: array}) makes constants of the inputs whose value a converter needs (a
+        Reshape's shape fed as an input)."""
         key = (tuple(sorted(self.shapes(shapes).items())), _values_key(values))
-        if key not in self._graphs:
-            self._graphs[key] = convert(self.proto, dict(key[0]), values)
-        return self._graphs[key]
+        if key not in self._conversions:
+            self._conversions[key] = convert(self.proto, dict(key[0]), values)
+        return self._conversions[key]
+
+    def graph(self, shapes: dict | None = None, values: dict | None = None):
+        """The hwadapter Graph for inputs of these shapes (converted once per signature); `values` as `conversion`
+        takes them. UnsupportedOpError when a converter needs the value of an input not in `values`."""
+        conv = self.conversion(shapes, values)
+        if conv.graph is None:
+            raise conv.need.error()
+        return conv.graph
 
     def plan(self, devices=("cpu",), shapes: dict | None = None, values: dict | None = None, **partition_args):
         """The graph partitioned over `devices` (hwadapter.graph.partition), cached per signature and devices."""
@@ -72,14 +81,13 @@ class OnnxModel:
         """Run on `inputs` (a list in input order, or a dict by name, of arrays); the outputs as numpy arrays."""
         arrays = self._arrays(inputs)
         shapes = {k: a.shape for k, a in arrays.items()}
-        while True:  # learn which inputs' values the conversion needs; then one graph per such value
-            try:
-                plan = self.plan(devices, shapes, {n: arrays[n] for n in self.value_inputs}, **partition_args)
-                break
-            except NeedsValue as err:
-                if err.name in self.value_inputs or err.name not in arrays:
-                    raise
-                self.value_inputs.append(err.name)
+        conv = self.conversion(shapes, {n: arrays[n] for n in self.value_inputs})
+        while conv.graph is None:  # learn which inputs' values the conversion needs; then one graph per such value
+            if conv.need.input in self.value_inputs or conv.need.input not in arrays:
+                raise conv.need.error()
+            self.value_inputs.append(conv.need.input)
+            conv = self.conversion(shapes, {n: arrays[n] for n in self.value_inputs})
+        plan = self.plan(devices, shapes, {n: arrays[n] for n in self.value_inputs}, **partition_args)
         g = plan.graph
         feed = [arrays[name] for name in g.inputs]
         outs = plan.run(feed) if g.nodes else [None] * len(g.outputs)

@@ -254,7 +254,7 @@ def max_pool(ctx, node):
     return best, index
 
 
-@converter("MaxUnpool")
+@converter("MaxUnpool", values=(2,))
 def max_unpool(ctx, node):
     """Zeros with each x value put back at its MaxPool Indices position (flat over the whole output)."""
     x, idx = ctx.input(node, 0), ctx.input(node, 1)
@@ -578,7 +578,15 @@ def hardmax(ctx, node):
 
 
 # --- Dropout, Flatten ----------------------------------------------------------------------------------------------
-@converter("Dropout")
+def _dropout_values(ctx, node) -> tuple:
+    """Its training_mode (input 2, from opset 12) is read when given, and its ratio (input 1) when that is true."""
+    if ctx.opset < 12:
+        return ()
+    mode = ctx.const(ctx.input(node, 2))
+    return (2, 1) if mode is not None and bool(mode) else (2,)
+
+
+@converter("Dropout", values=_dropout_values)
 def dropout(ctx, node):
     """Inference: the identity, and a mask of all true (opset 7-11 have no training mode; from 12 training_mode
     with a non-zero ratio drops at random, which is refused)."""
@@ -654,7 +662,7 @@ def _resize_op(ctx, node, x, sizes, scales, mode, **attrs):
                   **attrs)
 
 
-@converter("Upsample")
+@converter("Upsample", values=(1,))
 def upsample(ctx, node):
     x = ctx.input(node, 0)
     scales = node.attr("scales") if ctx.opset < 9 else ctx.require_const(node, 1, "scales")
@@ -678,7 +686,7 @@ def _resize_10(ctx, node, x, scales):
                       coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 
-@converter("Resize")
+@converter("Resize", values=(1, 2, 3))
 def resize(ctx, node):
     x = ctx.input(node, 0)
     if ctx.opset < 11:

@@ -48,7 +48,7 @@ def _axes(ctx, node):
     return None if axes is None else list(axes)
 
 
-@converter(*_FAMILY)
+@converter(*_FAMILY, values=(1,))
 def reduce(ctx, node):
     x = ctx.input(node, 0)
     shape, dt = ctx.shape(x), np.dtype(ctx.dtype(x))

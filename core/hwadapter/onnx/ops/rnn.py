@@ -232,7 +232,7 @@ def _rnn_step(ctx, node, acts, xw, states, rd, wb, rb, d, hid, once):
     return [acts[0](pre)]
 
 
-@converter("RNN")
+@converter("RNN", values=(4,))
 def rnn(ctx, node):
     """Ht = f(Xt W^T + Ht-1 R^T + Wb + Rb)."""
     return _run(ctx, node, 1, ("Tanh",), _rnn_step)
@@ -266,7 +266,7 @@ def _gru_step(ctx, node, acts, xw, states, rd, wb, rb, d, hid, once):
     return [ctx.op("add", ctx.op("mul", ctx.op("sub", one, z), hh), ctx.op("mul", z, h))]
 
 
-@converter("GRU")
+@converter("GRU", values=(4,))
 def gru(ctx, node):
     """z, r = f(...); h~ = g(Xt Wh^T + (r . Ht-1) Rh^T + Rbh + Wbh) (or r . (Ht-1 Rh^T + Rbh) with
     linear_before_reset); Ht = (1 - z) . h~ + z . Ht-1."""
@@ -306,7 +306,7 @@ def _peepholes(ctx, node, d, hid):
     return _gates(ctx, _dir(ctx, p, d), 3, hid)
 
 
-@converter("LSTM")
+@converter("LSTM", values=(4,))
 def lstm(ctx, node):
     """i, f, o = f(... + P . C), c~ = g(...), Ct = f . Ct-1 + i . c~, Ht = o . h(Ct); gate order i, o, f, c."""
     if node.attr("clip") is not None:

@@ -114,7 +114,7 @@ def identity(ctx, node):
     return ctx.input(node, 0)
 
 
-@converter("ConstantOfShape")
+@converter("ConstantOfShape", values=(0,))
 def constant_of_shape(ctx, node):
     shape = ints(ctx, node, 0, "shape")
     if any(s < 0 for s in shape):
@@ -151,7 +151,7 @@ def eye_like(ctx, node):
     return ctx.constant(np.eye(shape[0], shape[1], k=node.attr("k", 0), dtype=dt))
 
 
-@converter("Range")
+@converter("Range", values=(0, 1, 2))
 def range_op(ctx, node):
     """A constant computed as ONNX's reference does (np.arange) from start, limit and delta."""
     stash = node.attr("stash_type")
@@ -172,7 +172,7 @@ def range_op(ctx, node):
 
 
 # --- reshaping -------------------------------------------------------------------------------------------------
-@converter("Reshape")
+@converter("Reshape", values=(1,))
 def reshape_op(ctx, node):
     x = ctx.input(node, 0)
     shape = list(ctx.shape(x))
@@ -201,7 +201,7 @@ def reshape_op(ctx, node):
     return reshape(ctx, x, out)
 
 
-@converter("Squeeze")
+@converter("Squeeze", values=(1,))
 def squeeze(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
@@ -217,7 +217,7 @@ def squeeze(ctx, node):
     return reshape(ctx, x, [s for i, s in enumerate(shape) if i not in axes])
 
 
-@converter("Unsqueeze")
+@converter("Unsqueeze", values=(1,))
 def unsqueeze(ctx, node):
     x = ctx.input(node, 0)
     shape = list(ctx.shape(x))
@@ -253,7 +253,7 @@ def concat(ctx, node):
     return ctx.op("concat", *xs, axis=axis)
 
 
-@converter("Split")
+@converter("Split", values=(1,))
 def split(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
@@ -286,7 +286,7 @@ def split(ctx, node):
     return ctx.op("split", x, n_outputs=len(sections), sections=tuple(sections), axis=axis)
 
 
-@converter("Slice")
+@converter("Slice", values=(1, 2, 3, 4))
 def slice_op(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
@@ -308,7 +308,7 @@ def slice_op(ctx, node):
     return slice_axes(ctx, x, {a: (s, e, st) for a, s, e, st in zip(axes, starts, ends, steps)})
 
 
-@converter("Expand")
+@converter("Expand", values=(1,))
 def expand(ctx, node):
     x = ctx.input(node, 0)
     target = ints(ctx, node, 1, "shape")
@@ -319,7 +319,7 @@ def expand(ctx, node):
     return x if tuple(out) == tuple(ctx.shape(x)) else ctx.op("expand", x, shape=tuple(out))
 
 
-@converter("Tile")
+@converter("Tile", values=(1,))
 def tile(ctx, node):
     """x of shape (d...) -> (1, d, ...) expanded to (r, d, ...) -> reshaped (r*d, ...)."""
     x = ctx.input(node, 0)
@@ -335,7 +335,7 @@ def tile(ctx, node):
     return reshape(ctx, y, [r * s for r, s in zip(reps, shape)])
 
 
-@converter("CenterCropPad")
+@converter("CenterCropPad", values=(1,))
 def center_crop_pad(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
@@ -362,7 +362,7 @@ def center_crop_pad(ctx, node):
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
 
 
-@converter("Pad")
+@converter("Pad", values=(1, 2, 3))
 def pad(ctx, node):
     x = ctx.input(node, 0)
     shape, dt = ctx.shape(x), ctx.dtype(x)
@@ -468,7 +468,7 @@ def scatter_nd(ctx, node):
     return ctx.op("scatter_nd", x, index_int64(ctx, node, idx), upd, reduction=reduction)
 
 
-@converter("TopK")
+@converter("TopK", values=(1,))
 def topk(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
@@ -480,7 +480,7 @@ def topk(ctx, node):
     return ctx.op("topk", x, n_outputs=2, k=int(k), axis=axis, largest=bool(node.attr("largest", 1)), sorted=True)
 
 
-@converter("CumSum", "CumProd")
+@converter("CumSum", "CumProd", values=(1,))
 def cumulative(ctx, node):
     x = ctx.input(node, 0)
     axis = axis_of(ctx, node, ints(ctx, node, 1, "axis")[0], len(ctx.shape(x)))
@@ -489,7 +489,7 @@ def cumulative(ctx, node):
                   reverse=bool(node.attr("reverse", 0)))
 
 
-@converter("Trilu")
+@converter("Trilu", values=(1,))
 def trilu(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
@@ -503,7 +503,7 @@ def trilu(ctx, node):
     return ctx.op("where", ctx.constant(mask), x, scalar_const(ctx, 0, ctx.dtype(x)))
 
 
-@converter("OneHot")
+@converter("OneHot", values=(1,))
 def one_hot(ctx, node):
     """equal(indices at the axis, arange(depth)) selecting on/off values. Float indices are compared as they are
     (a non-integral one matches nothing), as onnx's reference and onnxruntime do."""
@@ -535,7 +535,7 @@ def one_hot(ctx, node):
     return ctx.op("where", hit, reshape(ctx, on, []), reshape(ctx, off, []))
 
 
-@converter("ReverseSequence")
+@converter("ReverseSequence", values=(1,))
 def reverse_sequence(ctx, node):
     """Per batch entry: its first len steps reversed (a slice of step -1), the rest as they are, concatenated."""
     x = ctx.input(node, 0)
