@@ -17,14 +17,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _util import best_seconds, table  # noqa: E402
 
-from hwadapter.runtime.discovery import registry  # noqa: E402
-from hwadapter.runtime.native import NativeRuntime, load_library  # noqa: E402
+from hwadapter import host  # noqa: E402
 from hwadapter_paddle import pykernels  # noqa: E402
 from hwadapter_paddle.optable import DTYPE_CODES  # noqa: E402
 
 
 def main(device_type: str) -> None:
-    rt = NativeRuntime(load_library(registry.get(device_type).plugin.native_library()), 0)
+    rt = host.native_runtime(host.plugin_record(device_type).plugin.native_library())
     code = DTYPE_CODES["float32"]
     rows = []
     for n in (16, 1 << 16, 1 << 20):

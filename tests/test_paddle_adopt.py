@@ -24,15 +24,14 @@ CHILD_TIMEOUT = 180
 # call: pykernels.run over memoryviews of the library's memory.
 PRELUDE = r"""
 import ctypes, json, numpy as np
-from hwadapter.runtime.native import NativeRuntime, load_library
 from hwadapter.plugin import HwAdapterError
 from hwadapter_paddle import pykernels
 from hwadapter_paddle.optable import DTYPE_CODES
 out = {}
 
 def host(device_type):
-    from hwadapter.runtime.discovery import registry
-    return NativeRuntime(load_library(registry.get(device_type).plugin.native_library()), 0)
+    from hwadapter import host as api
+    return api.native_runtime(api.plugin_record(device_type).plugin.native_library())
 
 def view(address, nbytes):
     return memoryview((ctypes.c_char * nbytes).from_address(address)).cast("B")
@@ -113,9 +112,9 @@ def _bridgeable(device_type: str) -> None:
     (c,) = bridge.candidates([device_type])
     if not c.bridgeable:
         pytest.skip(f"the {device_type} plugin cannot be bridged here: {c.reason}")
-    from hwadapter.runtime.discovery import registry
+    from hwadapter import host
     try:
-        count = registry.get(device_type).plugin.device_count()
+        count = host.plugin_record(device_type).plugin.device_count()
     except Exception as err:  # no driver, no cupy: what the plugin says
         pytest.skip(f"the {device_type} plugin cannot count its devices here: {err}")
     if count == 0:
@@ -137,8 +136,8 @@ def test_opencl_kernels_run_on_the_native_librarys_memory():
     _bridgeable("opencl")
     r = _child(cases=True, code="""
     cases("opencl")
-    from hwadapter.device import devices
-    out["shared"] = devices.get("opencl:0").runtime.shared is not None
+    from hwadapter import host as api
+    out["shared"] = api.device("opencl:0").runtime.shared is not None
     """)
     assert r["shared"], r
     _check(r, "is in no live allocation")
@@ -149,8 +148,8 @@ def test_a_runtime_opened_before_the_host_says_so():
     is refused with the reason and the fix, never used from the wrong context."""
     _bridgeable("opencl")
     r = _child("""
-    from hwadapter.device import devices
-    devices.get("opencl:0").runtime  # opened first: its own context
+    from hwadapter import host as api
+    api.device("opencl:0").runtime  # opened first: its own context
     slab = Slab(host("opencl"))
     x = slab.put(np.ones(8, "float32"))
     out["error"] = error_of(pykernels.run, "opencl", "abs", [x], slab.put(np.zeros(8, "float32")), {})

@@ -15,6 +15,7 @@ import shutil
 import numpy as np
 import pytest
 from children import LIVE_OF
+from hwadapter import host
 from test_paddle_bridge import THREADS, _child, _hwadapter, _result
 from test_paddle_kernels import DEVICE_FORMS, DEVICE_SIMPLE, FORM_CASES, check_device_forms
 
@@ -34,8 +35,7 @@ PADDLE_NAME = {"cpu": "hwa_cpu", "opencl": "opencl"}
 
 
 def _plugin(name: str):
-    from hwadapter.runtime.discovery import registry
-    record = registry.get(name)
+    record = host.plugin_record(name)
     if record is None or record.plugin is None:
         pytest.skip(f"the {name} plugin is not usable here: {record.explain() if record else 'not installed'}")
     try:
@@ -47,10 +47,9 @@ def _plugin(name: str):
 
 def _usable_types() -> list[str]:
     """The reference types whose plugin loads and has a device (opencl needs an OpenCL driver)."""
-    from hwadapter.runtime.discovery import registry
     out = []
     for name in PADDLE_NAME:
-        record = registry.get(name)
+        record = host.plugin_record(name)
         try:
             if record is not None and record.plugin is not None and record.plugin.device_count() > 0:
                 out.append(name)
@@ -63,7 +62,6 @@ def _usable_types() -> list[str]:
 @pytest.mark.parametrize("name", ["cpu", "opencl", "opencl-queued"])
 def test_device_library_through_hwadapters_native_runtime(name):
     from hwadapter.plugin import InvalidArgumentError, NativeRuntime, OutOfMemoryError, build_library
-    from hwadapter.runtime.native import load_library
     plugin = _plugin(name.split("-")[0])
     path = plugin.native_library()
     assert path == plugin.native_library()  # built once, then the same file
@@ -71,7 +69,7 @@ def test_device_library_through_hwadapters_native_runtime(name):
         from hwadapter_opencl import native
         path = build_library(native.SOURCE, "test-queued", {"DEVICE_TYPE": '"opencl"', "COARSE_GRAIN_ONLY": "1"},
                              ("-ldl", "-lpthread"))
-    rt = NativeRuntime(load_library(path), 0)
+    rt = host.native_runtime(path)
     free0, total = rt.memory_info()
     props = rt.properties()
     assert total > 0 and props.total_memory == total and props.extra["native_api"] == (1, 1)

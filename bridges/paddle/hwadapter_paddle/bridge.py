@@ -199,16 +199,16 @@ class Candidate:
 def candidates(types: list[str] | None = None) -> list[Candidate]:
     """Every installed hwadapter plugin (or those named), classified: bridgeable when its native_library() gives a
     device_api.h library. Loads the plugins (and may build their libraries) in this process."""
-    from hwadapter.runtime.discovery import registry  # lazy: hwadapter-paddle's module imports stay light
+    from hwadapter import host  # lazy: hwadapter-paddle's module imports stay light
 
-    names = list(registry.entry_points())
+    names = host.plugin_types()
     out = []
     for name in (types if types else sorted(names)):
         if name not in names:
             out.append(Candidate(name, "?", None, "no hwadapter plugin has this device type (`hwadapter devices` "
                                                   "lists them)", "no such plugin"))
             continue
-        record = registry.get(name)
+        record = host.plugin_record(name)
         out.append(_classify(name, " ".join(record.distribution).strip(), record))
     return out
 

@@ -36,8 +36,8 @@ def kernels_filename(device_type: str, python: bool = False) -> str:
 
 def library_kernels(library: str | os.PathLike) -> list[tuple[str, tuple[int, ...]]]:
     """The device library's kernel table: [(op, input dtype codes)], read through hwadapter's own loader."""
-    from hwadapter.runtime.native import load_library  # lazy: loads hwadapter's native extension
-    return [(op, tuple(codes)) for _, op, codes in load_library(str(library)).kernels()]
+    from hwadapter import host  # lazy: `hwadapter paddle` imports this module; only building reads a library
+    return [(op, tuple(codes)) for _, op, codes in host.load_library(library).kernels()]
 
 
 # form: (the phi kernel's parameters, the inputs, the output's shape, its C++ type, the attributes)
@@ -176,23 +176,18 @@ def generate(register: dict[str, list[str]]) -> str:
 
 def python_kernels(device_type: str, c_kernels: dict[str, list[str]]) -> list[tuple[str, tuple[int, ...]]]:
     """The plugin's Python kernels the Python-kernel path can serve: [(op, input dtype codes)] for each optable
-    entry and dtype the plugin runs itself (its kernel or kernel-primitive program) and its C library does not,
-    when its runtime can reach the library's memory: host memory numpy addresses (Runtime.host_memory), or memory
-    it adopts (Runtime.adopt); [] otherwise."""
-    import numpy as np
-    from hwadapter.device import devices  # lazy: loads the plugin in this process
-    from hwadapter.dispatch.dispatcher import own
-    from hwadapter.plugin import Runtime
-    dev = devices.get(f"{device_type}:0")
-    rt = dev.runtime
-    if not (getattr(rt, "host_memory", False) or type(rt).adopt is not Runtime.adopt):
+    entry and dtype the plugin runs itself (hwadapter.host.own_kernel) and its C library does not, when its runtime
+    can reach the library's memory (hwadapter.host.accepts_native_memory); [] otherwise."""
+    from hwadapter import host  # lazy: `hwadapter paddle` imports this module; only building loads the plugin
+    dev = host.device(f"{device_type}:0")
+    if not host.accepts_native_memory(dev):
         return []
     out = []
     for m in optable.TABLE:
         for dtype in m.dtypes:
             names = optable.input_dtypes(m, dtype)
             for op in (m.op,) + m.requires:
-                if dtype not in c_kernels.get(m.op, []) and own(op, dev, tuple(np.dtype(d) for d in names)):
+                if dtype not in c_kernels.get(m.op, []) and host.own_kernel(op, dev, names):
                     out.append((op, tuple(optable.DTYPE_CODES[d] for d in names)))
     return out
 

@@ -4,15 +4,14 @@ of doing the op (its kernel, or its kernel-primitive program: hwadapter's dispat
 memory Paddle passed.
 
 Memory the host addresses (the cpu plugin's: Runtime.host_memory) is seen as numpy arrays. Other memory (OpenCL's
-shared virtual memory, CUDA's) is lent to the plugin's runtime (Runtime.adopt) as DeviceArrays; the result is
+shared virtual memory, CUDA's) is lent to the plugin's runtime (hwadapter.host.adopt) as DeviceArrays; the result is
 copied into Paddle's output by a copy that returns once it, and the kernel queued before it, are done.
 """
 from __future__ import annotations
 
 import numpy as np
-from hwadapter.device import devices
-from hwadapter.dispatch.dispatcher import own
-from hwadapter.plugin import DeviceArray, contiguous_strides
+from hwadapter import host
+from hwadapter.plugin import contiguous_strides
 
 from .optable import CODE_NAMES
 
@@ -25,9 +24,9 @@ def _kernel(device_type: str, op: str, codes: tuple):
     key = (device_type, op, codes)
     found = _kernels.get(key)
     if found is None:
-        dev = devices.get(f"{device_type}:0")
+        dev = host.device(f"{device_type}:0")
         dtypes = tuple(_DTYPES[c] for c in codes)
-        fn = own(op, dev, dtypes)
+        fn = host.own_kernel(op, dev, dtypes)
         if fn is None:
             raise RuntimeError(f"the {device_type} plugin has no kernel for {op} of {', '.join(d.name for d in dtypes)}"
                                f" any more; run `hwadapter paddle install {device_type}` again")
@@ -53,7 +52,7 @@ def _lent(dev, op: str, memory, shape: tuple, strides: tuple, code: int):
         raise RuntimeError(f"{op} on {dev}: a strided tensor (strides {list(strides)} for shape {list(shape)}); "
                            f"the plugin's kernels take dense tensors (make it contiguous first)")
     address = np.frombuffer(memory, np.uint8).ctypes.data if memory is not None else 0
-    return DeviceArray.adopt(dev, address, tuple(shape), _DTYPES[code])
+    return host.adopt(dev, address, shape, _DTYPES[code])
 
 
 def run(device_type: str, op: str, inputs: list, output: tuple, attrs: dict) -> None:
@@ -75,13 +74,13 @@ _PAIRED = {"pad": "pads"}
 
 
 def _run(device_type: str, op: str, inputs: list, output, attrs: dict) -> None:
-    dev, fn, host = _kernel(device_type, op, tuple(t[3] for t in inputs))
+    dev, fn, host_memory = _kernel(device_type, op, tuple(t[3] for t in inputs))
     paired = _PAIRED.get(op)
     if paired in attrs:
         flat = attrs[paired]
         attrs = {**attrs, paired: tuple(zip(flat[::2], flat[1::2]))}
     several = isinstance(output, list)  # split's outputs: a list of them, and the kernel returns a list
-    if host:
+    if host_memory:
         results = fn(*[_array(*t) for t in inputs], **attrs)
         outs = [_array(*o) for o in (output if several else [output])]
     else:
@@ -91,11 +90,11 @@ def _run(device_type: str, op: str, inputs: list, output, attrs: dict) -> None:
     if len(results) != len(outs):
         raise RuntimeError(f"the {device_type} plugin's {op} gave {len(results)} results, Paddle expects {len(outs)}")
     for result, out in zip(results, outs):
-        result = np.asarray(result) if host else result
+        result = np.asarray(result) if host_memory else result
         if result.shape != out.shape or result.dtype != out.dtype:
             raise RuntimeError(f"the {device_type} plugin's {op} gave {result.dtype}{list(result.shape)}, Paddle "
                                f"expects {out.dtype}{list(out.shape)}")
-        if host:
+        if host_memory:
             np.copyto(out, result, casting="no")
         elif out.nbytes:
             # Without a stream the copy returns when it is done, and so is the kernel queued before it: Paddle's
