@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 import hwadapter as hw
-from hwadapter import conformance
-from hwadapter.runtime.device import get
+from hwadapter import conformance, host
 
 SITE = Path(__file__).parent / "plugins" / "kitbad_site"  # not on sys.path: only the child processes see it
 
@@ -49,7 +48,7 @@ def _explain(result) -> str:
 def _check_full_run(result, tmp_path, device_type):
     assert result.ok, _explain(result)
     assert list(result.sections) == list(conformance.SECTIONS)
-    assert result.sections["kernels"].passed == len(get(f"{device_type}:0").kernels.ops())
+    assert result.sections["kernels"].passed == len(host.device(f"{device_type}:0").kernels.ops())
     assert result.sections["runtime"].passed >= 25 and result.sections["codegen"].passed >= 40
     md = (tmp_path / "out.md").read_text()
     assert f"# hwadapter conformance: {device_type}" in md and "| kernels | passed |" in md and "PASS" in md
@@ -104,20 +103,20 @@ def test_a_kernel_that_returns_a_numpy_array_fails_with_a_reproducer_that_works(
     proc = _cli(tmp_path, "kitnumpy", "--section", "kernels", "--junit", "out.xml", "--report", "out.md")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert _failed(tmp_path / "out.xml", "kernels") == {"test_kernel[add]"}  # neg, relu, matmul are right
-    assert "a numpy.ndarray where a DeviceArray on kitnumpy:0 is due" in (tmp_path / "out.md").read_text()
+    assert "a numpy.ndarray where a DeviceArray on kitnumpy:0 is expected" in (tmp_path / "out.md").read_text()
     line = next(ln.split("reproduce: ", 1)[1] for ln in proc.stdout.splitlines() if "reproduce: " in ln)
     assert line == ("pytest --hwadapter-device kitnumpy --pyargs hwadapter.conformance.sections.test_kernels "
                     "-k 'test_kernel[add]'")
     again = _reproduce(line, tmp_path)
     assert again.returncode == 1 and "1 failed, 3 deselected" in again.stdout, again.stdout[-2000:]
-    assert "a numpy.ndarray where a DeviceArray on kitnumpy:0 is due" in again.stdout
+    assert "a numpy.ndarray where a DeviceArray on kitnumpy:0 is expected" in again.stdout
 
 
 def test_an_allocate_that_never_runs_out_of_memory_fails(tmp_path):
     proc = _cli(tmp_path, "kitnooom", "--section", "runtime", "--junit", "out.xml")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert _failed(tmp_path / "out.xml", "runtime") == {"test_out_of_memory_at_the_stated_capacity"}
-    assert "must raise hwadapter.errors.OutOfMemoryError" in proc.stdout
+    assert "must raise hwadapter.plugin.OutOfMemoryError" in proc.stdout
 
 
 def test_a_free_that_breaks_the_memory_accounting_fails(tmp_path):
@@ -127,6 +126,62 @@ def test_a_free_that_breaks_the_memory_accounting_fails(tmp_path):
     assert {"test_free_gives_the_bytes_back", "test_memory_info"} <= failed
     assert "test_copy_round_trip[float32]" not in failed
     assert "more free than there is" in proc.stdout
+
+
+def _messages(path, section) -> dict:
+    """{test: its whole failure message} of one section of a JUnit file the kit wrote."""
+    suite = next(s for s in ET.parse(path).getroot() if s.get("name") == section)
+    return {case.get("name"): child.text.rsplit("\n\nReproduce: ", 1)[0] for case in suite for child in case
+            if child.tag in ("failure", "error")}
+
+
+# (plugin, its defect's test, what its message must say): each says what the plugin did, what it must do, and how
+# to reproduce it with the runtime's own calls.
+RUNTIME_DEFECTS = [
+    ("kitdoublefree", "test_double_free_raises",
+     ["free(h) of an allocation already freed returned without an error on kitdoublefree:0",
+      "free must raise (e.g. hwadapter.plugin.InvalidArgumentError) for a handle that is not live",
+      "Reproduce: import numpy as np; from hwadapter import host; rt = host.device('kitdoublefree:0').runtime; "
+      "h = rt.allocate(256); rt.free(h); rt.free(h)"]),
+    ("kitoffset", "test_copies_at_offsets",
+     ["copy_h2d(h, 10, bytes 1..5) into 64 zero bytes left non-zero bytes {0: 1, 1: 2, 2: 3, 3: 4, 4: 5}; expected "
+      "non-zero bytes {10: 1, 11: 2, 12: 3, 13: 4, 14: 5}: copy_h2d must write at dst_offset.",
+      "Reproduce: import numpy as np; from hwadapter import host; rt = host.device('kitoffset:0').runtime; "
+      "h = rt.allocate(64)"]),
+    ("kitsize", "test_allocate_gives_the_bytes_asked_for",
+     ["allocate(4097): copy_h2d then copy_d2h of 4097 bytes at offset 0 of allocate(4097) raised ValueError",
+      "A buffer from allocate(n) must hold n bytes", "rt = host.device('kitsize:0').runtime; h = rt.allocate(4097)"]),
+]
+
+
+@pytest.mark.parametrize("plugin, test, says", RUNTIME_DEFECTS, ids=[d[0] for d in RUNTIME_DEFECTS])
+def test_a_runtime_defect_is_named_in_the_runtimes_terms(tmp_path, plugin, test, says):
+    """A double free the runtime ignores, a copy that ignores its offset, an allocate that ignores its size: each
+    fails its own test with what the runtime did, what it must do and the calls that show it; no failure is a bare
+    exception (DID NOT RAISE, Arrays are not equal, a ValueError from deep inside), and none is a leak that only
+    follows another failure."""
+    proc = _cli(tmp_path, plugin, "--section", "runtime", "--junit", "out.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    messages = _messages(tmp_path / "out.xml", "runtime")
+    assert test in messages, proc.stdout
+    for text in says:
+        assert text in messages[test], messages[test]
+    for name, message in messages.items():
+        assert not message.startswith(("Failed: DID NOT RAISE", "AssertionError: / Arrays are not equal",
+                                       "ValueError", "AssertionError: assert")), f"{name}: {message}"
+        assert "still allocated" not in message, f"{name}: {message}"
+    if plugin == "kitsize":  # every other failure of it names the runtime's method, as the plugin wrote it
+        assert all("allocate(" in m or "FixedSizeRuntime.copy_h2d raised ValueError" in m
+                   for m in messages.values()), messages
+
+
+def test_a_section_with_nothing_to_check_skips_saying_why(tmp_path):
+    proc = _cli(tmp_path, "kitnokernels", "--section", "kernels", "--section", "onnx", "--report", "out.md")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    md = (tmp_path / "out.md").read_text()
+    assert "got empty parameter set" not in proc.stdout + md
+    assert "the kitnokernels plugin registers no op kernel (Plugin.register_kernels)" in proc.stdout
+    assert "the kitnokernels plugin runs none of the ops this section checks through ONNX" in proc.stdout
 
 
 def test_a_plugin_that_crashes_fails_its_section_and_the_report_comes_out(tmp_path):

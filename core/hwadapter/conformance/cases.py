@@ -1,5 +1,5 @@
 """Kernel cases: every op of the set as the frontend hands it to kernels (op, numpy inputs, attrs), over many shapes
-and dtypes; the oracle is hwadapter.api.reference. Shared by the conformance kit and tests/test_kernel_results.py."""
+and dtypes; the oracle is hwadapter.plugin.reference. Shared by the conformance kit and tests/test_kernel_results.py."""
 from __future__ import annotations
 
 import itertools

@@ -5,14 +5,21 @@ import warnings
 
 import numpy as np
 
-from ..api.errors import KernelNotFoundError, UnsupportedDTypeError
-from ..api import meta, reference
-from ..runtime.memory import DeviceArray
+from hwadapter.plugin import DeviceArray, KernelNotFoundError, UnsupportedDTypeError, meta, reference
 
 #: (rtol, atol) per float dtype: kernels may sum in another order or use the device's libm.
 TOLERANCE = {"float16": (1e-2, 1e-2), "float32": (1e-4, 1e-5), "float64": (1e-9, 1e-12)}
 #: Raised by a kernel that declines a case it does not support: counted, not a failure.
 DECLINED = (UnsupportedDTypeError, KernelNotFoundError)
+
+
+def reproduce(op: str, device, program: bool = False) -> str:
+    """Python that judges every kit case of op on device again and prints the wrong ones: the device's kernel for op,
+    or with program=True its kernel-primitive program (codegen backend)."""
+    kernel = f"dev.primitive({op!r})" if program else f"dev.kernels.find({op!r}, dtypes)"
+    return (f"from hwadapter import host; from hwadapter.conformance import cases, check; "
+            f"dev = host.device({str(device)!r}); "
+            f"print(*check.run_cases({op!r}, dev, lambda dtypes: {kernel}, cases.cases_of({op!r}))[2], sep='\\n')")
 
 
 def upload(dev, a: np.ndarray):
@@ -41,12 +48,13 @@ def _kind(value, dev) -> str | None:
         if isinstance(value, np.generic):  # numpy ufuncs return scalars for 0-d inputs: the dispatcher takes them
             return None
         if type(value) is not np.ndarray:
-            return f"a {type(value).__name__} where a numpy.ndarray is due ({dev} keeps tensors in host memory)"
+            return (f"a {type(value).__name__} where a numpy.ndarray is expected ({dev} keeps tensors in host "
+                    f"memory)")
         return None if value.flags.c_contiguous else "a non-contiguous numpy.ndarray"
     if not isinstance(value, DeviceArray):
-        return f"a {type(value).__module__}.{type(value).__name__} where a DeviceArray on {dev} is due"
+        return f"a {type(value).__module__}.{type(value).__name__} where a DeviceArray on {dev} is expected"
     if value.device is not dev:
-        return f"a DeviceArray on {value.device} where one on {dev} is due"
+        return f"a DeviceArray on {value.device} where one on {dev} is expected"
     return None
 
 
@@ -69,7 +77,7 @@ def _values(got: np.ndarray, want: np.ndarray) -> str | None:
 def judge(op: str, dev, kernel, arrays, attrs) -> str | None:
     """Run `kernel` on `arrays` (host) uploaded to dev; None when the result is right, else what is wrong."""
     want, want_multi = oracle(op, arrays, attrs)
-    due = meta.result_meta(op, tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
+    expected = meta.result_meta(op, tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
     inputs = [upload(dev, a) for a in arrays]
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
@@ -78,15 +86,16 @@ def judge(op: str, dev, kernel, arrays, attrs) -> str | None:
     multi = isinstance(out, (list, tuple))
     outs = list(out) if multi else [out]
     if len(outs) != len(want) or want_multi != multi:
-        due_kind = f"a list of {len(want)}" if want_multi else "one array"
-        return f"returned {len(outs) if multi else 'one'} output(s) ({type(out).__name__}) where {due_kind} is due"
+        wanted = f"a list of {len(want)}" if want_multi else "one array"
+        return f"returned {len(outs) if multi else 'one'} output(s) ({type(out).__name__}) where {wanted} is expected"
     for i, (o, w) in enumerate(zip(outs, want)):
         kind = _kind(o, dev)
         if kind is not None:
             return f"output {i}: {kind}"
-        shape, dtype = (tuple(due[i][0]), np.dtype(due[i][1])) if due else (w.shape, w.dtype)
+        shape, dtype = (tuple(expected[i][0]), np.dtype(expected[i][1])) if expected else (w.shape, w.dtype)
         if tuple(o.shape) != shape or np.dtype(o.dtype) != dtype:
-            return f"output {i}: shape {tuple(o.shape)} dtype {np.dtype(o.dtype).name}; due {shape} {dtype.name}"
+            return (f"output {i}: shape {tuple(o.shape)} dtype {np.dtype(o.dtype).name}; expected shape {shape} dtype "
+                    f"{dtype.name} (the op's rule: hwadapter.plugin.meta)")
         got = o.numpy() if isinstance(o, DeviceArray) else np.asarray(o)
         wrong = _values(got, w)
         if wrong:

@@ -11,7 +11,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..api.errors import DeviceUnavailableError, InvalidArgumentError, InvalidDeviceError
+from hwadapter import DeviceUnavailableError, InvalidArgumentError, InvalidDeviceError, host
+
 from .results import Failure, KitResult, SectionResult
 
 PACKAGE = "hwadapter.conformance.sections"
@@ -26,10 +27,9 @@ def reproducer(device_type: str, section: str, test: str | None = None) -> str:
 
 def check_device_type(device_type: str) -> None:
     """Raise InvalidDeviceError (no such plugin) or DeviceUnavailableError (it has no usable device), saying why."""
-    from ..runtime.discovery import registry
-    record = registry.get(device_type)
+    record = host.plugin_record(device_type)
     if record is None:
-        known = ", ".join(sorted(r.name for r in registry.all())) or "none"
+        known = ", ".join(sorted(host.plugin_types())) or "none"
         raise InvalidDeviceError(f"conformance: no plugin of device type {device_type!r} is installed (installed: "
                                  f"{known}). Fix: pip install the plugin's package; `hwadapter devices` lists them")
     if not record.ok or record.device_count < 1:
@@ -43,7 +43,7 @@ _UNKNOWN, _UNAVAILABLE = 3, 4  # exit statuses of the child that checks the devi
 def _check_in_child(device_type: str, timeout: float) -> None:
     """check_device_type in a child process: a plugin that crashes or hangs as it loads fails the discovery section
     (and every other) instead of taking this process down; unknown or unavailable types raise here."""
-    code = ("import sys\nfrom hwadapter.api.errors import InvalidDeviceError, DeviceUnavailableError\n"
+    code = ("import sys\nfrom hwadapter import InvalidDeviceError, DeviceUnavailableError\n"
             "from hwadapter.conformance.runner import check_device_type\n"
             f"try:\n    check_device_type({device_type!r})\n"
             f"except InvalidDeviceError as e:\n    print(e, file=sys.stderr); sys.exit({_UNKNOWN})\n"

@@ -8,7 +8,8 @@ import pytest
 
 from hwadapter.conformance import check
 from hwadapter.conformance.cases import reference_pool, special_cases
-from hwadapter.conformance.sections._target import fail_if_unavailable, params
+from hwadapter.conformance.sections._target import params, usable
+from hwadapter.plugin import primitive_ops
 
 pytestmark = pytest.mark.usefixtures("kit_live_bytes")
 # Compiling is the cost here (a second or more per program with an OpenCL compiler, cold): per op one float32 case,
@@ -16,14 +17,18 @@ pytestmark = pytest.mark.usefixtures("kit_live_bytes")
 OTHER = (np.dtype("int32"), np.dtype("bool"), np.dtype("int64"))
 
 
-def _ops(dev):
-    from hwadapter.runtime import codegen
-    return sorted(codegen.op_set()) if dev.codegen is not None else [pytest.param(None, id="none")]
+def _ops(dev) -> list:
+    return sorted(primitive_ops()) if dev.codegen is not None else []
+
+
+def _no_codegen(dev) -> str:
+    reason = dev.codegen_unavailable
+    return f"{dev} has no codegen backend" + (f": {reason}" if reason else "")
 
 
 def pytest_generate_tests(metafunc):
     if "op" in metafunc.fixturenames:
-        metafunc.parametrize("op", params(metafunc.config, _ops))
+        metafunc.parametrize("op", params(metafunc.config, _ops, _no_codegen))
 
 
 def _selection(op: str) -> list:
@@ -38,14 +43,16 @@ def _selection(op: str) -> list:
 
 
 def test_primitive_op(kit_dev, op):
-    fail_if_unavailable(op)
-    if op is None:
-        reason = kit_dev.codegen_unavailable
-        pytest.skip(f"{kit_dev} has no codegen backend" + (f": {reason}" if reason else ""))
+    usable(op)
     kernel = kit_dev.primitive(op)
-    assert kernel is not None, f"{kit_dev}: no kernel-primitive kernel for {op!r} though it has a codegen backend"
+    assert kernel is not None, (f"{kit_dev} has a codegen backend but no kernel-primitive program for {op!r}: "
+                                f"Plugin.codegen_backend must give a backend that compiles every op written in kernel "
+                                f"primitives (hwadapter.plugin.primitive_ops())")
     cases = _selection(op)
     ran, declined, problems = check.run_cases(op, kit_dev, lambda dtypes: kernel, cases)
-    assert not problems, f"{len(problems)} of {ran} cases wrong:\n" + "\n".join(problems[:8])
+    assert not problems, (f"the {kit_dev.type} codegen backend's {op} program (hwadapter_kp source in its dialect, "
+                          f"compiled, loaded, launched) got {len(problems)} of {ran} cases wrong:\n"
+                          + "\n".join(problems[:8]) + f"\nReproduce: {check.reproduce(op, kit_dev, program=True)}")
     if not ran:
-        pytest.skip(f"{op}: every case declined ({declined})")
+        pytest.skip(f"{op}: the program declined every case ({declined}) with UnsupportedDTypeError or "
+                    f"KernelNotFoundError")

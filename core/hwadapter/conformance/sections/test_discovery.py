@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from hwadapter.api.interfaces import API_VERSION, DeviceProperties
+from hwadapter import host
+from hwadapter.plugin import API_VERSION, DeviceProperties
 
 
 @pytest.fixture
 def record(kit_type):
-    from hwadapter.runtime.discovery import registry
-    rec = registry.get(kit_type)
+    rec = host.plugin_record(kit_type)
     assert rec is not None, (f"no plugin of type {kit_type!r}: no entry point of group hwadapter.plugins named "
                              f"{kit_type!r} is installed (pip install your package, then `hwadapter devices`)")
     return rec
@@ -24,28 +24,35 @@ def test_the_plugin_loads(record):
 def test_the_api_version_handshake(record):
     version = tuple(record.api_version or ())
     assert len(version) == 2 and all(isinstance(v, int) for v in version), \
-        f"api_version must be (MAJOR, MINOR) ints; the plugin declares {record.api_version!r}"
+        f"the plugin declares api_version = {record.api_version!r}; it must be (MAJOR, MINOR) ints, e.g. {API_VERSION}"
     assert version[0] == API_VERSION[0] and version[1] <= API_VERSION[1], \
-        f"the plugin is built for API {version}, the core provides {API_VERSION}"
+        (f"the plugin is built for API {version}, the core provides {API_VERSION}: the MAJORs must be equal and the "
+         f"plugin's MINOR at most the core's (build against this hwadapter, or require a matching one)")
 
 
 def test_the_devices_are_listed(record, kit_type):
     import hwadapter as hw
-    assert record.device_count >= 1, f"{kit_type}: device_count() is {record.device_count}"
+    assert record.device_count >= 1, (f"{kit_type}: Plugin.device_count() is {record.device_count}; the kit needs at "
+                                      f"least one device")
     listed = [d for d in hw.device.get_available_device() if d.partition(":")[0] == kit_type]
-    assert f"{kit_type}:0" in listed, f"{kit_type}:0 is not among the available devices {listed}"
+    assert f"{kit_type}:0" in listed, (f"{kit_type}:0 is not among the available devices {listed} though "
+                                       f"device_count() is {record.device_count}")
     assert kit_type in hw.device.get_all_device_type()
 
 
 def test_the_distribution_is_named(record):
     name, version = record.distribution
-    assert name != "?", f"no installed distribution declares the entry point {record.entry_point!r}"
+    assert name != "?", (f"no installed distribution declares the entry point {record.entry_point!r}: declare it "
+                         f"under [project.entry-points.\"hwadapter.plugins\"] in your pyproject.toml and pip install "
+                         f"the package")
 
 
 def test_properties(kit_dev):
     props = kit_dev.runtime.properties()
-    assert isinstance(props, DeviceProperties), f"properties() returned {type(props).__name__}"
-    assert props.name and props.total_memory >= 0
+    assert isinstance(props, DeviceProperties), (f"Runtime.properties() returned {type(props).__name__}; it must "
+                                                 f"return a hwadapter.plugin.DeviceProperties")
+    assert props.name and props.total_memory >= 0, (f"Runtime.properties() is {props}: it must name the device and "
+                                                    f"state total_memory >= 0 (0: unknown)")
 
 
 def test_levels_match_what_the_plugin_provides(record, kit_dev):

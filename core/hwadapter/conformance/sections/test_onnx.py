@@ -9,7 +9,8 @@ import numpy as np
 
 import pytest
 
-from hwadapter.conformance.sections._target import fail_if_unavailable, params
+from hwadapter.conformance.sections._target import params, usable
+from hwadapter.plugin import primitive_ops
 
 pytestmark = pytest.mark.usefixtures("kit_live_bytes")
 
@@ -34,14 +35,18 @@ CASES_PER_OP = 1  # the first cases of each op (by name): a bounded subset, so t
 
 
 def _claimed(dev) -> list:
-    from hwadapter.runtime import codegen
-    ops = set(dev.kernels.ops()) | (set(codegen.op_set()) if dev.codegen is not None else set())
+    ops = set(dev.kernels.ops()) | (set(primitive_ops()) if dev.codegen is not None else set())
     return [t for t, op in ONNX_OPS.items() if op in ops]
+
+
+def _none_claimed(dev) -> str:
+    return (f"the {dev.type} plugin runs none of the ops this section checks through ONNX (neither a kernel nor a "
+            f"codegen backend for {', '.join(sorted(set(ONNX_OPS.values()))[:6])}, ...)")
 
 
 def pytest_generate_tests(metafunc):
     if "op_type" in metafunc.fixturenames:
-        metafunc.parametrize("op_type", params(metafunc.config, _claimed))
+        metafunc.parametrize("op_type", params(metafunc.config, _claimed, _none_claimed))
 
 
 def _cases(op_type: str) -> list:
@@ -59,7 +64,7 @@ def _cases(op_type: str) -> list:
 
 
 def test_onnx_node_cases(kit_device, op_type):
-    fail_if_unavailable(op_type)
+    usable(op_type)
     pytest.importorskip("onnx", reason="onnx is not installed (pip install hwadapter[onnx])")
     from hwadapter.onnx import nodetests
     try:

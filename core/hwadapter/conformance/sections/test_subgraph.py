@@ -9,7 +9,7 @@ import pytest
 import hwadapter as hw
 from hwadapter.conformance.graphs import convnet, mlp
 from hwadapter.graph import run
-from hwadapter.runtime.memory import DeviceArray
+from hwadapter.plugin import DeviceArray
 
 pytestmark = pytest.mark.usefixtures("kit_live_bytes")
 
@@ -36,17 +36,23 @@ def _expected(graph, arrays) -> list:
 
 
 def _same(got: list, want: list, graph) -> None:
-    assert len(got) == len(want), f"{len(got)} outputs where the graph has {len(want)}"
+    assert len(got) == len(want), f"{len(got)} outputs where the graph has {len(want)} ({graph.outputs})"
     for name, g, w in zip(graph.outputs, got, want):
         assert g.shape == w.shape and g.dtype == w.dtype, \
-            f"{name}: {g.dtype}{list(g.shape)}, due {w.dtype}{list(w.shape)}"
-        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, err_msg=name)
+            f"output {name}: {g.dtype}{list(g.shape)} where {w.dtype}{list(w.shape)} is expected"
+        close = np.isclose(g, w, rtol=1e-4, atol=1e-4, equal_nan=True)
+        if not close.all():
+            bad = np.argwhere(~close)
+            where = tuple(int(i) for i in bad[0])
+            raise AssertionError(f"output {name}: {len(bad)} of {w.size} values differ from hwadapter's reference "
+                                 f"executor's by more than rtol=atol=1e-4, the first at {where}: got {g[where]!r}, "
+                                 f"expected {w[where]!r}")
 
 
 def _run(exe, dev, arrays) -> list:
     outs = exe.run([DeviceArray.from_numpy(dev, a) for a in arrays])
     bad = [type(o).__name__ for o in outs if not isinstance(o, DeviceArray) or o.device is not dev]
-    assert not bad, f"Executable.run returned {bad} where DeviceArrays on {dev} are due"
+    assert not bad, f"Executable.run returned {bad} where DeviceArrays on {dev} are expected"
     return [o.numpy() for o in outs]
 
 

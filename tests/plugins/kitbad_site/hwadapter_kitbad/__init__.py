@@ -8,7 +8,11 @@ enforced) and float32 kernels for add, neg, relu and matmul.
 * kitnooom: `allocate` never raises OutOfMemoryError (it hands out any size);
 * kitfree: `free` gives back twice the bytes, so the accounting goes negative;
 * kitabort: `neg` aborts the process (os.abort);
-* kithang: `neg` never returns.
+* kithang: `neg` never returns;
+* kitdoublefree: `free` of a buffer already freed (or never allocated) returns without an error;
+* kitoffset: `copy_h2d` ignores its offset (writes at the start of the buffer);
+* kitsize: `allocate` ignores its size (always 64 bytes);
+* kitnokernels: registers no kernel (its op level is empty).
 """
 from __future__ import annotations
 
@@ -62,6 +66,34 @@ class BadFreeRuntime(GoodRuntime):
     def free(self, handle):
         super().free(handle)
         self.used -= handle.nbytes  # a second time: live bytes go negative
+
+
+class SilentFreeRuntime(GoodRuntime):
+    def free(self, handle):
+        buf = self.live.pop(id(handle), None)
+        if buf is handle:
+            self.used -= handle.nbytes
+
+
+class NoOffsetRuntime(GoodRuntime):
+    def copy_h2d(self, dst, dst_offset, src, stream=None):
+        super().copy_h2d(dst, 0, src, stream)
+
+
+class FixedSizeRuntime(GoodRuntime):
+    def allocate(self, nbytes):
+        buf = super().allocate(64)
+        self.used += nbytes - buf.nbytes  # the accounting counts what was asked: only the buffer is short
+        self.asked[id(buf)] = nbytes
+        return buf
+
+    def free(self, handle):
+        super().free(handle)
+        self.used += handle.nbytes - self.asked.pop(id(handle))
+
+    @property
+    def asked(self):
+        return self.__dict__.setdefault("_asked", {})
 
 
 def _view(a: DeviceArray) -> np.ndarray:
@@ -133,3 +165,20 @@ class AbortPlugin(GoodPlugin):
 
 class HangPlugin(GoodPlugin):
     faults = {"neg": _hang}
+
+
+class SilentFreePlugin(GoodPlugin):
+    runtime = SilentFreeRuntime
+
+
+class NoOffsetPlugin(GoodPlugin):
+    runtime = NoOffsetRuntime
+
+
+class FixedSizePlugin(GoodPlugin):
+    runtime = FixedSizeRuntime
+
+
+class NoKernelsPlugin(GoodPlugin):
+    def register_kernels(self, kernels):
+        pass
