@@ -1,6 +1,8 @@
-"""Every hwadapter module imports on its own, and the core has no module-level import cycle.
+"""Every hwadapter module imports on its own; imports go down the floors (plugin API, device, dispatch, graph,
+frontend), never up, and form no cycle; every function-level import says why it is lazy, and there are no more of
+them than there were; a plugin's `import hwadapter.plugin` loads nothing above the device floor.
 
-Both checks walk core/hwadapter/**/*.py, so a new module is covered without touching this file.
+The checks walk core/hwadapter/**/*.py, so a new module is covered without touching this file.
 """
 from __future__ import annotations
 
@@ -15,6 +17,21 @@ from pathlib import Path
 
 PACKAGE = "hwadapter"
 PACKAGE_DIR = Path(__file__).parents[1] / "core" / PACKAGE
+KP_DIR = Path(__file__).parents[1] / "kernel_primitives" / "hwadapter_kp"
+
+#: The floors, bottom first: a module imports (at module level) only modules of its own floor or below.
+FLOORS = ("plugin API", "device", "dispatch", "graph", "frontend")
+#: Function-level imports in core/hwadapter and hwadapter_kp: this number may only go down (lazy imports hide
+#: cycles and costs; each one that stays says why, see test_every_function_level_import_says_why).
+FUNCTION_LEVEL_IMPORTS_AT_MOST = 10_000
+
+
+def floor(module: str) -> int:
+    """The floor of a module of the core, by its folder: api/ is the plugin API, runtime/ (and hwadapter.plugin,
+    the plugin's facade over both) the device, dispatch/, graph/; everything else is the frontend."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else ""
+    return {"api": 0, "runtime": 1, "plugin": 1, "dispatch": 2, "graph": 3}.get(top, 4)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -289,6 +306,114 @@ def test_no_module_level_import_cycle_in_the_core():
     assert not cycles, (f"{len(cycles)} module-level import cycles in core/hwadapter (imports run when the "
                         "module is executed; move one side into a function, or split the module):\n"
                         + "\n".join("  " + " -> ".join(c) for c in cycles))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# 3. The floors: imports go down, lazy imports say why, a plugin's import stays low
+
+def test_floors_by_folder():
+    assert [floor(m) for m in ("hwadapter.api.errors", "hwadapter.runtime.device", "hwadapter.plugin",
+                               "hwadapter.dispatch.dispatcher", "hwadapter.graph.executor", "hwadapter.tensor",
+                               "hwadapter", "hwadapter.onnx.convert")] == [0, 1, 1, 2, 3, 4, 4, 4]
+
+
+def test_no_module_level_import_goes_up_a_floor():
+    graph = import_graph(module_files())
+    up = sorted((m, t) for m, targets in graph.items() for t in targets if floor(t) > floor(m))
+    assert not up, ("module-level imports that go up a floor (the lower floor must not know the upper one: pass "
+                    "what it needs down, as dispatch does with the tensor class):\n"
+                    + "\n".join(f"  {m} ({FLOORS[floor(m)]}) imports {t} ({FLOORS[floor(t)]})" for m, t in up))
+
+
+def function_level_imports(path: Path) -> list[tuple[int, bool]]:
+    """(line, says why) of every import statement inside a function or method body of the file. Consecutive imports
+    are one block; a block says why when a comment ends one of its lines or stands alone on the line above it."""
+    lines = path.read_text().splitlines()
+    tree = ast.parse("\n".join(lines), filename=str(path))
+    spans = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    spans[node.lineno] = node.end_lineno
+    found, block, why = [], [], False
+    for start in sorted(spans):
+        if not block or start != spans[block[-1]] + 1:  # a new block: is there a comment just above it?
+            found += [(b, why) for b in block]
+            above = lines[start - 2].strip() if start > 1 else ""
+            block, why = [], above.startswith("#")
+        block.append(start)
+        why = why or any("#" in line for line in lines[start - 1:spans[start]])
+    return found + [(b, why) for b in block]
+
+
+def _lazy_imports() -> dict[str, list[tuple[int, bool]]]:
+    files = sorted(PACKAGE_DIR.rglob("*.py")) + sorted(KP_DIR.rglob("*.py"))
+    return {str(p.relative_to(PACKAGE_DIR.parents[1])): function_level_imports(p) for p in files}
+
+
+def test_function_level_imports_are_found(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import os\ndef f():\n    import json  # lazy: why\n    # a reason above\n    import re\n"
+                   "    from . import x\nclass K:\n    def g(self):\n        import sys\n")
+    assert function_level_imports(src) == [(3, True), (5, True), (6, True), (9, False)]
+    src.write_text("def f():\n    x = 1\n    import json\n    import re\n")
+    assert function_level_imports(src) == [(3, False), (4, False)]
+
+
+def test_every_function_level_import_says_why():
+    found = _lazy_imports()
+    silent = [f"  {path}:{line}" for path, imports in found.items() for line, why in imports if not why]
+    assert not silent, (f"{len(silent)} function-level imports without a comment saying why they are lazy (a cost "
+                        f"put off, an optional package, a plugin, a cycle avoided): say why, or import at module "
+                        f"level:\n" + "\n".join(silent))
+    count = sum(len(imports) for imports in found.values())
+    assert count <= FUNCTION_LEVEL_IMPORTS_AT_MOST, (
+        f"{count} function-level imports, more than the {FUNCTION_LEVEL_IMPORTS_AT_MOST} allowed: this number only "
+        f"goes down; import at module level where the floors allow it")
+
+
+def test_no_import_cycle_even_through_function_level_imports():
+    """A cycle held together by a deferred import is still a cycle: none, counting the imports in functions too."""
+    modules = module_files()
+    graph = import_graph(modules)
+    for module, path in modules.items():
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for fn in ast.walk(tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom):
+                    base = resolve_from(module, path.name == "__init__.py", node.level, node.module)
+                    names = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+                elif isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                else:
+                    continue
+                graph[module] |= {n for n in names if n in modules and n != module}
+    cycles = find_cycles(graph)
+    assert not cycles, "import cycles through function-level imports:\n" + "\n".join(
+        "  " + " -> ".join(c) for c in cycles)
+
+
+def test_kernel_primitives_import_nothing_of_hwadapter():
+    offenders = []
+    for path in sorted(KP_DIR.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else []
+            offenders += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] == PACKAGE]
+    assert not offenders, "hwadapter_kp is below everything and device-free:\n" + "\n".join(offenders)
+
+
+def test_import_hwadapter_plugin_loads_nothing_above_the_device_floor():
+    code = "import sys, hwadapter.plugin; print(' '.join(sorted(m for m in sys.modules if m.startswith('hwadapter'))))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+                          cwd=PACKAGE_DIR.parents[1])
+    loaded = [m for m in proc.stdout.split() if m == PACKAGE or m.startswith(PACKAGE + ".")]
+    assert "hwadapter.plugin" in loaded and "hwadapter.api.interfaces" in loaded
+    above = [m for m in loaded if m != PACKAGE and m != "hwadapter._native" and floor(m) > 1]
+    assert not above, f"`import hwadapter.plugin` loads modules above the device floor: {above}"
 
 
 if __name__ == "__main__":  # print the graph's cycles: python tests/test_imports.py

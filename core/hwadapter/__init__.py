@@ -1,5 +1,9 @@
 """hwadapter: plug accelerators into a deep-learning runtime through pip-installable plugins.
 
+`import hwadapter` loads the plugin API's bottom floor only (errors, dtypes); the frontend (tensors, ops, devices,
+jit, nn, profiler) is imported on first use of any of its names, so that a plugin's `import hwadapter.plugin` loads
+no frontend, graph or dispatch module.
+
 No logging handler is installed: with none configured, Python prints hwadapter's WARNINGs (CPU fallback)
 to stderr, so fallback is never silent by default.
 """
@@ -7,27 +11,48 @@ from __future__ import annotations
 
 import importlib
 
-
 from .api import dtypes, errors  # hw.dtypes, hw.errors: public names for the bottom of the plugin API
-from .device import configure, device_guard, get_device, set_device
 from .api.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
-from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
+from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
                          InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
                          PluginLoadError, TracingError, UnsupportedDTypeError)
-from .tensor import Tensor, from_dlpack, to_tensor
-from .ops.api import *  # noqa: F401,F403  the op set: hwadapter.add, hwadapter.matmul, ...
-from .ops.api import __all__ as _ops_all
-from . import device, jit, nn, profiler  # noqa: F401
-
 
 __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
-__all__ = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard", "configure", "device",
-           "nn", "jit", "profiler", "dtypes", "HwAdapterError"] + list(_ops_all)
+#: Submodules that are attributes of the package once the frontend is loaded (hw.device, hw.jit, ...).
+_SUBMODULES = ("device", "jit", "nn", "profiler", "graph", "onnx", "host", "plugin")
+
+
+def _frontend() -> dict:
+    """The frontend's public names, imported once and then set on the package (they never change)."""
+    # lazy: the frontend is what `import hwadapter.plugin` must not load (import_module: `from . import name` would
+    # ask this module's __getattr__ for the name first)
+    device, jit, nn, profiler, ops, tensor = (importlib.import_module(f".{m}", __name__) for m in
+                                              ("device", "jit", "nn", "profiler", "ops.api", "tensor"))
+    configure, device_guard, get_device, set_device = (device.configure, device.device_guard, device.get_device,
+                                                       device.set_device)
+    Tensor, from_dlpack, to_tensor = tensor.Tensor, tensor.from_dlpack, tensor.to_tensor
+    names = {"Tensor": Tensor, "to_tensor": to_tensor, "from_dlpack": from_dlpack, "set_device": set_device,
+             "get_device": get_device, "device_guard": device_guard, "configure": configure, "device": device,
+             "jit": jit, "nn": nn, "profiler": profiler}
+    names.update({n: getattr(ops, n) for n in ops.__all__})
+    names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
+                        "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError"] + list(ops.__all__)
+    globals().update(names)
+    return names
 
 
 def __getattr__(name):
-    if name == "kp":  # the kernel-primitive language is imported when first used, not by `import hwadapter`
+    if name == "kp":  # the kernel-primitive language is imported when first used, not with the frontend
         return importlib.import_module(".kp", __name__)
+    if name in _SUBMODULES[4:]:
+        return importlib.import_module(f".{name}", __name__)
+    names = _frontend()
+    if name in names:
+        return names[name]
     raise AttributeError(f"module 'hwadapter' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_frontend()))

@@ -7,10 +7,13 @@ import logging
 import threading
 import weakref
 
+import numpy as np
+
 from .api.config import config
 from .api.errors import InvalidArgumentError
-from .graph import trace as _trace
-from .tensor import Tensor
+from . import trace as _trace
+from .runtime.device import current
+from .tensor import Tensor, to_tensor
 
 __all__ = ["to_static", "get_graph", "save", "StaticFunction"]
 
@@ -23,13 +26,12 @@ _FAST = ("tensors",)  # the key prefix of calls with tensor arguments only (see 
 def executor(graph, device):
     """How a traced graph runs, as a callable (list of input Tensors -> list of output Tensors): partitioned over
     [the inputs' device, the fallback device] when hwadapter.graph.partition exists, else the reference executor."""
-    from . import graph as _graph
+    from . import graph as _graph  # lazy: the graph layer costs ~90 ms; the frontend (hw.jit) loads without it
     devices = list(dict.fromkeys([str(device), config.fallback_device]))
     partition = getattr(_graph, "partition", None)
     if partition is not None:
         return partition(graph, devices=devices).run
-    from .graph.reference import run
-    from .tensor import to_tensor
+    from .graph.reference import run  # lazy: the graph layer, as above
     constants = {k: to_tensor(a, device=device) for k, a in graph.constants.items()}
 
     def run_reference(tensors):
@@ -136,7 +138,6 @@ class StaticFunction:
                 fix = "move them to one device with .to(device) first"
                 raise InvalidArgumentError(f"to_static {name}: the tensor arguments are on different devices "
                                            f"({', '.join(map(str, devices))}). Fix: {fix}", fix=fix)
-            from .runtime.device import current
             device = devices[0] if devices else current()
             with self._lock:
                 entry = self._cache.get(key)
@@ -205,9 +206,6 @@ def get_graph(fn, *args, **kwargs):
 def _example(spec, i: int):
     """An input of `input_spec` as a Tensor: a Tensor as is, an array, or (shape, dtype) / an object with .shape and
     .dtype (zeros: only the signature is traced)."""
-    import numpy as np
-
-    from .tensor import to_tensor
     if isinstance(spec, Tensor):
         return spec
     if isinstance(spec, np.ndarray):
@@ -227,8 +225,9 @@ def save(fn, path, input_spec, name: str | None = None) -> str:
     """Trace `fn` for `input_spec` (one Tensor, array or (shape, dtype) per positional argument) and write its graph
     as an ONNX model (opset 18) that onnx.checker accepts; the path. An op without an ONNX form raises ExportError
     naming it, before anything is written. Needs the onnx package (pip install 'hwadapter[onnx]')."""
+    # lazy: onnx is an optional package, and the ONNX frontend costs ~140 ms that tracing does not need
     from .onnx import export
-    from .onnx.reader import _onnx
+    from .onnx.reader import _onnx  # lazy: as above
     _onnx()  # the clear "not installed" error
     args = [_example(s, i) for i, s in enumerate(input_spec)]
     graph = get_graph(fn, *args)

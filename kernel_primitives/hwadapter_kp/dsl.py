@@ -309,3 +309,6 @@ def write(out, value) -> None:
         raise trace.error(f"output {out.name!r} is {want} but the value written is {value.dtype}; "
                           f"cast it with kp.cast(value, {want!r})")
     trace.stores.append(Store(out.name, value))
+
+
+Value.builders = (binary, unary)  # a Value's arithmetic operators build through these

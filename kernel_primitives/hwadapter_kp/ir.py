@@ -24,10 +24,12 @@ class Value:
     """One SSA node of a traced kernel; arithmetic operators build binary primitives."""
 
     dtype: str
+    #: the DSL's (binary, unary) builders: dsl.py sets them when it is imported (it imports this module)
+    builders: tuple = ()
 
     def _bin(self, op, other, swap=False):
-        from . import dsl
-        return dsl.binary(op, other, self) if swap else dsl.binary(op, self, other)
+        binary = Value.builders[0]
+        return binary(op, other, self) if swap else binary(op, self, other)
 
     def __add__(self, o): return self._bin("add", o)
     def __radd__(self, o): return self._bin("add", o, True)
@@ -41,8 +43,7 @@ class Value:
     def __pow__(self, o): return self._bin("pow", o)
 
     def __neg__(self):
-        from . import dsl
-        return dsl.unary("neg", self)
+        return Value.builders[1]("neg", self)
 
 
 @dataclass(eq=False)

@@ -17,20 +17,13 @@ from ..api import meta
 from ..api.shapes import broadcast
 from ..runtime.device import devices
 from ..runtime.discovery import registry
-from ..runtime.memory import DeviceArray
+from ..runtime.memory import DeviceArray, transfer
 from ..runtime.signature import BoundedCache
 from . import fallback
+from .tensor import Tensor, unwrap, wrap  # noqa: F401  unwrap: for the graph layer
 
 #: Set by hwadapter.profiler while profiling: called with (op, device, dtypes, route, seconds).
 profile_hook = None
-
-
-def transfer(data, src, dst):
-    """Move a device array from device `src` to device `dst` (host-memory devices share numpy arrays)."""
-    if src is dst:
-        return data
-    host = np.asarray(data) if isinstance(data, (np.ndarray, np.generic)) else data.numpy()
-    return host if dst.host_memory else DeviceArray.from_numpy(dst, host)
 
 
 def _map(out, fn):
@@ -116,7 +109,7 @@ def route(op: str, dev, dtypes: tuple):
 
 
 def _mixed(op: str, tensors: tuple, attrs):
-    """The cold path of inputs on different devices: concrete tensors meeting traced ones (hwadapter.graph.trace: a
+    """The cold path of inputs on different devices: concrete tensors meeting traced ones (hwadapter.trace: a
     device with `lift`) become graph constants and the op is dispatched again; anything else is an error."""
     tracing = {t._device for t in tensors if hasattr(t._device, "lift")}
     if len(tracing) == 1:
@@ -269,18 +262,6 @@ def _describe(value) -> str:
         return f"{kind} ({short_repr(value, 60)})"
 
 
-def wrap(data, dev):
-    """Device data as the frontend's tensor (the constructor hwadapter.tensor binds: dispatch never imports it)."""
-    t = _new(_Tensor)
-    t._data, t._device, t._dtype = data, dev, data.dtype
-    return t
-
-
-def unwrap(x):
-    """(data, Device) of a frontend tensor, or None for anything else."""
-    return (x._data, x._device) if _Tensor is not None and isinstance(x, _Tensor) else None
-
-
 def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
     """Run `op` on the device of its inputs and wrap the result(s) as Tensors."""
     dev = tensors[0]._device
@@ -324,7 +305,7 @@ def dispatch_binary(op: str, x, y):
                                                  (data.__class__ is _DeviceArray and data.device is not dev))):
             data = _checked_binary(op, dev, fn, data, x, y)
             dtype = data.dtype
-        t = _new(_Tensor)
+        t = _new(Tensor)
         t._data, t._device, t._dtype = data, dev, dtype
         return t
     except HwAdapterError:
@@ -362,7 +343,6 @@ def dispatch_unary(op: str, x):
         raise _failed(op, dev, (x._dtype,), err) from err
 
 
-_Tensor = None
 _new = object.__new__
 _ndarray = np.ndarray
 _DeviceArray = DeviceArray
@@ -371,10 +351,3 @@ _ufunc = np.ufunc
 _BOOL_RESULT = meta.BOOL_RESULT
 _MULTI_OUTPUT = meta.MULTI_OUTPUT
 _RULES = meta.RULES
-
-
-def bind_tensor(cls) -> None:
-    """Called once by hwadapter.tensor: the class results are wrapped in (the frontend sits above dispatch). Its
-    fields `_data`, `_device`, `_dtype` are set here and in `Tensor._make` only."""
-    global _Tensor
-    _Tensor = cls

@@ -1,23 +1,9 @@
-"""The graph IR shared by traced functions and imported models; `builder`, `partition` and `executor` sit above
-dispatch."""
+"""The graph layer: graphs built (`GraphBuilder`), optimised and partitioned over devices into a `Plan` (`partition`),
+run (`Plan.run`, or node by node with the reference executor `run`). The IR itself is the plugin API's
+(hwadapter.api.ir)."""
 from ..api.ir import Graph, Node, Value  # noqa: F401
-
-
-def __getattr__(name):
-    # lazy: the plugin API imports the IR from here, and the builder, partitioner and executor import the frontend
-    if name == "GraphBuilder":
-        from .builder import GraphBuilder
-        return GraphBuilder
-    if name == "run":
-        from .reference import run
-        return run
-    if name == "partition":
-        from .partitioner import partition
-        return partition
-    if name == "Plan":
-        from .plan import Plan
-        return Plan
-    if name == "plan_memory":
-        from .memory import plan_memory
-        return plan_memory
-    raise AttributeError(f"module 'hwadapter.graph' has no attribute {name!r}")
+from .builder import GraphBuilder  # noqa: F401
+from .memory import plan_memory  # noqa: F401
+from .partitioner import partition  # noqa: F401
+from .plan import Plan  # noqa: F401
+from .reference import run  # noqa: F401

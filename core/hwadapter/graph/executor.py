@@ -9,7 +9,8 @@ import numpy as np
 
 from ..api.errors import HwAdapterError, InvalidArgumentError, KernelExecutionError
 from ..dispatch import dispatcher
-from ..dispatch.dispatcher import transfer, unwrap, wrap
+from ..dispatch.tensor import unwrap, wrap
+from ..runtime.memory import transfer
 from ..runtime.device import devices
 from ..runtime.memory import DeviceArray
 from .steps import Run
@@ -51,7 +52,7 @@ def stage(names, sched, inputs) -> list:
         if held is not None:
             data = transfer(held[0], held[1], home)
         else:
-            arr = np.ascontiguousarray(np.asarray(x, dtype=value.dtype))
+            arr = np.asarray(x, dtype=value.dtype, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
             data = arr if home.host_memory else DeviceArray.from_numpy(home, arr)
         if data.shape != value.shape or data.dtype != value.dtype:
             raise InvalidArgumentError(

@@ -8,7 +8,7 @@ import io
 from collections import Counter
 from dataclasses import dataclass
 
-from . import executor
+from . import executor, svg
 from .schedule import schedule
 
 try:
@@ -65,7 +65,8 @@ class Plan:
 
     def summary(self) -> str:
         """A text table: nodes per device, subgraphs, fallbacks, copies, planned vs naive peak bytes, passes."""
-        from rich.console import Console  # lazy: only a summary needs rich
+        # lazy: only a summary needs rich, and a plan is made on every traced call's first run
+        from rich.console import Console
         from rich.table import Table
         per_device = Counter(self.assignment[n.name] for n in self.graph.nodes if n.op != "copy")
         table = Table(title="hwadapter plan", show_lines=False)
@@ -102,7 +103,6 @@ class Plan:
 
     def save_svg(self, path) -> str:
         """Draw the plan as SVG (Graphviz `dot` when on PATH, else a built-in layered layout); returns the path."""
-        from . import svg
         text = svg.render(self)
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..api.errors import InvalidArgumentError
-from ..dispatch.dispatcher import dispatch, unwrap, wrap
+from ..dispatch.dispatcher import dispatch
+from ..dispatch.tensor import unwrap, wrap
 from ..runtime.device import devices
 from ..runtime.fused import fused_kernel
 from ..runtime.memory import DeviceArray
@@ -36,5 +37,5 @@ def run_fused(node, tensors: tuple) -> tuple:
 
 def _tensor(value, dev):
     """An array-like as a tensor on `dev`."""
-    arr = np.ascontiguousarray(value)
+    arr = np.asarray(value, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
     return wrap(arr if dev.host_memory else DeviceArray.from_numpy(dev, arr), dev)

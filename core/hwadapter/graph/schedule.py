@@ -9,9 +9,8 @@ import numpy as np
 
 from ..api.config import config
 from ..api.errors import KernelExecutionError
-from ..dispatch.dispatcher import transfer
 from ..runtime.device import devices
-from ..runtime.memory import DeviceArray
+from ..runtime.memory import DeviceArray, transfer
 from . import programs
 from .steps import Run, Schedule, Step
 

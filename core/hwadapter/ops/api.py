@@ -5,6 +5,7 @@ wrapped by `public`, so that a call Python would refuse (torch's dim= for axis=,
 """
 from __future__ import annotations
 
+from ..dispatch import tensor
 from ._common import make_public
 from .creation import arange, full, full_like, ones, ones_like, rand, randn, seed, zeros, zeros_like
 from .elementwise import (abs, acos, acosh, add, asin, asinh, astype, atan, atanh, bitwise_and,  # noqa: A004
@@ -34,3 +35,4 @@ __all__ = [
 ]
 
 make_public(globals(), __all__)
+tensor.bind_ops(globals())  # Tensor's operators and methods are these functions

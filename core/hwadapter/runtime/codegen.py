@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -12,17 +12,8 @@ import numpy as np
 from . import cache
 from ..api.errors import CompileError
 from .memory import DeviceArray
+from .primitive_op import PrimitiveOp
 from .signature import BoundedCache, signature
-
-
-@dataclass
-class PrimitiveOp:
-    """How an op runs as a kernel-primitive program."""
-    kernel: object                      # hwadapter_kp.Kernel
-    inputs: tuple                       # the kernel's input params, in the op's input order
-    attrs: Callable = lambda attrs, dtypes: attrs      # op attrs -> kernel attrs
-    bind: Callable = lambda attrs, dtypes: {}           # type-variable bindings (e.g. the output dtype)
-    outputs: tuple = field(default=())  # which outputs the op returns (default: the first)
 
 
 _OPS: dict[str, PrimitiveOp] = {}

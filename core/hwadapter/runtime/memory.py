@@ -112,3 +112,11 @@ class DeviceArray:
 
     def __repr__(self):
         return f"DeviceArray(shape={list(self.shape)}, dtype={self.dtype.name}, device={self.device})"
+
+
+def transfer(data, src, dst):
+    """Move a device array from device `src` to device `dst` (host-memory devices share numpy arrays)."""
+    if src is dst:
+        return data
+    host = np.asarray(data) if isinstance(data, (np.ndarray, np.generic)) else data.numpy()
+    return host if dst.host_memory else DeviceArray.from_numpy(dst, host)

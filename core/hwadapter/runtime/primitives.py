@@ -5,7 +5,7 @@ import numpy as np
 import hwadapter_kp as kp
 from hwadapter_kp import library
 
-from .codegen import PrimitiveOp
+from .primitive_op import PrimitiveOp
 
 _SAME = {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf", "sin", "cos",
          "floor", "ceil", "round", "sign"}

@@ -15,12 +15,12 @@ import sys
 
 import numpy as np
 
-from ..api.errors import InvalidArgumentError, TracingError
-from ..api import meta
-from ..runtime.device import Device
-from ..runtime.memory import DeviceArray
-from ..tensor import Tensor, _make
-from ..api.ir import Graph, Node, Value
+from .api.errors import InvalidArgumentError, TracingError
+from .api import meta
+from .runtime.device import Device
+from .runtime.memory import DeviceArray
+from .tensor import Tensor, _make
+from .api.ir import Graph, Node, Value
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../hwadapter
 
