@@ -5,11 +5,11 @@ import numpy as np
 from . import dtypes as dt
 from .errors import KernelError
 from .ir import Apply, Const, CycleLoad, Load, Reduce
+from .kernel import Kernel
 
 
 def interpret(kernel_or_program, inputs: dict, dtypes=None, **attrs) -> dict:
     """Run a Kernel (specialised for ``inputs``) or a Program on numpy arrays; returns outputs by name."""
-    from .kernel import Kernel
     inputs = {n: np.asarray(v) for n, v in inputs.items() if v is not None}
     program = kernel_or_program
     if isinstance(program, Kernel):

@@ -4,6 +4,8 @@ import hashlib
 import math
 from typing import NamedTuple
 
+from . import codegen, debug
+from .dialects import get_dialect
 from .errors import KernelError
 from .ir import Apply, CycleLoad, Load, Reduce, describe, operands, topo_order
 from .layout import as_layout, bcast_pattern, broadcast_domain, coalesce, is_contiguous
@@ -83,8 +85,6 @@ class Program:
     # --- source ----------------------------------------------------------------------
     def source(self, dialect="c") -> str:
         """Generated source for a dialect name or instance ("c", "opencl", "cuda")."""
-        from . import codegen, debug
-        from .dialects import get_dialect
         d = get_dialect(dialect)
         if d not in self._sources:
             self._sources[d] = codegen.render(self, d)
@@ -117,7 +117,6 @@ class Program:
 
     def bind(self, inputs, dialect="c") -> Launch:
         """Global size and ordered int64 scalar args (sizes, strides, periods) for a launch."""
-        from .dialects import get_dialect
         layouts = self._layouts(inputs)
         domain = self._domain(layouts)
         lay = self.layout
@@ -144,7 +143,6 @@ class Program:
 
     def local_size(self, dialect="c") -> int:
         """Work-group / block size the dialect's schedule launches with."""
-        from .dialects import get_dialect
         return get_dialect(dialect).schedule.local_size
 
     # --- helpers --------------------------------------------------------------------------

@@ -4,12 +4,14 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+from hwadapter.runtime import cache
+
 
 def _program_cache():
     """(the program cache module, its DiskCache or None), or (None, None) when this build has none; imported only
     here: the program cache sits in the graph layer, which `hwadapter devices` never needs."""
     try:
-        from hwadapter.graph import programs
+        from hwadapter.graph import programs  # lazy: the graph layer costs ~90 ms; `hwadapter --help` imports this
     except ImportError as err:
         if getattr(err, "name", None) in ("hwadapter.graph.programs", "hwadapter.graph"):
             return None, None
@@ -24,7 +26,6 @@ def _program_cache():
 
 def _cache_sets() -> list[tuple[str, object]]:
     """(what, DiskCache) for the kernel cache and, when it lives elsewhere, the program cache."""
-    from hwadapter.runtime import cache
     kernels = cache.default()
     out = [("kernels", kernels)]
     _, programs = _program_cache()
@@ -75,7 +76,6 @@ def _size(n: int) -> str:
 
 
 def _configured_dir() -> Path:
-    from hwadapter.runtime import cache
     return cache.default_dir()
 
 

@@ -6,6 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hwadapter.api.errors import HwAdapterError
+from hwadapter.conformance import SECTIONS, run
 
 from .common import _console, _positive_seconds
 
@@ -13,7 +14,6 @@ _STYLE = {"passed": "green", "failed": "bold red", "crashed": "bold red", "timeo
 
 
 def _add_conformance(sub) -> None:
-    from hwadapter.conformance import SECTIONS
     p = sub.add_parser("conformance", help="run the conformance kit against a device type's plugin",
                        description="Runs the conformance kit's sections (discovery, runtime, kernels, subgraph, "
                                    "codegen, onnx, native) against the plugin of TYPE, each in a child process with a "
@@ -31,7 +31,6 @@ def _add_conformance(sub) -> None:
 
 
 def _cmd_conformance(args) -> int:
-    from hwadapter.conformance import run
     console = _console()
     try:
         result = run(args.type, args.section, timeout=args.timeout, report=args.report, junit=args.junit,

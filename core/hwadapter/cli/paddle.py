@@ -52,7 +52,7 @@ def _add_paddle(sub) -> None:
 
 def _bridge():
     try:
-        import hwadapter_paddle
+        import hwadapter_paddle  # lazy: hwadapter-paddle is an optional package
     except ImportError:
         _console(stderr=True).print(_text(f"hwadapter paddle: {_MISSING}", "red"))
         return None
@@ -80,7 +80,7 @@ def _cmd_install(args) -> int:
             console.print(_text(f"  {o.device_type}: skipped: {o.message}", "yellow"))
     placed = [o for o in report.outcomes if o.ok]
     if placed:
-        from hwadapter_paddle.bridge import paddle_reads
+        from hwadapter_paddle.bridge import paddle_reads  # lazy: hwadapter-paddle is an optional package
         reads, why = paddle_reads(report.directory, report.paddle)
         console.print(_text(f"Paddle loads them at `import paddle`: {'yes' if reads else 'no'} ({why})",
                             "" if reads else "yellow"))

@@ -2,7 +2,9 @@
 draw) the plan."""
 from __future__ import annotations
 
+import importlib
 import inspect
+from pathlib import Path
 
 from hwadapter.api.errors import HwAdapterError
 from hwadapter.runtime.device import devices
@@ -34,9 +36,7 @@ def _add_partition(sub) -> None:
 
 def _partitioner():
     """The function hwadapter.graph.partition, or None when this build has no partitioner."""
-    import importlib
-
-    import hwadapter.graph as graph
+    import hwadapter.graph as graph  # lazy: the graph layer costs ~90 ms; `hwadapter --help` imports this module
     module = "hwadapter.graph.partition"
     for find in (lambda: getattr(graph, "partition", None), lambda: importlib.import_module(module)):
         try:
@@ -53,7 +53,6 @@ def _partitioner():
 
 def _load_onnx(args):
     """The hwadapter Graph of an ONNX model file (its declared input shapes, --shape for open dims)."""
-    from pathlib import Path
     if not Path(args.graph).is_file():
         raise _BadInput(f"{args.graph}: no such file")
     shapes = {}
@@ -64,7 +63,7 @@ def _load_onnx(args):
         except ValueError:
             raise _BadInput(f"--shape {item!r}: expected NAME=D0,D1,... with whole numbers") from None
     try:
-        import hwadapter.onnx as hwonnx
+        import hwadapter.onnx as hwonnx  # lazy: the ONNX frontend costs ~140 ms; only .onnx files need it
         model = hwonnx.load(args.graph)
         unknown = set(shapes) - set(model.inputs)
         if unknown:

@@ -13,6 +13,8 @@ import numpy as np
 from rich.table import Table
 
 from hwadapter.api.errors import HwAdapterError
+from hwadapter.device import synchronize
+from hwadapter.runtime.device import devices
 
 from .common import _console, _positive_int, _text
 
@@ -109,7 +111,6 @@ def _parse_shapes(pairs: dict) -> dict:
 # --- devices ---------------------------------------------------------------------------------------------------
 def device_list(names) -> list:
     """The devices to run on: those named, then the cpu as fallback."""
-    from hwadapter.runtime.device import devices
     names = list(names or ["cpu"])
     try:
         out = [str(devices.get(d)) for d in names]
@@ -144,6 +145,7 @@ def latency_row(label: str, times: list) -> list:
 
 
 def _progress(console):
+    # lazy: the CLI's startup stays fast (rich.progress costs ~10 ms); only `hwadapter run` draws progress
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True)
@@ -152,7 +154,7 @@ def _progress(console):
 def onnxruntime_session(proto):
     """An onnxruntime CPU session of the model, or _Fail saying how to install it."""
     try:
-        import onnxruntime as ort
+        import onnxruntime as ort  # lazy: onnxruntime is an optional package (a test and benchmark extra)
     except ImportError:
         raise _Fail("--compare onnxruntime: onnxruntime is not installed. Fix: pip install onnxruntime (a test and "
                     "benchmark extra: hwadapter itself does not need it)", 1) from None
@@ -233,9 +235,8 @@ def _cmd_run(args) -> int:
 
 
 def _run(args, console, err_console) -> int:
-    import hwadapter.onnx as hwonnx
-    from hwadapter import profiler
-    from hwadapter.device import synchronize
+    import hwadapter.onnx as hwonnx  # lazy: the ONNX frontend costs ~140 ms; `hwadapter --help` imports this module
+    from hwadapter import profiler  # lazy: it loads the dispatch layer (~20 ms) that `hwadapter --help` does not need
     if not Path(args.model).is_file():
         raise _Fail(f"{args.model}: no such file")
     try:

@@ -10,7 +10,7 @@ from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..tensor import Tensor, to_tensor
 from ..api import shapes
 from ._common import _INTEGER, _NUMERIC, _check, _tensor, cast, check_size
-from .manipulation import _reshape
+from .manipulation import _reshape, broadcast_to
 
 
 def topk(x, k, axis=None, largest=True, sorted=True):  # noqa: A002  paddle's name
@@ -99,7 +99,6 @@ def put_along_axis(arr, indices, values, axis, reduce="assign"):  # noqa: A002  
 
 def _values(op: str, values, x: Tensor, shape: tuple) -> Tensor:
     """values as a tensor of x's dtype and of `shape` (a number or a broadcastable tensor is expanded)."""
-    from .manipulation import broadcast_to
     v = values if isinstance(values, Tensor) else to_tensor(np.asarray(values, dtype=x._dtype), device=x._device)
     if v._dtype != x._dtype:
         v = cast(v, x._dtype)

@@ -79,8 +79,9 @@ class _Refused(Exception):
 def _private_group(gid: int) -> bool:
     """Whether a group is this user's own private group (its name, its primary group, no other member)."""
     try:
-        import grp  # POSIX only; asked only about group-writable directories
-        import pwd
+        # lazy: POSIX only (the ImportError is caught here); asked only about group-writable directories
+        import grp
+        import pwd  # lazy: POSIX only, as grp
         user, group = pwd.getpwuid(os.geteuid()), grp.getgrgid(gid)
     except (ImportError, KeyError):
         return False

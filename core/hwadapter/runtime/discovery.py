@@ -483,7 +483,7 @@ class _Registry:
         with self._lock:
             ExtensionManager.ENTRY_POINT_CACHE.pop(GROUP, None)
             try:  # stevedore also memoises per sys.path in memory, which would hide a plugin installed just now
-                from stevedore import _cache
+                from stevedore import _cache  # lazy: stevedore's private module, absent from some versions
                 _cache._c._internal.clear()
             except Exception:
                 pass

@@ -90,7 +90,7 @@ def _key(attrs) -> tuple:
 
 def interpret(attrs, arrays) -> list:
     """The fused node's outputs for numpy `arrays`, from the kernel-primitive interpreter (what the program means)."""
-    import hwadapter_kp
+    import hwadapter_kp  # lazy: importing hwadapter_kp costs tens of milliseconds; only interpreting needs it
     out = hwadapter_kp.interpret(_kp_kernel(attrs), dict(zip(attrs["inputs"], (np.asarray(a) for a in arrays))))
     return [out[n] for n in attrs["outputs"]]
 

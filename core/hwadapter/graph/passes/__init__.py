@@ -3,7 +3,7 @@ device-dependent `fuse` (conv2d + activation epilogues, elementwise chains into 
 from __future__ import annotations
 
 from .batchnorm import fold_batch_norm
-from .common import PassReport
+from .common import PassReport, graph_error
 from .cse import cse
 from .dce import dce
 from .fold import fold
@@ -23,7 +23,6 @@ __all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", 
 def optimize(graph, disable=frozenset()):
     """(optimised graph, [PassReport]) after each pass of PIPELINE not named in `disable`; a disabled pass is
     reported as such. The result computes the same outputs, by the same names, from the same inputs."""
-    from .common import graph_error
     unknown = set(disable) - PASSES
     if unknown:
         raise graph_error(f"optimize: unknown passes {sorted(unknown)} in disable", f"use names of {sorted(PASSES)}")

@@ -1,8 +1,10 @@
 """What every pass shares: its report, building a graph with constants, and pruning what nothing reads."""
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
+from ...api.errors import InvalidArgumentError
 from ...api.ir import Graph
 
 
@@ -46,7 +48,6 @@ def consumers(nodes) -> dict:
 def toposort(nodes) -> list:
     """`nodes` in an order where every value is produced before it is read, keeping the given order where it can
     (Kahn's algorithm, always taking the earliest ready node)."""
-    import heapq
     producer = {o: k for k, n in enumerate(nodes) for o in n.outputs}
     waiting = [0] * len(nodes)
     after: dict = {}
@@ -71,5 +72,4 @@ def toposort(nodes) -> list:
 
 def graph_error(message: str, fix: str):
     """An InvalidArgumentError whose text ends with the fix (as every hwadapter error's does)."""
-    from ...api.errors import InvalidArgumentError
     return InvalidArgumentError(f"{message}. Fix: {fix}", fix=fix)
