@@ -14,7 +14,7 @@ namespace py = pybind11;
 
 namespace {
 
-// A failed call into the library: translated to hwadapter.errors by status (see the translator below).
+// A failed call into the library: translated to hwadapter.api.errors by status (see the translator below).
 struct NativeFailure {
   int status;
   std::string message;
@@ -384,7 +384,7 @@ PYBIND11_MODULE(_native, m) {
                          : f.status == HWA_UNSUPPORTED      ? "KernelNotFoundError"
                          : f.in_kernel                      ? "KernelExecutionError"
                                                             : "HwAdapterError";
-      py::object cls = py::module_::import("hwadapter.errors").attr(name);
+      py::object cls = py::module_::import("hwadapter.api.errors").attr(name);
       PyErr_SetString(cls.ptr(), f.message.c_str());
     }
   });

@@ -7,17 +7,14 @@ hwadapter is installed) already costs.
 """
 from __future__ import annotations
 
-from .results import Failure, KitResult, SectionResult
-
-#: The kit's sections, in the order they run.
-SECTIONS = ("discovery", "runtime", "kernels", "subgraph", "codegen", "onnx", "native")
+from .results import SECTIONS, Failure, KitResult, SectionResult
 
 
 def run(device_type: str, sections=None, *, timeout: float = 120, report: str | None = None,
         junit: str | None = None, progress: bool = True) -> KitResult:
     """Run the kit's sections (all by default) against `device_type`, each in a child process limited to `timeout`
     seconds; write a Markdown report and/or a JUnit XML file when asked."""
-    from .runner import run_kit  # the runner needs hwadapter's device discovery: imported only when used
+    from .runner import run_kit  # lazy: the runner imports hwadapter's frontend, which this package must not
     return run_kit(device_type, sections, timeout=timeout, report=report, junit=junit, progress=progress)
 
 

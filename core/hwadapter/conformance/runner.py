@@ -13,7 +13,7 @@ from pathlib import Path
 
 from hwadapter import DeviceUnavailableError, InvalidArgumentError, InvalidDeviceError, host
 
-from .results import Failure, KitResult, SectionResult
+from .results import SECTIONS, Failure, KitResult, SectionResult
 
 PACKAGE = "hwadapter.conformance.sections"
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
@@ -62,7 +62,6 @@ def _check_in_child(device_type: str, timeout: float) -> None:
 
 def run_kit(device_type: str, sections=None, *, timeout: float = 120, report=None, junit=None,
             progress: bool = True) -> KitResult:
-    from . import SECTIONS
     names = list(SECTIONS if not sections else dict.fromkeys(sections))
     unknown = [n for n in names if n not in SECTIONS]
     if unknown:
