@@ -60,7 +60,7 @@ def subgraph_demo() -> None:
     """The subgraph level: a hand-built graph handed whole to each device that compiles subgraphs."""
     from hwadapter.graph import GraphBuilder, run
     from hwadapter.plugin import DeviceArray
-    from hwadapter.runtime.device import get
+    from hwadapter.host import device as get  # the public host API: a Device by name
 
     g = GraphBuilder()
     x, w, b = g.input("x", (16, 32)), g.input("w", (32, 8)), g.input("b", (8,))
