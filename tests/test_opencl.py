@@ -39,7 +39,7 @@ if not hw.device.is_available(TYPE):
     pytest.skip(f"no OpenCL device: {why}", allow_module_level=True)
 
 import hwadapter_opencl  # noqa: E402
-from hwadapter_opencl import kernels  # noqa: E402
+from hwadapter_opencl.tuning import kernels  # noqa: E402
 
 RNG = np.random.default_rng(7)
 ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
@@ -203,7 +203,7 @@ def test_the_gpu_gemm_configuration_runs_here_too(monkeypatch):
     if rt.device.max_work_group_size < 256:
         pytest.skip(f"{DEV} allows only {rt.device.max_work_group_size} work items per group")
     monkeypatch.setattr(rt, "is_cpu", False)
-    rt.plans.clear()
+    kernels.plans(rt).clear()
     try:
         assert kernels._gemm_config(rt, 100, 100, 4)["WG"] == 256
         for sa, sb in MATMULS:
@@ -211,7 +211,7 @@ def test_the_gpu_gemm_configuration_runs_here_too(monkeypatch):
         assert_same(*run("conv2d", [rand(2, 3, 10, 10), rand(4, 3, 3, 3), rand(4)],
                          {"stride": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1), "groups": 1}), rtol=1e-4)
     finally:
-        rt.plans.clear()
+        kernels.plans(rt).clear()
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -399,7 +399,7 @@ def test_a_kernel_build_log_goes_to_debug_not_to_a_warning(caplog):
     assert logged and all(r.levelno == logging.DEBUG for r in logged)
 
 
-# --- batched submission (runtime.Queue): held kernels run before anything waits for them ---------------------------
+# --- batched submission (tuning/batching.py): held kernels run before anything waits for them ---------------------------
 def test_kernels_are_held_in_batches_and_run_before_a_read():
     queue = get(DEV).runtime.default_stream
     queue.synchronize()

@@ -25,7 +25,7 @@ def _cpu_runtime(f32, f64, i64):
 
 @pytest.mark.parametrize("name,f32,f64,i64,vector_bytes,registers", CPUS, ids=[c[0] for c in CPUS])
 def test_cpu_gemm_tiles_use_the_devices_vectors_and_fit_its_registers(name, f32, f64, i64, vector_bytes, registers):
-    from hwadapter_opencl.kernels import _gemm_config
+    from hwadapter_opencl.tuning.kernels import _gemm_config
     rt = _cpu_runtime(f32, f64, i64)
     for acc_size in (4, 8):
         for m, n in [(2048, 2048), (2048, 64), (16, 2048)]:
@@ -38,7 +38,7 @@ def test_cpu_gemm_tiles_use_the_devices_vectors_and_fit_its_registers(name, f32,
 
 
 def test_this_devices_gemm_uses_its_preferred_vector_width():
-    from hwadapter_opencl.kernels import _gemm_config
+    from hwadapter_opencl.tuning.kernels import _gemm_config
     rt = get(DEV).runtime
     if not rt.is_cpu:
         pytest.skip(f"{DEV} is not a CPU device")
@@ -51,7 +51,7 @@ TILINGS = [("float32", 4, 16), ("float32", 8, 16), ("float32", 16, 32), ("float6
 
 @pytest.mark.parametrize("dtype,lanes,registers", TILINGS)
 def test_gemm_with_each_cpu_tiling_equals_numpy(monkeypatch, dtype, lanes, registers):
-    from hwadapter_opencl import kernels
+    from hwadapter_opencl.tuning import kernels
     rt = get(DEV).runtime
     if not rt.is_cpu:
         pytest.skip(f"{DEV} is not a CPU device")
@@ -59,14 +59,14 @@ def test_gemm_with_each_cpu_tiling_equals_numpy(monkeypatch, dtype, lanes, regis
         pytest.skip(f"{DEV} has no float64")
     monkeypatch.setattr(kernels, "cpu_vectors", lambda rt, acc_size: (lanes, registers))
     rng = np.random.default_rng(lanes)
-    rt.plans.clear()
+    kernels.plans(rt).clear()
     try:
         for sa, sb in [((100, 70), (70, 300)), ((5, 33), (33, 9)), ((2, 65, 129), (129, 257))]:
             a, b = rng.standard_normal(sa).astype(dtype), rng.standard_normal(sb).astype(dtype)
             got = hw.matmul(hw.to_tensor(a, device=DEV), hw.to_tensor(b, device=DEV)).numpy()
             np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"{sa} @ {sb}")
     finally:
-        rt.plans.clear()
+        kernels.plans(rt).clear()
 
 
 # --- few rows: kernels/gemv.cl ------------------------------------------------------------------------------------
@@ -102,7 +102,7 @@ def _assert_product(got, want, dtype, msg):
 
 def _kernel_of(op, shapes, dtype, attrs) -> str:
     """The name of the last kernel the op's plan on DEV launches."""
-    from hwadapter_opencl import kernels
+    from hwadapter_opencl.tuning import kernels
     return kernels.plan(op, get(DEV).runtime, shapes, (np.dtype(dtype),) * len(shapes), attrs).steps[-1].name
 
 
@@ -131,7 +131,7 @@ def test_products_of_few_rows_take_gemv_and_equal_numpy(dtype):
 
 def test_row_blocks_up_to_the_gemm_threshold_equal_numpy():
     """Rows past the first block (a partial last block: 9 = 8 + 1 = 2 * 4 + 1), GEMV_ROWS, and one row more (GEMM)."""
-    from hwadapter_opencl.kernels import GEMV_ROWS
+    from hwadapter_opencl.tuning.kernels import GEMV_ROWS
     rng = np.random.default_rng(4)
     for m in (5, 9, GEMV_ROWS, GEMV_ROWS + 1):
         for xs, ys, tx, ty in _gemv_cases(m)[:5]:
@@ -168,12 +168,12 @@ def test_convolutions_with_few_output_channels_add_the_bias_per_row_and_apply_th
 
 def test_the_gpu_gemv_configuration_runs_here_too(monkeypatch):
     """GPUs get one column per work item in groups of 64 (scalar code, VW = 1): checked on this device."""
-    from hwadapter_opencl import kernels
+    from hwadapter_opencl.tuning import kernels
     rt = get(DEV).runtime
     if rt.device.max_work_group_size < 64:
         pytest.skip(f"{DEV} allows only {rt.device.max_work_group_size} work items per group")
     monkeypatch.setattr(rt, "is_cpu", False)
-    rt.plans.clear()
+    kernels.plans(rt).clear()
     try:
         assert kernels._gemv_config(rt, 3, 4) == dict(ROWS=3, VW=1, RN=1, WG=64)
         rng = np.random.default_rng(6)
@@ -186,12 +186,12 @@ def test_the_gpu_gemv_configuration_runs_here_too(monkeypatch):
                 got = hw.matmul(hw.to_tensor(a, device=DEV), hw.to_tensor(b, device=DEV), **attrs).numpy()
                 _assert_product(got, _product(a, b, tx, ty), dtype, msg)
     finally:
-        rt.plans.clear()
+        kernels.plans(rt).clear()
 
 
 @pytest.mark.parametrize("name,f32,f64,i64,vector_bytes,registers", CPUS, ids=[c[0] for c in CPUS])
 def test_cpu_gemv_blocks_fit_the_registers(name, f32, f64, i64, vector_bytes, registers):
-    from hwadapter_opencl.kernels import GEMV_ROWS, _gemv_config
+    from hwadapter_opencl.tuning.kernels import GEMV_ROWS, _gemv_config
     rt = _cpu_runtime(f32, f64, i64)
     for acc_size in (4, 8):
         for m in range(1, GEMV_ROWS + 1):

@@ -1,15 +1,20 @@
-"""OpenCL devices as a device library for native hosts (the Paddle bridge): svm_device.c over OpenCL 2.0 shared
-virtual memory, built on first use and kept; and, where a host has loaded it into this process, its context and
-memory for the plugin's own kernels (runtime.py)."""
+"""Optional: OpenCL devices for native hosts (the Paddle bridge). svm_device.c over OpenCL 2.0 shared virtual memory,
+built on first use and kept (Plugin.native_library); and, where a host has loaded it into this process, a runtime
+that shares its context and adopts its memory for the plugin's own kernels (SharedRuntime.adopt).
+
+Deleting this file and svm_device.c leaves a plugin without a native library: native hosts cannot use its devices,
+and the conformance kit skips its native section."""
 from __future__ import annotations
 
 import ctypes
 import os
 from pathlib import Path
 
+import pyopencl as cl
+
 from hwadapter.plugin import DeviceUnavailableError, InvalidArgumentError, build_library
 
-from .runtime import devices
+from .runtime import OpenCLRuntime, Queue, devices
 
 SOURCE = Path(__file__).with_name("svm_device.c")
 COARSE_GRAIN_BUFFER = 1  # CL_DEVICE_SVM_COARSE_GRAIN_BUFFER: the least SVM that gives flat device pointers
@@ -68,3 +73,38 @@ def shared(device_type: str, index: int) -> Shared | None:
         if lib.svm_device_handles(index, ctypes.byref(context), ctypes.byref(device_id)) == 0:
             return Shared(lib, index, context.value, device_id.value)
     return None
+
+
+class SharedRuntime(OpenCLRuntime):
+    """An OpenCLRuntime in the context of the library a host loaded (`shared`, or its own context when none was
+    loaded first), whose memory it adopts for the plugin's kernels."""
+
+    def __init__(self, index: int, name: str, shared: Shared | None, queue: type = Queue):
+        if shared is not None and shared.device_id != devices()[index].int_ptr:
+            shared = None  # the library numbered another device as this one: its memory is not ours to use
+        self.shared = shared
+        super().__init__(index, name, cl.Context.from_int_ptr(shared.context) if shared else None, queue)
+
+    def adopt(self, address: int, nbytes: int) -> cl.Buffer:
+        """A buffer over `nbytes` at `address` in the shared library's memory (Runtime.adopt). OpenCL lets a pointer
+        from clSVMAlloc back a buffer: the allocation's whole span, narrowed by a sub-buffer at an aligned offset; an
+        unaligned one is used directly only where the device shares memory with the host at fine grain."""
+        if self.shared is None:
+            raise DeviceUnavailableError(
+                f"{self.name}: this runtime has its own OpenCL context: no host had loaded the native library when it "
+                f"was opened, so the host's memory is not ours to use",
+                fix="load the host first (`import paddle` before hwadapter opens this device)")
+        base, size = self.shared.block(address)
+        offset, flags = address - base, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
+        if offset + nbytes > size:
+            raise InvalidArgumentError(f"{self.name}: {nbytes} bytes at {address:#x} run past the end of the "
+                                       f"allocation they start in ({size} bytes at {base:#x})")
+        if offset % (self.device.mem_base_addr_align // 8):
+            if not self.device.svm_capabilities & cl.device_svm_capabilities.FINE_GRAIN_BUFFER:
+                raise InvalidArgumentError(f"{self.name}: a tensor at offset {offset} of its allocation, which this "
+                                           f"device cannot address as a buffer (it needs multiples of "
+                                           f"{self.device.mem_base_addr_align // 8} bytes)",
+                                           fix="make the tensor contiguous (a copy) first")
+            return cl.Buffer(self.context, flags, nbytes, hostbuf=(ctypes.c_char * nbytes).from_address(address))
+        whole = cl.Buffer(self.context, flags, size, hostbuf=(ctypes.c_char * size).from_address(base))
+        return whole if offset == 0 and nbytes == size else whole.get_sub_region(offset, nbytes)

@@ -1,8 +1,6 @@
 """The OpenCL runtime: every platform's devices as opencl:0..N-1, cl.Buffers as memory, command queues as streams."""
 from __future__ import annotations
 
-import atexit
-import ctypes
 import hashlib
 import logging
 import threading
@@ -13,8 +11,8 @@ import weakref
 import numpy as np
 import pyopencl as cl
 
-from hwadapter.plugin import (BoundedCache, CompileError, DeviceProperties, DeviceUnavailableError, Event,
-                              InvalidArgumentError, OutOfMemoryError, Runtime, Stream)
+from hwadapter.plugin import (CompileError, DeviceProperties, DeviceUnavailableError, Event, InvalidArgumentError,
+                              OutOfMemoryError, Runtime, Stream)
 
 # Errors by which OpenCL says "no memory left" (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
 # CL_OUT_OF_HOST_MEMORY, CL_INVALID_BUFFER_SIZE: one buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE).
@@ -22,7 +20,6 @@ _OOM_CODES = {-4, -5, -6, -61}
 _devices: list | None = None
 logger = logging.getLogger(__name__)
 _build_warnings_lock = threading.Lock()
-_queues: weakref.WeakSet = weakref.WeakSet()  # every Queue, released at exit (Queue.flush)
 
 
 def devices() -> list:
@@ -64,52 +61,24 @@ def build_key(source: str, options: str = "") -> str:
 
 
 class Queue(Stream):
-    """An in-order cl.CommandQueue whose kernels are submitted in batches.
-
-    PoCL wakes its worker threads for every command that is ready to run; on a small host each wake-up preempts the
-    Python thread that is launching the next op (an eager add took several times as long). So, as GPU
-    drivers do until clFlush, kernels queue behind a gate (a user event) and are released together: every `BATCH`
-    launches, and before anything waits for the queue (synchronize, a blocking copy, an event).
-    """
-
-    BATCH = 64
+    """An in-order cl.CommandQueue. Kernels are enqueued through `launch`; `flush` is where a queue that holds
+    launches back (tuning/batching.py) submits them, and the runtime calls it before anything waits for the queue."""
 
     def __init__(self, queue: cl.CommandQueue):
         self.queue = queue
-        self._gate = None  # the cl.UserEvent this queue's held work waits for, or None when nothing is held
-        self._held = 0
         self._lock = threading.Lock()
-        _queues.add(self)
 
     def launch(self, kernel: cl.Kernel, global_size: tuple, local_size: tuple | None, arrays=()) -> None:
-        """Enqueue `kernel` in the current batch, its first arguments set to the buffers of `arrays` (DeviceArrays)
-        under the queue's lock: a cl.Kernel holds its arguments, so one launched only here needs no lock of its own."""
+        """Enqueue `kernel`, its first arguments set to the buffers of `arrays` (DeviceArrays) under the queue's
+        lock: a cl.Kernel holds its arguments, so one launched only here needs no lock of its own."""
         with self._lock:
             for i, array in enumerate(arrays):
                 kernel.set_arg(i, array.handle)
-            if self._gate is None:
-                self._gate = cl.UserEvent(self.queue.context)
-                cl.enqueue_barrier(self.queue, wait_for=[self._gate])  # in order: what follows waits for the gate
             cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
-            self._held += 1
-            if self._held >= self.BATCH:
-                self._release()
 
     def flush(self) -> "Queue":
-        """Submit the held work (call before waiting for anything on this queue); returns the queue."""
-        if self._gate is not None:
-            with self._lock:
-                self._release()
+        """Submit any held work (call before waiting for anything on this queue); returns the queue."""
         return self
-
-    def _release(self) -> None:
-        if self._gate is not None:
-            self._gate.set_status(cl.command_execution_status.COMPLETE)
-            self._gate, self._held = None, 0
-            self.queue.flush()
-
-    def __del__(self):
-        self.flush()  # a queue released with work held behind an incomplete event would never finish
 
     def synchronize(self) -> None:
         self.flush().queue.finish()
@@ -131,12 +100,6 @@ class Queue(Stream):
             cl.enqueue_barrier(self.queue, wait_for=[event.event])
 
 
-@atexit.register
-def _release_all() -> None:
-    for queue in list(_queues):
-        queue.flush()
-
-
 class Marker(Event):
     """A cl marker event: complete when the work queued before it is."""
 
@@ -156,18 +119,16 @@ class Marker(Event):
 
 
 class OpenCLRuntime(Runtime):
-    """One OpenCL device: its context (its own, or that of the native library a host loaded: `shared`), a default
-    queue, a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE, and the programs built in its context."""
+    """One OpenCL device: its context (its own, or one given: native.py passes a native host's), a default queue
+    (of class `queue`), a byte budget of CL_DEVICE_GLOBAL_MEM_SIZE, and the programs built in its context."""
 
-    def __init__(self, index: int, name: str, shared=None):
+    def __init__(self, index: int, name: str, context: cl.Context | None = None, queue: type = Queue):
         super().__init__(index)
         self.device = devices()[index]
         self.name = name  # "type:index" as the core names this device, for messages
-        if shared is not None and shared.device_id != self.device.int_ptr:
-            shared = None  # the library numbered another device as this one: its memory is not ours to use
-        self.shared = shared  # native.Shared: the host's library, whose memory `adopt` lends to our kernels
-        self.context = cl.Context.from_int_ptr(shared.context) if shared else cl.Context([self.device])
-        self._default = Queue(cl.CommandQueue(self.context, self.device))
+        self.context = context or cl.Context([self.device])
+        self._queue_class = queue
+        self._default = queue(cl.CommandQueue(self.context, self.device))
         self._streams = weakref.WeakSet()
         # Allocation is lazy in most drivers: a one-byte fill on a private queue makes it happen (and fail) now.
         self._touch = cl.CommandQueue(self.context, self.device)
@@ -183,7 +144,6 @@ class OpenCLRuntime(Runtime):
         self._loaded: dict[str, cl.Program] = {}  # SHA-256 of a binary -> the program it came from or was loaded as
         self.binaries: dict[str, bytes] = {}  # build_key -> binary a deserialised subgraph brought: used, not rebuilt
         self.builds = 0  # builds from OpenCL C source (not from binaries): what a warm cache saves
-        self.plans = BoundedCache(4096)  # the handwritten kernels' plans, per op, shapes, dtypes and attributes
 
     def build(self, source: str, options: str = "", name: str = "kernel") -> cl.Program:
         """The program for this source and these options, built once per process (or loaded from a brought binary)."""
@@ -266,30 +226,6 @@ class OpenCLRuntime(Runtime):
             self._live[id(buf)] = buf
         return buf
 
-    def adopt(self, address: int, nbytes: int) -> cl.Buffer:
-        """A buffer over `nbytes` at `address` in the shared library's memory (Runtime.adopt). OpenCL lets a pointer
-        from clSVMAlloc back a buffer: the allocation's whole span, narrowed by a sub-buffer at an aligned offset; an
-        unaligned one is used directly only where the device shares memory with the host at fine grain."""
-        if self.shared is None:
-            raise DeviceUnavailableError(
-                f"{self.name}: this runtime has its own OpenCL context: no host had loaded the native library when it "
-                f"was opened, so the host's memory is not ours to use",
-                fix="load the host first (`import paddle` before hwadapter opens this device)")
-        base, size = self.shared.block(address)
-        offset, flags = address - base, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
-        if offset + nbytes > size:
-            raise InvalidArgumentError(f"{self.name}: {nbytes} bytes at {address:#x} run past the end of the "
-                                       f"allocation they start in ({size} bytes at {base:#x})")
-        if offset % (self.device.mem_base_addr_align // 8):
-            if not self.device.svm_capabilities & cl.device_svm_capabilities.FINE_GRAIN_BUFFER:
-                raise InvalidArgumentError(f"{self.name}: a tensor at offset {offset} of its allocation, which this "
-                                           f"device cannot address as a buffer (it needs multiples of "
-                                           f"{self.device.mem_base_addr_align // 8} bytes)",
-                                           fix="make the tensor contiguous (a copy) first")
-            return cl.Buffer(self.context, flags, nbytes, hostbuf=(ctypes.c_char * nbytes).from_address(address))
-        whole = cl.Buffer(self.context, flags, size, hostbuf=(ctypes.c_char * size).from_address(base))
-        return whole if offset == 0 and nbytes == size else whole.get_sub_region(offset, nbytes)
-
     def free(self, handle: cl.Buffer) -> None:
         with self._lock:
             if self._live.get(id(handle)) is not handle:  # releasing twice crashes the driver (a segfault in PoCL)
@@ -300,7 +236,7 @@ class OpenCLRuntime(Runtime):
         handle.release()  # OpenCL keeps it alive until the queued commands that use it are done
 
     def _queue(self, stream: Queue | None) -> cl.CommandQueue:
-        # copies submit the held kernels first: a blocking one waits for them, and a copy is not worth holding
+        # copies submit held kernels first (a blocking one waits for them; a copy is not worth holding)
         return (stream or self._default).flush().queue
 
     def copy_h2d(self, dst, dst_offset, src, stream=None):
@@ -325,7 +261,7 @@ class OpenCLRuntime(Runtime):
                 event.wait()
 
     def create_stream(self) -> Queue:
-        stream = Queue(cl.CommandQueue(self.context, self.device))
+        stream = self._queue_class(cl.CommandQueue(self.context, self.device))
         self._streams.add(stream)
         return stream
 

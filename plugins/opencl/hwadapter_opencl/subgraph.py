@@ -1,28 +1,65 @@
-"""Subgraph level (after NNAdapter): claim the nodes this device can compile, turn a subgraph into one program object
-(every kernel built up front, intermediates allocated once, launches back to back on one queue), and serialise it
-with the plugin API's executable format: the graph and the program binaries, nothing executable."""
+"""The subgraph level (after NNAdapter): claim the nodes this device can compile, turn a subgraph into one program
+object (every kernel built up front, intermediates allocated once, launches back to back on one queue), and serialise
+it with the plugin API's executable format: the graph and the program binaries, nothing executable.
+
+A node becomes a Plan: its launches over numbered buffers. Kernel-primitive and fused nodes are one launch of the
+codegen backend's program; with tuning/ present, its handwritten kernels' plans (GEMM, convolution, pooling, data
+movement) are claimed too. Without tuning/ the level compiles the kernel-primitive nodes alone.
+"""
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 import numpy as np
+import pyopencl as cl
 
 from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, node_primitive,
                               pack_executable, unpack_executable)
 
-from . import kernels
-from .plans import Plan, Step
 from .runtime import build_key
 
 FORMAT = "hwadapter-opencl-subgraph/2"
 _UNSET = object()  # a patched kernel argument not set yet (None is a real handle: an empty array's)
 
 
-class OpenCLSubgraphBackend(SubgraphBackend):
-    """Compiles subgraphs of handwritten-kernel ops, kernel-primitive ops and "fused" nodes for one device."""
+@dataclass
+class Step:
+    """One kernel launch: args are ("in" | "out" | "tmp", index) buffer references or fixed values; key names the
+    program's source and options (runtime.build_key)."""
+    program: cl.Program
+    name: str
+    global_size: tuple
+    local_size: tuple | None
+    args: list
+    key: str = ""
 
-    def __init__(self, device):
+    def kernel(self) -> cl.Kernel:
+        """A new cl.Kernel with the fixed (non-buffer) arguments set."""
+        k = cl.Kernel(self.program, self.name)
+        for pos, a in enumerate(self.args):
+            if not isinstance(a, tuple):
+                k.set_arg(pos, a)
+        return k
+
+
+@dataclass
+class Plan:
+    """A node's output (shape, dtype)s, scratch buffers and launches; aliases: output index -> input index it
+    reshapes."""
+    outputs: list
+    steps: list = field(default_factory=list)
+    temps: list = field(default_factory=list)
+    aliases: dict = field(default_factory=dict)
+
+
+class OpenCLSubgraphBackend(SubgraphBackend):
+    """Compiles subgraphs of kernel-primitive ops, "fused" nodes and (given `handwritten`: tuning/kernels.py, or
+    None) handwritten-kernel ops for one device."""
+
+    def __init__(self, device, handwritten=None):
         self.device, self.runtime = device, device.runtime
+        self.handwritten = handwritten  # PLANNERS (op -> (planner, dtypes)), EPILOGUES and plan(), or None
 
     def supported_nodes(self, graph) -> set:
         """Names of the nodes this device can compile."""
@@ -32,10 +69,11 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         dtypes = [values[i].dtype for i in node.inputs]
         if any(d == np.float64 for d in dtypes) and not self.runtime.fp64:
             return False
-        if node.op in kernels.PLANNERS:
-            if node.op == "conv2d" and node.attrs.get("activation") not in (None, *kernels.EPILOGUES):
+        hand = self.handwritten
+        if hand is not None and node.op in hand.PLANNERS:
+            if node.op == "conv2d" and node.attrs.get("activation") not in (None, *hand.EPILOGUES):
                 return False
-            return bool(dtypes) and dtypes[0].name in kernels.PLANNERS[node.op][1]
+            return bool(dtypes) and dtypes[0].name in hand.PLANNERS[node.op][1]
         try:
             primitive, attrs = node_primitive(self.device, node)  # a fused node's program is built here
             if primitive is None:
@@ -50,8 +88,8 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         one-step plan."""
         shapes = tuple(values[i].shape for i in node.inputs)
         dtypes = tuple(values[i].dtype for i in node.inputs)
-        if node.op in kernels.PLANNERS:
-            return kernels.plan(node.op, self.runtime, shapes, dtypes, node.attrs)
+        if self.handwritten is not None and node.op in self.handwritten.PLANNERS:
+            return self.handwritten.plan(node.op, self.runtime, shapes, dtypes, node.attrs)
         primitive, attrs = node_primitive(self.device, node)
         if primitive is None:
             raise InvalidArgumentError(f"{self.device}: node {node.name!r} (op {node.op!r}) has no OpenCL kernel. "

@@ -1,4 +1,4 @@
-"""Plans: an op's output shapes and its kernel launches over numbered buffers, and how kernels/*.cl are built.
+"""The handwritten kernels' plans (the subgraph level's Plan, run eagerly too) and how kernels/*.cl are built.
 
 kernels.py makes a plan per op, shape and dtype; an eager call runs it on fresh outputs (Plan.run), the subgraph
 level binds its launches to buffers allocated once (subgraph.py).
@@ -15,7 +15,8 @@ import pyopencl as cl
 
 from hwadapter.plugin import DeviceArray, UnsupportedDTypeError
 
-from .runtime import build_key
+from ..runtime import build_key
+from ..subgraph import Plan as NodePlan, Step
 
 _DIR = Path(__file__).with_name("kernels")
 _CL = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
@@ -55,34 +56,10 @@ def bits_options(dtype) -> str:
 
 
 @dataclass
-class Step:
-    """One kernel launch: args are ("in" | "out" | "tmp", index) buffer references or fixed values; key names the
-    program's source and options (runtime.build_key)."""
-    program: cl.Program
-    name: str
-    global_size: tuple
-    local_size: tuple | None
-    args: list
-    key: str = ""
-
-    def kernel(self) -> cl.Kernel:
-        """A new cl.Kernel with the fixed (non-buffer) arguments set."""
-        k = cl.Kernel(self.program, self.name)
-        for pos, a in enumerate(self.args):
-            if not isinstance(a, tuple):
-                k.set_arg(pos, a)
-        return k
-
-
-@dataclass
-class Plan:
-    """Output (shape, dtype)s, scratch buffers, and launches; aliases: output index -> input index it reshapes.
-    An eager run zero-fills the `zero` temps first and calls `check(temps)` last (which waits for the device): how a
-    kernel reports an error it found, e.g. an index out of range."""
-    outputs: list
-    steps: list = field(default_factory=list)
-    temps: list = field(default_factory=list)
-    aliases: dict = field(default_factory=dict)
+class Plan(NodePlan):
+    """The subgraph level's Plan, run eagerly as well. An eager run zero-fills the `zero` temps first and calls
+    `check(temps)` last (which waits for the device): how a kernel reports an error it found, e.g. an index out of
+    range."""
     zero: list = field(default_factory=list)
     check: object = None
 

@@ -1,16 +1,18 @@
 """Handwritten kernels (kernels/*.cl) for the ops kernel primitives cannot express: GEMM, convolution, pooling,
 argmax/argmin and data movement.
 
-Each op has a planner, (runtime, shapes, dtypes, attrs) -> Plan (plans.py), cached per shape; `register` hands the
-kernel registry one eager function per op that runs the op's plan.
+Each op has a planner, (runtime, shapes, dtypes, attrs) -> Plan (plans.py), cached per runtime and shape (`plans`);
+`register` hands the kernel registry one eager function per op that runs the op's plan.
 """
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
-from hwadapter.plugin import InvalidArgumentError, contiguous_strides as contiguous, freeze, shapes as rules
+from hwadapter.plugin import (BoundedCache, InvalidArgumentError, contiguous_strides as contiguous, freeze,
+                              shapes as rules)
 
 from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, make_step,
                     merge_axes, type_options)
@@ -358,10 +360,21 @@ PLANNERS = {
 }
 
 
+_plans: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # runtime -> its BoundedCache of plans
+
+
+def plans(rt) -> BoundedCache:
+    """The plans made for runtime `rt`, per op, shapes, dtypes and attributes."""
+    cache = _plans.get(rt)
+    if cache is None:
+        cache = _plans.setdefault(rt, BoundedCache(4096))
+    return cache
+
+
 def plan(op: str, rt, shapes, dtypes, attrs: dict) -> Plan:
-    """The op's plan for these shapes, dtypes and attributes (cached on the runtime)."""
+    """The op's plan for these shapes, dtypes and attributes (cached per runtime: `plans`)."""
     key = (op, tuple(shapes), tuple(dtypes), tuple(sorted((k, freeze(v)) for k, v in attrs.items())))
-    return rt.plans.get_or_make(key, lambda: PLANNERS[op][0](rt, tuple(shapes), tuple(dtypes), **attrs))
+    return plans(rt).get_or_make(key, lambda: PLANNERS[op][0](rt, tuple(shapes), tuple(dtypes), **attrs))
 
 
 def _eager(op: str):
