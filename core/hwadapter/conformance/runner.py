@@ -13,6 +13,7 @@ from pathlib import Path
 
 from hwadapter import DeviceUnavailableError, InvalidArgumentError, InvalidDeviceError, host
 
+from .report import write_junit, write_markdown
 from .results import SECTIONS, Failure, KitResult, SectionResult
 
 PACKAGE = "hwadapter.conformance.sections"
@@ -74,7 +75,6 @@ def run_kit(device_type: str, sections=None, *, timeout: float = 120, report=Non
         for name in names:
             result.sections[name] = run_section(device_type, name, timeout, Path(tmp), bar if progress else None)
     result.seconds = time.monotonic() - start
-    from .report import write_junit, write_markdown
     if report:
         write_markdown(result, report)
     if junit:
@@ -222,6 +222,7 @@ class _Progress:
 
     def __enter__(self):
         if self.enabled:
+            # lazy: rich.progress costs ~25 ms, and the child that checks the device type imports this module too
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
             self.bar = Progress(TextColumn("{task.description:>10}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("{task.fields[status]}"), TimeElapsedColumn())

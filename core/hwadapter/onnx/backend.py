@@ -4,6 +4,7 @@ from __future__ import annotations
 import onnx.backend.base as base
 
 from ..api.errors import HwAdapterError
+from ..runtime.device import devices as registry
 from .model import OnnxModel
 from .reader import read_model
 
@@ -37,7 +38,6 @@ class HwAdapterBackend(base.Backend):
 
     @classmethod
     def prepare(cls, model, device: str = "CPU", **kwargs) -> HwAdapterRep:
-        from ..runtime.device import devices as registry
         devices = devices_for(device)
         for d in devices:
             registry.get(d)  # an unknown or unusable device fails here, naming it, before the model is converted
@@ -56,7 +56,6 @@ class HwAdapterBackend(base.Backend):
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
-        from ..runtime.device import devices as registry
         try:
             registry.get(devices_for(device)[0])
         except HwAdapterError:

@@ -13,7 +13,8 @@ import numpy as np
 
 from ..api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 from ..api.ir import Graph, Node, Value
-from ..api import admit, meta
+from ..api import admit, dtypes, meta
+from ..api.shapes import normalize_axes
 from ..graph.passes.fold import evaluate
 from .ops import VALUE_INPUTS, load_all
 
@@ -53,6 +54,7 @@ class OnnxNode:
     """One NodeProto, read once: op type, name, input and output names ('' for an omitted one), attributes."""
 
     def __init__(self, proto, index: int, opset: int):
+        # lazy: onnx is an optional package (the onnx extra); `import hwadapter.onnx` works without it
         from onnx import helper
         self.proto, self.op_type, self.domain, self.opset = proto, proto.op_type, proto.domain, opset
         self.name = proto.name or f"{proto.op_type}_{index}"
@@ -79,6 +81,7 @@ class OnnxNode:
 def tensor_array(tensor, what: str) -> np.ndarray:
     """A TensorProto's numpy array; an error naming `what` when its data does not fit its shape and type, and never
     a read of external data (the reader loads that, from beside the model only)."""
+    # lazy: onnx is an optional package (the onnx extra); `import hwadapter.onnx` works without it
     from onnx import numpy_helper
     from onnx.external_data_helper import uses_external_data
     if uses_external_data(tensor):
@@ -94,14 +97,14 @@ def tensor_array(tensor, what: str) -> np.ndarray:
 
 def to_dtype(elem_type: int, what: str) -> np.dtype:
     """The numpy dtype of an ONNX element type, or UnsupportedDTypeError naming `what`."""
+    # lazy: onnx is an optional package (the onnx extra); `import hwadapter.onnx` works without it
     from onnx import helper
     try:
         dt = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except Exception:
         dt = None
-    from ..api import dtypes
     if dt is None or dt not in dtypes.ALL:
-        from onnx import TensorProto
+        from onnx import TensorProto  # lazy: onnx is an optional package (the onnx extra)
         name = TensorProto.DataType.Name(elem_type) if elem_type in TensorProto.DataType.values() else elem_type
         raise UnsupportedDTypeError(f"onnx: {what} has element type {name}, which hwadapter has no dtype for",
                                     fix="hwadapter supports " + ", ".join(d.name for d in dtypes.ALL))
@@ -231,7 +234,6 @@ class Context:
         shapes = tuple(self.shape(r) for r in refs)
         dtypes = tuple(self.dtype(r) for r in refs)
         if op in _REDUCTIONS and refs and "axis" in attrs:  # as the frontend passes it: sorted non-negative axes
-            from ..api.shapes import normalize_axes
             try:
                 attrs["axis"] = normalize_axes(op, attrs["axis"], len(shapes[0]))
             except HwAdapterError as err:
@@ -352,7 +354,7 @@ def inline_functions(model):
     """The model with its local functions (FunctionProto) inlined: their nodes are plain nodes then."""
     if not len(model.functions):
         return model
-    from onnx import inliner
+    from onnx import inliner  # lazy: onnx is an optional package (the onnx extra)
     try:
         return inliner.inline_local_functions(model)
     except Exception as err:  # noqa: BLE001 - onnx's inliner refuses malformed functions

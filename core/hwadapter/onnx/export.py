@@ -8,9 +8,11 @@ node and op before anything is written.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
+from .. import __version__
 from ..api.errors import InvalidArgumentError
 
 OPSET = 18  # Reduce* take axes as an input, Split takes its sizes as an input, LayerNormalization exists
@@ -44,6 +46,7 @@ class _Writer:
 
     def node(self, op_type: str, inputs, outputs=None, **attrs) -> str:
         """Add an ONNX node; its (first) output name."""
+        # lazy: onnx is an optional package, and jit.save imports this module before it checks onnx is installed
         from onnx import helper
         outputs = list(outputs) if outputs is not None else [self.fresh(op_type)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=self.fresh(op_type), **attrs))
@@ -51,7 +54,7 @@ class _Writer:
 
     def const(self, array, dtype=None) -> str:
         """A new initializer holding `array`."""
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # lazy: as in `node`
         arr = np.asarray(array, dtype=dtype)
         name = self.fresh("const")
         self.inits.append(numpy_helper.from_array(arr, name))
@@ -129,7 +132,7 @@ def _where(w, n):
 
 
 def _cast(w, n):
-    from onnx import helper
+    from onnx import helper  # lazy: as in _Writer.node
     w.node("Cast", [n.inputs[0]], list(n.outputs), to=helper.np_dtype_to_tensor_dtype(np.dtype(n.attrs["dtype"])))
 
 
@@ -293,7 +296,7 @@ def _concat(w, n):
 
 
 def _cast_to(w, ref, dt) -> str:
-    from onnx import helper
+    from onnx import helper  # lazy: as in _Writer.node
     return w.node("Cast", [ref], to=helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
 
 
@@ -418,7 +421,7 @@ WRITERS.update(dict.fromkeys(("gather_elements", "scatter_elements", "gather_nd"
 
 
 def _value_info(graph, name: str, as_name: str | None = None):
-    from onnx import helper
+    from onnx import helper  # lazy: as in _Writer.node
     v = graph.values[name]
     return helper.make_tensor_value_info(as_name or name, helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype)),
                                          list(v.shape))
@@ -427,6 +430,7 @@ def _value_info(graph, name: str, as_name: str | None = None):
 def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
     """The Graph as an ONNX ModelProto (opset OPSET), checked by onnx.checker; ExportError for an op without an
     ONNX form."""
+    # lazy: as in _Writer.node
     import onnx
     from onnx import helper, numpy_helper
     w = _Writer(graph)
@@ -462,11 +466,7 @@ def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
 
 def save(graph, path, name: str = "hwadapter") -> str:
     """Write the Graph as an ONNX model file; its path."""
-    import os
-
-    import onnx
-
-    from .. import __version__
+    import onnx  # lazy: as in _Writer.node
     model = to_model(graph, name, __version__)
     onnx.save_model(model, os.fspath(path))
     return os.fspath(path)

@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
 
 #: The light models, smallest work first (ResNet-50 and SqueezeNet run in `make test`).
 MODELS = ("squeezenet", "resnet50", "shufflenet", "bvlc_alexnet", "zfnet512", "inception_v1", "inception_v2",
@@ -24,7 +26,6 @@ _DEFAULT_RTOL, _DEFAULT_ATOL = 1e-3, 1e-7
 
 def data_dir() -> Path:
     """onnx/backend/test/data of the installed onnx."""
-    import onnx
     return Path(os.path.dirname(onnx.__file__)) / "backend" / "test" / "data"
 
 
@@ -62,8 +63,6 @@ def inputs(model) -> dict:
 
 def expected(name: str, model) -> list:
     """The expected outputs shipped beside the model."""
-    import onnx
-    from onnx import numpy_helper
     out = []
     for i in range(len(model.graph.output)):
         out.append(numpy_helper.to_array(onnx.load_tensor(str(path(name))[:-5] + f"_output_{i}.pb")))
@@ -72,7 +71,6 @@ def expected(name: str, model) -> list:
 
 def load(name: str):
     """(ModelProto, inputs, expected outputs, (rtol, atol)) of a light model."""
-    import onnx
     model = onnx.load(str(path(name)))
     return model, inputs(model), expected(name, model), tolerances(name)
 
@@ -94,8 +92,6 @@ def _fill(rng, shape, op: str, index: int) -> np.ndarray:
 def with_random_weights(model, seed: int = 0, logits: bool = True):
     """A copy of `model` whose ConstantOfShape weights are seeded random initializers; with `logits`, the input of
     the final Softmax is an extra graph output (the uniform softmax hides the logits)."""
-    import onnx
-    from onnx import numpy_helper
     m = onnx.ModelProto()
     m.CopyFrom(model)
     rng = np.random.default_rng(seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..api.errors import InvalidArgumentError
+from ..graph.partitioner import partition
 from .convert import Conversion, check_supported, convert, inline_functions, value_dtype
 from .reader import read_model
 
@@ -69,7 +70,6 @@ class OnnxModel:
 
     def plan(self, devices=("cpu",), shapes: dict | None = None, values: dict | None = None, **partition_args):
         """The graph partitioned over `devices` (hwadapter.graph.partition), cached per signature and devices."""
-        from ..graph.partitioner import partition
         devices = [devices] if isinstance(devices, str) else list(devices)
         key = (tuple(sorted(self.shapes(shapes).items())), _values_key(values), tuple(devices),
                tuple(sorted(partition_args.items())))

@@ -6,14 +6,18 @@ crash in a converter or a kernel, also a bug).
 """
 from __future__ import annotations
 
+import argparse
 import functools
 import re
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from onnx import numpy_helper
+from onnx.backend.test.case import node
 
 from ..api.errors import UnsupportedDTypeError
+from .backend import prepare
 from .convert import UnsupportedOpError
 
 STATUSES = ("pass", "unsupported", "wrong", "error")
@@ -22,7 +26,6 @@ STATUSES = ("pass", "unsupported", "wrong", "error")
 @functools.lru_cache(maxsize=1)
 def cases() -> dict:
     """{name: onnx TestCase} of every node test case the installed onnx defines (generated, a few seconds)."""
-    from onnx.backend.test.case import node
     state = np.random.get_state()
     np.random.seed(0)  # the cases draw their inputs from numpy's global generator: the same data in every process
     try:
@@ -63,7 +66,6 @@ def _first_line(err: BaseException) -> str:
 
 def prepare_case(case, device: str = "cpu"):
     """(rep, None) when the case's model converts, else (None, Outcome "unsupported" or "error"): no run."""
-    from .backend import prepare
     case = cases()[case] if isinstance(case, str) else case
     try:
         return prepare(case.model, device), None
@@ -88,7 +90,6 @@ def normalize(value):
     if isinstance(value, (list, tuple)):
         return [normalize(v) for v in value]
     if type(value).__name__ == "TensorProto":
-        from onnx import numpy_helper
         return numpy_helper.to_array(value)
     return np.asarray(value) if isinstance(value, np.generic) else value
 
@@ -112,7 +113,7 @@ def _run_data_sets(case, run) -> Outcome:
 
 def run_case_ort(case) -> Outcome:
     """The same case on onnxruntime's CPU execution provider: the yardstick (session refused = "unsupported")."""
-    import onnxruntime as ort
+    import onnxruntime as ort  # lazy: onnxruntime is optional (the test extra) and costs ~80 ms to import
     case = cases()[case] if isinstance(case, str) else case
     opts = ort.SessionOptions()
     opts.log_severity_level = 4
@@ -170,7 +171,6 @@ def _compare_one(g, e, rtol: float, atol: float) -> str:
 
 def main(argv=None) -> int:
     """python -m hwadapter.onnx.nodetests [-d DEVICE] PATTERN...: each matching case's outcome."""
-    import argparse
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("-d", "--device", default="cpu")
     p.add_argument("-q", "--quiet", action="store_true", help="print only cases that do not pass")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..api.errors import InvalidArgumentError
 
 _FIX = "check that the file is a complete ONNX model (onnx.checker.check_model) and was not truncated"
@@ -11,7 +13,7 @@ _FIX = "check that the file is a complete ONNX model (onnx.checker.check_model) 
 
 def _onnx():
     try:
-        import onnx
+        import onnx  # lazy: onnx is an optional package (the onnx extra): this says so when it is missing
     except ImportError as err:
         raise InvalidArgumentError("onnx: the onnx package is not installed",
                                    fix="pip install 'hwadapter[onnx]' (or pip install onnx)") from err
@@ -52,15 +54,13 @@ def _parse(onnx, data: bytes, where: str):
 
 def _tensors(onnx, model):
     """Every TensorProto of the model: initializers and Constant attributes, in subgraphs too."""
-    from onnx.external_data_helper import _get_all_tensors
-    return _get_all_tensors(model)
+    return onnx.external_data_helper._get_all_tensors(model)  # `import onnx` imports its external_data_helper
 
 
 def _refuse_external(onnx, model, where: str) -> None:
     """A model given as bytes or a proto has no directory: external data would be read from wherever; refuse."""
-    from onnx.external_data_helper import uses_external_data
     for tensor in _tensors(onnx, model):
-        if uses_external_data(tensor):
+        if onnx.external_data_helper.uses_external_data(tensor):
             raise InvalidArgumentError(
                 f"onnx: {where}: tensor {tensor.name!r} keeps its data in an external file, and a model given as "
                 "bytes or a ModelProto has no directory to read it from",
@@ -84,7 +84,6 @@ def _int_field(info: dict, key: str, where: str, tensor) -> int | None:
 
 def _expected_bytes(onnx, tensor) -> int | None:
     """How many raw bytes the tensor's dims and type need (None for types without a fixed size: strings)."""
-    import numpy as np
     try:
         itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
     except Exception:
@@ -103,9 +102,8 @@ def _expected_bytes(onnx, tensor) -> int | None:
 
 def _load_external(onnx, model, base: Path, where: str) -> None:
     """Fill tensors stored outside the model, reading only files under the model's own directory."""
-    from onnx.external_data_helper import uses_external_data
     for tensor in _tensors(onnx, model):
-        if not uses_external_data(tensor):
+        if not onnx.external_data_helper.uses_external_data(tensor):
             continue
         info = {e.key: e.value for e in tensor.external_data}
         rel = info.get("location", "")

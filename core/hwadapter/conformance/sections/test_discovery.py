@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import hwadapter as hw
 from hwadapter import host
 from hwadapter.plugin import API_VERSION, DeviceProperties
 
@@ -31,7 +32,6 @@ def test_the_api_version_handshake(record):
 
 
 def test_the_devices_are_listed(record, kit_type):
-    import hwadapter as hw
     assert record.device_count >= 1, (f"{kit_type}: Plugin.device_count() is {record.device_count}; the kit needs at "
                                       f"least one device")
     listed = [d for d in hw.device.get_available_device() if d.partition(":")[0] == kit_type]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from hwadapter import host
+from hwadapter.plugin import DeviceUnavailableError
+
 from ..children import ERROR_OF, result_of
 
 CHILD_TIMEOUT = 120
@@ -82,8 +85,6 @@ def _child(code: str, kind: str) -> dict:
 @pytest.fixture(scope="module")
 def library(kit_type):
     """The path of the plugin's native library; the section is skipped when there is none."""
-    from hwadapter import host
-    from hwadapter.plugin import DeviceUnavailableError
     plugin = host.plugin_record(kit_type).plugin
     try:
         path = plugin.native_library()
@@ -96,7 +97,6 @@ def library(kit_type):
 
 
 def test_the_library_loads(library, kit_type):
-    from hwadapter import host
     lib = host.load_library(library)
     assert lib.device_count() >= 1, (f"{library} (Plugin.native_library()) reports no devices where the {kit_type} "
                                      f"plugin has some: its device_count must count the devices the plugin offers")

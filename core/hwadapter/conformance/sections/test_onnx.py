@@ -51,7 +51,7 @@ def pytest_generate_tests(metafunc):
 
 def _cases(op_type: str) -> list:
     """The node test cases of one op type: only its onnx module is imported (collecting every case takes 10 s)."""
-    from onnx.backend.test.case import node
+    from onnx.backend.test.case import node  # lazy: onnx is optional: without it this section skips, not fails
     before = len(node._NodeTestCases)
     with warnings.catch_warnings(), np.errstate(all="ignore"):  # onnx's own generators overflow on purpose
         warnings.simplefilter("ignore")
@@ -66,7 +66,7 @@ def _cases(op_type: str) -> list:
 def test_onnx_node_cases(kit_device, op_type):
     usable(op_type)
     pytest.importorskip("onnx", reason="onnx is not installed (pip install hwadapter[onnx])")
-    from hwadapter.onnx import nodetests
+    from hwadapter.onnx import nodetests  # lazy: it needs onnx, which is optional (see importorskip above)
     try:
         cases = _cases(op_type)
     except ImportError:

@@ -1,6 +1,8 @@
 """The converters: one function per ONNX op type, registered with `@converter`; a family of ops per module."""
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from typing import Callable
 
 #: ONNX op type (default domain) -> converter(ctx, node) returning the output refs (one, or a tuple).
@@ -27,8 +29,6 @@ def converter(*op_types: str, values: tuple | Callable = ()):
 
 def load_all() -> dict:
     """CONVERTERS, with every family module imported."""
-    import importlib
-    import pkgutil
     for mod in pkgutil.iter_modules(__path__):
         importlib.import_module(f"{__name__}.{mod.name}")
     return CONVERTERS

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...api.errors import UnsupportedDTypeError
+from ..convert import to_dtype
 from . import converter
 
 BOOL = np.dtype(np.bool_)
@@ -253,8 +255,6 @@ def is_inf(ctx, node):
 
 # --- Cast, CastLike, Where, Clip -------------------------------------------------------------------------------
 def _target(ctx, node, elem_type: int) -> np.dtype:
-    from ..convert import to_dtype
-    from ...api.errors import UnsupportedDTypeError
     try:
         return to_dtype(elem_type, "its target type")
     except UnsupportedDTypeError as err:

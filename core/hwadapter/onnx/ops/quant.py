@@ -12,6 +12,7 @@ import numpy as np
 
 from . import converter
 from .elementwise import cast, const
+from .nn import _lift, _lift_pads, _spatial_rank, _window_attrs
 
 INT32 = np.dtype(np.int32)
 FLOAT32 = np.dtype(np.float32)
@@ -90,7 +91,7 @@ def _int_dtype(ctx, node, ref, what, allowed=tuple(_RANGES)):
 
 
 def _onnx_dtype(ctx, node, elem_type, what):
-    from onnx import helper
+    from onnx import helper  # lazy: onnx is an optional package, and load_all lists the converters without it
     try:
         return np.dtype(helper.tensor_dtype_to_np_dtype(int(elem_type)))
     except Exception:  # noqa: BLE001 - an element type numpy has no dtype for
@@ -285,7 +286,6 @@ def qlinear_matmul(ctx, node):
 def _int_conv(ctx, node, x32, w32):
     """ONNX Conv of int32 x (N, C, L) or (N, C, H, W) and w, accumulated in int32: im2col (pad, strided slices)
     and one batched integer matmul per group; the padding is 0 (the zero point, after it is subtracted)."""
-    from .nn import _lift, _lift_pads, _spatial_rank, _window_attrs
     k = _spatial_rank(ctx, node, x32)
     kernel, strides, dilations, pads = _window_attrs(ctx, node, x32, ctx.shape(w32)[2:])
     if k == 1:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ...api import dtypes as _dt
 from ...api import shapes as _shapes
+from ..convert import to_dtype
 from . import converter
 
 INT64 = np.dtype(np.int64)
@@ -146,7 +147,6 @@ def eye_like(ctx, node):
         ctx.fail(node, f"its input must be 2-D, not of shape {shape}")
     dt = ctx.dtype(x)
     if node.attr("dtype") is not None:
-        from ..convert import to_dtype
         dt = to_dtype(node.attr("dtype"), f"node {node.name!r} dtype attribute")
     return ctx.constant(np.eye(shape[0], shape[1], k=node.attr("k", 0), dtype=dt))
 
