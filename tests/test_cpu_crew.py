@@ -45,6 +45,35 @@ def test_matmul_gives_the_references_products(xs, ys, tx, ty):
     assert matmul(x.astype("float64"), y.astype("float64"), tx, ty).dtype == np.float64  # other dtypes: the reference
 
 
+@pytest.mark.parametrize("ty", [True, False])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("n", [1000, 1001, 777])
+def test_matmul_gives_bit_equal_columns_for_equal_columns_wherever_the_bands_cut(rows, n, ty):
+    """Equal columns of the right operand give bit-equal output columns with few rows, whatever band (tasks.c's
+    ranges of columns, 256 wide but the last) each falls in: the onnx light models' fills need it (AlexNet's 1000
+    equal logits of 3.6e12 must stay equal for its uniform softmax), and BLAS called per band rounded the narrower last
+    band's columns differently. The products still agree with float64 within float32's rounding."""
+    from hwadapter.runtime.device import get
+    from hwadapter_cpu.tuning.matmul import DOT_ROWS
+    transforms = Transforms(get("cpu"))
+    if transforms.lib() is None or transforms.crew() is None:
+        pytest.skip("no native crew: matmul is the reference kernel")
+    matmul, k = matmul_kernel(transforms), 4096
+    rng = np.random.default_rng(rows * n)
+    x = (np.abs(rng.standard_normal((rows, k))) * 1e6).astype("float32")  # huge activations, as AlexNet's
+    distinct = (rng.standard_normal((3, k)) * 1e3).astype("float32")
+    which = rng.integers(0, 3, n)  # each column of y one of three vectors, shuffled through every band
+    y = distinct[which] if ty else np.ascontiguousarray(distinct[which].T)
+    got = matmul(x, y, False, ty)
+    want = x.astype("float64") @ (y.T if ty else y).astype("float64")
+    scale = np.abs(x).astype("float64") @ np.abs(y.T if ty else y).astype("float64")
+    assert np.all(np.abs(got - want) <= 1e-5 * scale)  # float32's rounding of k terms, summed in any order
+    if rows <= DOT_ROWS:
+        for v in range(3):
+            cols = got[:, which == v]
+            assert np.array_equal(cols, np.repeat(cols[:, :1], cols.shape[1], 1)), (v, np.ptp(cols, 1))
+
+
 def _native_crew():
     """blasconv's library (crew.c is part of it) and a new native crew of two helpers, or a skip naming why."""
     import ctypes

@@ -89,10 +89,10 @@ def _ptr(a) -> int:
     return 0 if a is None else a.ctypes.data
 
 
-# tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_: matmul.py's)
+# tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
          "direct tile tw groups transb").split()
-WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_ = range(7)
+WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_ = range(8)
 
 
 class Image:

@@ -1,5 +1,12 @@
 """float32 matmul for the CPU on the device's threads (crew.c): bands of rows of one product, or of columns when there
-are few rows, each a single-threaded BLAS call (tasks.c); everything else through the reference kernel.
+are few rows, each a single-threaded BLAS call (tasks.c); with very few rows (DOT_ROWS) bands of columns of tasks.c's
+own dot products; everything else through the reference kernel.
+
+Why its own loops for very few rows: BLAS rounds a column by the shape of the call it falls in (OpenBLAS picks its
+kernel by the call's size; a narrower last band, or a call's last columns, take another path), so equal columns of
+the right operand came out a few ulps apart in different bands, and the result depended on the number of threads.
+tasks.c's task_dots sums every element in the same order wherever it lies, and with so few rows the product is bound
+by reading the right operand, as BLAS's gemv is.
 
 Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the convolutions that
 follow."""
@@ -10,10 +17,12 @@ import numpy as np
 from hwadapter.plugin import reference
 
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, single_blas, split
-from .blasconv import COLUMNS_, ROWS_, SLOTS
+from .blasconv import COLUMNS_, DOTS_, ROWS_, SLOTS
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
 TINY = 1 << 18
+#: at most this many rows: tasks.c's dot products (memory-bound, each element summed alike) instead of BLAS
+DOT_ROWS = 4
 
 
 def matmul_kernel(transforms):
@@ -36,7 +45,9 @@ def matmul_kernel(transforms):
                       ilp64=int(transforms._sgemm[1]), c=k, oh=rows, ow=n, transb=int(transpose_y))
         params = np.array([values[s] for s in SLOTS], np.int64)
         parts = 2 * transforms.threads
-        if rows * k * n < SPLIT_FLOPS:
+        if rows <= DOT_ROWS:
+            kind, ranges = DOTS_, split(n, parts, COLUMNS)  # no packing per band: sharing pays sooner
+        elif rows * k * n < SPLIT_FLOPS:
             kind, ranges = ROWS_, [(0, rows)]
         elif rows >= 2 * ROWS:
             kind, ranges = ROWS_, split(rows, parts, ROWS)

@@ -12,7 +12,7 @@ enum {
   P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
   P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_COUNT
 };
-enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS };
+enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS };
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
@@ -160,12 +160,91 @@ static void task_columns(const int64_t *p, int64_t c0, int64_t c1) {
   gemm(p, p[P_OH], c1 - c0, k, PTR(const float, P_X), k, b, p[P_TRANSB] ? k : n, PTR(float, P_OUT) + c0, n);
 }
 
+/* A product with few rows (matmul.py's DOT_ROWS), columns [c0, c1): every output element summed by the same code in
+ * the same order, whatever the band it falls in, its place in the band and the number of bands, so that equal columns
+ * of the right operand give bit-equal output columns (BLAS does not: OpenBLAS picks its kernel by the call's shape,
+ * and a narrower last band, or the last columns of a call, round differently; the onnx light models' fills need
+ * them equal: AlexNet's 1000 equal logits of 3.6e12 must stay equal for its uniform softmax). With few rows the
+ * product is bound by reading the right operand once, which these loops do as fast as BLAS's gemv. */
+#define DOT_LANES 16
+
+/* The running sums of a[i] b[i] for i < k, DOT_LANES of them (vectorised), added pairwise in a fixed order. */
+static float lanes_sum(float *acc) {
+  for (int w = DOT_LANES / 2; w; w /= 2)
+    for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+  return acc[0];
+}
+
+static float dot(const float *restrict a, const float *restrict b, int64_t k) {
+  float acc[DOT_LANES] = {0};
+  int64_t i = 0;
+  for (; i + DOT_LANES <= k; i += DOT_LANES)
+    for (int l = 0; l < DOT_LANES; l++) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i + l < k; l++) acc[l] += a[i + l] * b[i + l];
+  return lanes_sum(acc);
+}
+
+/* dot(a, b[c], k) for c < 4, each summed exactly as dot sums it (a read once for the four). */
+static void dot4(const float *restrict a, const float *restrict b0, const float *restrict b1,
+                 const float *restrict b2, const float *restrict b3, int64_t k, float *out) {
+  float s0[DOT_LANES] = {0}, s1[DOT_LANES] = {0}, s2[DOT_LANES] = {0}, s3[DOT_LANES] = {0};
+  int64_t i = 0;
+  for (; i + DOT_LANES <= k; i += DOT_LANES)
+    for (int l = 0; l < DOT_LANES; l++) {
+      float v = a[i + l];
+      s0[l] += v * b0[i + l];
+      s1[l] += v * b1[i + l];
+      s2[l] += v * b2[i + l];
+      s3[l] += v * b3[i + l];
+    }
+  for (int l = 0; i + l < k; l++) {
+    float v = a[i + l];
+    s0[l] += v * b0[i + l];
+    s1[l] += v * b1[i + l];
+    s2[l] += v * b2[i + l];
+    s3[l] += v * b3[i + l];
+  }
+  out[0] = lanes_sum(s0);
+  out[1] = lanes_sum(s1);
+  out[2] = lanes_sum(s2);
+  out[3] = lanes_sum(s3);
+}
+
+static void task_dots(const int64_t *p, int64_t c0, int64_t c1) {
+  int64_t k = p[P_C], n = p[P_OW], m = p[P_OH];
+  const float *x = PTR(const float, P_X), *y = PTR(const float, P_WEIGHT);
+  float *out = PTR(float, P_OUT);
+  if (p[P_TRANSB]) { /* column j is row j of y: one dot product per output element, four columns at a time */
+    int64_t j = c0;
+    for (; j + 4 <= c1; j += 4)
+      for (int64_t r = 0; r < m; r++) {
+        float v[4];
+        const float *b = y + j * k;
+        dot4(x + r * k, b, b + k, b + 2 * k, b + 3 * k, k, v);
+        for (int c = 0; c < 4; c++) out[r * n + j + c] = v[c];
+      }
+    for (; j < c1; j++)
+      for (int64_t r = 0; r < m; r++) out[r * n + j] = dot(x + r * k, y + j * k, k);
+    return;
+  }
+  /* y is k x n: each output row's band summed over y's rows in order, y's band read once for all rows */
+  for (int64_t r = 0; r < m; r++)
+    for (int64_t j = c0; j < c1; j++) out[r * n + j] = 0.0f;
+  for (int64_t i = 0; i < k; i++) {
+    const float *restrict row = y + i * n;
+    for (int64_t r = 0; r < m; r++) {
+      float a = x[r * k + i], *restrict o = out + r * n;
+      for (int64_t j = c0; j < c1; j++) o[j] += a * row[j];
+    }
+  }
+}
+
 /* One phase: the task `kind` for each of `count` ranges, shared with `crew`. Returns 0, or -1 when a thread's
  * scratch could not be allocated. */
 int64_t hwa_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
   static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store, task_rows,
-                                   task_columns};
-  if (kind < 0 || kind > K_COLUMNS) return -1;
+                                   task_columns, task_dots};
+  if (kind < 0 || kind > K_DOTS) return -1;
   int64_t fail = 0;
   p[P_FAILED] = (int64_t)(intptr_t)&fail;
   hwa_crew_run(crew, tasks[kind], p, ranges, count);
