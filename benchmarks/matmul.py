@@ -70,7 +70,7 @@ def _limits(rt, cfg) -> str:
     if not rt.is_cpu:
         return ("What limits it: on a GPU this simple 64x64 tile (4x4 per work item) is far from vendor BLAS; it is "
                 "the readable reference, not a tuned kernel.")
-    from hwadapter_opencl.kernels import cpu_vectors
+    from hwadapter_opencl.tuning.kernels import cpu_vectors
     lanes, registers = cpu_vectors(rt, 4)
     live = cfg["RM"] * cfg["RN"] + cfg["RN"] + 1
     return (f"What limits it here: {d.name.strip()} has {d.max_compute_units} compute units (the cores numpy's BLAS "
@@ -88,7 +88,7 @@ def main() -> int:
         print("opencl:0 is not available: pip install -e plugins/opencl (and pocl-opencl-icd for a CPU device)")
         return 0
     from hwadapter.runtime.device import get
-    from hwadapter_opencl.kernels import _gemm_config
+    from hwadapter_opencl.tuning.kernels import _gemm_config
 
     rt = get(DEV).runtime
     props = hw.device.get_device_properties(DEV)

@@ -126,7 +126,7 @@ def test_dump_kernels_writes_every_generated_source(tmp_path, monkeypatch):
 
 _CHILD = textwrap.dedent("""
     import numpy as np, hwadapter as hw
-    from hwadapter import cache
+    from hwadapter.runtime import cache
     from hwadapter.runtime.device import get
     k = get("cpu").primitive("tanh")
     x = np.linspace(-2, 2, 9)

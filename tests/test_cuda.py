@@ -986,7 +986,7 @@ def test_gpu_out_of_memory_names_the_device(cuda):
 def test_gpu_compiled_kernels_are_cached_across_processes(cuda, tmp_path):
     code = textwrap.dedent("""
         import numpy as np, hwadapter as hw
-        from hwadapter import cache
+        from hwadapter.runtime import cache
         x = hw.to_tensor(np.arange(10, dtype="float32"), device="cuda:0")
         np.testing.assert_allclose(hw.exp(hw.sin(x)).numpy(), np.exp(np.sin(np.arange(10, dtype="float32"))),
                                    rtol=1e-5)

@@ -330,7 +330,7 @@ def test_compile_errors_carry_the_source_and_the_build_log():
 def test_the_disk_cache_serves_compiled_programs_to_a_new_process(tmp_path):
     script = f"""
         import numpy as np, hwadapter as hw
-        from hwadapter import cache
+        from hwadapter.runtime import cache
         from hwadapter.runtime.device import get
         x = hw.to_tensor(np.linspace(-1, 1, 1000, dtype=np.float32), device={DEV!r})
         y = hw.sigmoid(hw.exp(x) * x).numpy()
