@@ -305,3 +305,35 @@ def test_without_a_partitioner_the_command_says_so(graph_file, capsys, monkeypat
     status, out, err = _main(capsys, "partition", str(graph_file), "--device", "cpu")
     assert status == 1 and out == ""
     assert "no partitioner" in err and "hwadapter.graph.partition is missing" in err
+
+
+def test_cache_clear_deletes_nothing_outside_the_cache(cache_dir, capsys, tmp_path):
+    """A symlinked namespace or key directory leads out of the cache: clear neither lists nor follows it."""
+    outside = tmp_path / "outside"
+    (outside / "ab").mkdir(parents=True)
+    victims = [outside / "keep.bin", outside / "ab" / "keep.bin"]
+    for v in victims:
+        v.write_bytes(b"not the cache's")
+    (cache_dir / "evil").symlink_to(outside, target_is_directory=True)  # a namespace that is a link
+    real_ns = next(p for p in cache_dir.iterdir() if p.is_dir() and not p.is_symlink())
+    (real_ns / "zz").symlink_to(outside, target_is_directory=True)  # a key directory that is a link
+    (real_ns / "yy").mkdir()
+    (real_ns / "yy" / "link.bin").symlink_to(victims[0])  # an entry that is a link
+    (real_ns / "yy" / "dir.bin").mkdir()  # an entry that is a directory: not an entry, and no traceback
+    status, out, err = _main(capsys, "cache", "clear", "--yes")
+    assert status == 0 and "deleted 3 entries" in out, (out, err)
+    assert all(v.read_bytes() == b"not the cache's" for v in victims)
+    assert (real_ns / "yy" / "dir.bin").is_dir() and DiskCache(cache_dir).entries() == []
+
+
+def test_cache_clear_on_a_read_only_cache_says_so(cache_dir, capsys, monkeypatch):
+    real_unlink = os.unlink
+
+    def refuse(path, *a, **k):  # root ignores directory permissions: the refusal a read-only cache gives a user
+        if str(path).endswith(".bin"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_unlink(path, *a, **k)
+    monkeypatch.setattr(os, "unlink", refuse)
+    status, out, err = _main(capsys, "cache", "clear", "--yes")
+    assert status == 1 and "3 entries could not be deleted" in err and "Permission denied" in err
+    assert "Traceback" not in out + err and "Fix:" in err

@@ -90,11 +90,17 @@ def _cmd_cache_clear(args) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             console.print(_text("nothing deleted"))
             return 1
-    for _, disk in sets:
-        disk.clear()
+    failed = [f for _, disk in sets for f in disk.clear()]
     left = sum(len(disk.entries()) for _, disk in sets)
-    console.print(_text(f"deleted {len(found) - left} entries ({_size(total)}) in {where}"))
+    gone = total - sum(_lsize(p) for p, _ in failed)
+    console.print(_text(f"deleted {max(0, len(found) - left)} entries ({_size(gone)}) in {where}"))
+    if failed:
+        why = "; ".join(f"{p}: {reason}" for p, reason in failed[:3]) + ("; ..." if len(failed) > 3 else "")
+        err_console.print(_text(f"hwadapter cache clear: {len(failed)} entries could not be deleted ({why}). Fix: "
+                                f"make the cache directory writable by you, or point HWADAPTER_CACHE_DIR elsewhere",
+                                "red"))
+        return 1
     if left:
-        err_console.print(_text(f"{left} entries could not be deleted (written meanwhile, or not ours)", "yellow"))
+        err_console.print(_text(f"{left} entries were written meanwhile by another process", "yellow"))
         return 1
     return 0

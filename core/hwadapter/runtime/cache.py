@@ -438,14 +438,42 @@ class DiskCache:
         raise _load_error(what, namespace, path, failure, cached) from failure
 
     def entries(self) -> list[Path]:
-        """Every entry file."""
+        """Every entry: a regular file `<namespace>/<xx>/<key>.bin` in real subdirectories. Links are never followed
+        (a symlinked subdirectory leads out of the cache), so nothing outside it is listed, or deleted by `clear`."""
         d = self.directory
-        return sorted(d.glob("*/*/*.bin")) if d is not None else []
+        if d is None:
+            return []
+        return sorted(p for ns in _children(d, stat.S_ISDIR) for sub in _children(ns, stat.S_ISDIR)
+                      for p in _children(sub, stat.S_ISREG) if p.suffix == ".bin")
 
-    def clear(self) -> None:
-        """Delete every entry."""
+    def clear(self) -> list[tuple[Path, str]]:
+        """Delete every entry; (entry, why) for each that could not be deleted (a read-only directory, say)."""
+        failed = []
         for p in self.entries():
-            p.unlink(missing_ok=True)
+            try:
+                os.unlink(p)
+            except FileNotFoundError:  # deleted meanwhile: what was asked
+                pass
+            except OSError as err:
+                failed.append((p, err.strerror or str(err)))
+        return failed
+
+
+def _children(d: Path, kind) -> list[Path]:
+    """The entries of directory `d` whose own type (lstat: a link is a link) `kind` accepts; none when `d` cannot be
+    read."""
+    try:
+        names = sorted(os.listdir(d))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            if kind(os.lstat(d / name).st_mode):
+                out.append(d / name)
+        except OSError:  # vanished meanwhile
+            pass
+    return out
 
 
 def _usable(root: Path) -> tuple:
