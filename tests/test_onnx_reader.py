@@ -133,6 +133,34 @@ def test_a_link_out_of_the_directory_is_refused(tmp_path):
         read_model(path)
 
 
+def test_a_hard_link_in_the_directory_is_refused(tmp_path):
+    """A hard link looks like a file of the directory, and may be any file of the same file system."""
+    (tmp_path / "secret.bin").write_bytes(W.tobytes())
+    path = with_external(tmp_path, "weights.bin", write=False)
+    os.link(tmp_path / "secret.bin", tmp_path / "m" / "weights.bin")
+    with pytest.raises(InvalidArgumentError, match="hard link") as e:
+        read_model(path)
+    assert "copy" in e.value.fix
+
+
+@pytest.mark.parametrize("offset,length", [(0, 2**62), (2**62, None), (2**62, 48), (4, 48)])
+def test_a_huge_or_past_the_end_range_is_refused_before_reading(tmp_path, offset, length):
+    path = with_external(tmp_path, "weights.bin", offset=offset, length=length)
+    with pytest.raises(InvalidArgumentError, match="'w'"):
+        read_model(path)
+
+
+@pytest.mark.parametrize("name", ["a\x00b.bin", "x" * 300 + ".bin", "loop.bin", "sub"])
+def test_unusable_external_data_names_are_refused(tmp_path, name):
+    path = with_external(tmp_path, name, write=False)
+    if name == "loop.bin":  # a symlink loop
+        os.symlink(tmp_path / "m" / "loop.bin", tmp_path / "m" / "loop.bin")
+    if name == "sub":  # a directory, not a file
+        (tmp_path / "m" / "sub").mkdir()
+    with pytest.raises(InvalidArgumentError, match="'w'|external data"):
+        read_model(path)
+
+
 def test_missing_external_data_is_named(tmp_path):
     path = with_external(tmp_path, "weights.bin", write=False)
     with pytest.raises(InvalidArgumentError, match="'weights.bin'.*missing") as e:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -100,34 +101,70 @@ def _expected_bytes(onnx, tensor) -> int | None:
     return (n * bits + 7) // 8 if bits else n * itemsize
 
 
+def _inside(base: Path, rel: str, where: str, tensor) -> Path:
+    """The external data file `rel` names, refused unless it is a relative name of a file under `base`."""
+    try:
+        target = (base / rel).resolve()  # a symlink loop raises RuntimeError, a NUL byte ValueError
+        inside = not os.path.isabs(rel) and ".." not in Path(rel).parts and base in target.parents
+    except (OSError, RuntimeError, ValueError) as err:
+        raise InvalidArgumentError(f"onnx: {where}: tensor {tensor.name!r} names its external data {rel[:80]!r}, "
+                                   f"which is not a usable file name ({type(err).__name__}: {err})",
+                                   fix="keep external data files beside the model and refer to them by a relative "
+                                       "name") from None
+    if not inside:
+        raise InvalidArgumentError(
+            f"onnx: {where}: tensor {tensor.name!r} points outside the model's directory ({rel[:80]!r})",
+            fix="keep external data files beside the model and refer to them by a relative name")
+    return target
+
+
+def _read_external(target: Path, rel: str, offset: int, length: int | None, need: int | None, where: str, tensor):
+    """The bytes of one tensor's external data: a regular file with one link (a hard link may lead anywhere), the
+    range checked against the file's and the tensor's size before it is read."""
+    try:
+        fd = os.open(target, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        what = "is missing" if isinstance(err, FileNotFoundError) else f"cannot be opened ({err.strerror or err})"
+        raise InvalidArgumentError(f"onnx: {where}: external data {rel[:80]!r} of tensor {tensor.name!r} {what}",
+                                   fix="copy the model's data files beside it") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise InvalidArgumentError(f"onnx: {where}: external data {rel[:80]!r} of tensor {tensor.name!r} is not a "
+                                   f"regular file", fix="copy the model's data files beside it")
+    with os.fdopen(fd, "rb") as f:
+        if st.st_nlink > 1:
+            raise InvalidArgumentError(
+                f"onnx: {where}: external data {rel[:80]!r} of tensor {tensor.name!r} is a hard link "
+                f"({st.st_nlink} names): it may be a file from outside the model's directory, which is never read",
+                fix="copy the data file beside the model instead of linking it")
+        want = length if length is not None else max(0, st.st_size - offset)
+        if offset + want > st.st_size:
+            raise InvalidArgumentError(f"onnx: {where}: external data {rel[:80]!r} is shorter than tensor "
+                                       f"{tensor.name!r} says ({max(0, st.st_size - offset)} of {want} bytes from "
+                                       f"offset {offset})", fix=_FIX)
+        if need is not None and want != need:
+            raise InvalidArgumentError(f"onnx: {where}: tensor {tensor.name!r} of shape {tuple(tensor.dims)} needs "
+                                       f"{need} bytes, its external data {rel[:80]!r} has {want}", fix=_FIX)
+        f.seek(offset)
+        data = f.read(want)
+    if len(data) != want:  # the file shrank meanwhile
+        raise InvalidArgumentError(f"onnx: {where}: external data {rel[:80]!r} changed while it was read", fix=_FIX)
+    return data
+
+
 def _load_external(onnx, model, base: Path, where: str) -> None:
-    """Fill tensors stored outside the model, reading only files under the model's own directory."""
+    """Fill tensors stored outside the model, reading only regular files under the model's own directory, each
+    checked for its size before anything is read."""
     for tensor in _tensors(onnx, model):
         if not onnx.external_data_helper.uses_external_data(tensor):
             continue
         info = {e.key: e.value for e in tensor.external_data}
         rel = info.get("location", "")
-        target = (base / rel).resolve()
-        if os.path.isabs(rel) or ".." in Path(rel).parts or base not in target.parents:
-            raise InvalidArgumentError(
-                f"onnx: {where}: tensor {tensor.name!r} points outside the model's directory ({rel!r})",
-                fix="keep external data files beside the model and refer to them by a relative name")
-        if not target.is_file():
-            raise InvalidArgumentError(f"onnx: {where}: external data {rel!r} of tensor {tensor.name!r} is missing",
-                                       fix="copy the model's data files beside it")
+        target = _inside(base, rel, where, tensor)
         offset = _int_field(info, "offset", where, tensor) or 0
         length = _int_field(info, "length", where, tensor)
-        with open(target, "rb") as f:
-            f.seek(offset)
-            data = f.read(length) if length is not None else f.read()
-        if length is not None and len(data) != length:
-            raise InvalidArgumentError(f"onnx: {where}: external data {rel!r} is shorter than tensor "
-                                       f"{tensor.name!r} says ({len(data)} of {length} bytes from offset {offset})",
-                                       fix=_FIX)
-        need = _expected_bytes(onnx, tensor)
-        if need is not None and len(data) != need:
-            raise InvalidArgumentError(f"onnx: {where}: tensor {tensor.name!r} of shape {tuple(tensor.dims)} needs "
-                                       f"{need} bytes, its external data {rel!r} has {len(data)}", fix=_FIX)
+        data = _read_external(target, rel, offset, length, _expected_bytes(onnx, tensor), where, tensor)
         tensor.raw_data = data
         del tensor.external_data[:]
         tensor.data_location = onnx.TensorProto.DEFAULT
