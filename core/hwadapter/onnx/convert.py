@@ -149,10 +149,17 @@ class Context:
         return [self.input(node, i) for i in range(len(node.inputs))]
 
     def shape(self, ref) -> tuple:
-        return self.values[ref].shape
+        return self._value(ref).shape
 
     def dtype(self, ref) -> np.dtype:
-        return self.values[ref].dtype
+        return self._value(ref).dtype
+
+    def _value(self, ref):
+        """The Value of `ref`; an error naming the node when it is an input the node omits ('' or absent)."""
+        if ref is None:
+            self.fail(self.node, "an input its conversion needs is omitted (named '' or absent)",
+                      fix="give the node that input: only inputs the ONNX operator marks optional may be omitted")
+        return self.values[ref]
 
     def const(self, ref):
         """The ref's numpy array if it is a constant (initializer, Constant, or folded), else None."""

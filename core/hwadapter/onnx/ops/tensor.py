@@ -244,6 +244,8 @@ def transpose_op(ctx, node):
 @converter("Concat")
 def concat(ctx, node):
     xs = [r for r in ctx.inputs(node) if r is not None]
+    if not xs:
+        ctx.fail(node, "it has no inputs (every one is omitted)", fix="give Concat at least one input")
     n = len(ctx.shape(xs[0]))
     if n == 0:
         ctx.fail(node, "it concatenates 0-d tensors, which ONNX does not allow")

@@ -1,0 +1,53 @@
+"""Malformed ONNX nodes are hwadapter errors naming the node, never raw Python errors: every converter, with each
+required input omitted (named ''), as a hostile or broken exporter writes it."""
+from __future__ import annotations
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, defs, helper  # noqa: E402
+
+import hwadapter.onnx as hwonnx  # noqa: E402
+from hwadapter.api.errors import HwAdapterError  # noqa: E402
+from hwadapter.onnx.ops import CONVERTERS, load_all  # noqa: E402
+
+OPSET = 17
+
+
+def _cases() -> list:
+    """(op type, index of a required input) for every default-domain converter with a schema at OPSET."""
+    load_all()
+    cases = []
+    for op in sorted(CONVERTERS):
+        try:
+            schema = defs.get_schema(op, OPSET)
+        except Exception:  # noqa: BLE001 - not an op of this opset (newer, or another domain)
+            continue
+        required = [k for k, formal in enumerate(schema.inputs)
+                    if formal.option != defs.OpSchema.FormalParameterOption.Optional]
+        cases += [(op, k, len(schema.inputs)) for k in required]
+    return cases
+
+
+def _model(op: str, omitted: int, n_inputs: int):
+    names = [f"i{j}" for j in range(n_inputs)]
+    names[omitted] = ""
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3]) for n in names if n]
+    node = helper.make_node(op, names, ["y"], name="victim")
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+
+
+def test_an_omitted_required_input_is_an_error_naming_the_node():
+    cases = _cases()
+    assert len(cases) > 150  # every converter with a schema, each required input
+    raw = []
+    for op, k, n in cases:
+        try:
+            hwonnx.load(_model(op, k, n)).graph()
+        except HwAdapterError as err:
+            if "victim" not in str(err):
+                raw.append(f"{op} input {k}: {type(err).__name__} without the node's name: {err}")
+        except Exception as err:  # noqa: BLE001 - what the test is for: anything else escapes raw
+            raw.append(f"{op} input {k}: raw {type(err).__name__}: {err}")
+    assert not raw, f"{len(raw)} of {len(cases)} omitted inputs escape as raw errors:\n" + "\n".join(raw[:30])
