@@ -51,3 +51,32 @@ def test_an_omitted_required_input_is_an_error_naming_the_node():
         except Exception as err:  # noqa: BLE001 - what the test is for: anything else escapes raw
             raw.append(f"{op} input {k}: raw {type(err).__name__}: {err}")
     assert not raw, f"{len(raw)} of {len(cases)} omitted inputs escape as raw errors:\n" + "\n".join(raw[:30])
+
+
+def _graph(nodes, inputs=("x",), inits=()):
+    vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in inputs]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
+    g = helper.make_graph(nodes, "g", vis, [out], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+
+
+_node = helper.make_node
+MALFORMED = {
+    "two nodes write one value": (_graph([_node("Relu", ["x"], ["y"], name="a"), _node("Neg", ["x"], ["y"], name="b")]),
+                                  r"'b'.*'y'.*'a' writes too"),
+    "a node writes over a graph input": (_graph([_node("Relu", ["x"], ["x"], name="a"),
+                                                 _node("Neg", ["x"], ["y"], name="b")]), r"'a'.*'x'.*graph input"),
+    "an input declared twice": (_graph([_node("Relu", ["x"], ["y"], name="a")], inputs=("x", "x")), "twice"),
+    "more inputs than the op takes": (_graph([_node("Relu", ["x", "x"], ["y"], name="a")]), r"'a'.*2 inputs.*at most 1"),
+    "a Constant with two values": (_graph([_node("Constant", [], ["c"], name="k", value_float=1.0,
+                                                 value_floats=[1.0, 2.0]), _node("Add", ["x", "c"], ["y"], name="a")]),
+                                   r"'k'.*2 values"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_an_ambiguous_graph_is_refused_on_load_naming_the_node(case):
+    data, match = MALFORMED[case]
+    with pytest.raises(HwAdapterError, match=match) as err:
+        hwonnx.load(data)
+    assert "onnx.checker" in err.value.fix

@@ -7,6 +7,7 @@ constant (OnnxModel.run does, per value). Constants are computed by the graph la
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -355,6 +356,53 @@ def check_supported(model) -> None:
                            for (d, t), name in sorted(missing.items()))
         raise UnsupportedOpError(f"onnx: the model uses ops hwadapter cannot convert: {listed}",
                                  fix="docs/onnx.md lists what is supported and why the rest is not")
+
+
+_CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_ints", "value_string",
+                    "value_strings", "sparse_value")
+
+
+def check_graph(model) -> None:
+    """Refuse, once on load and naming the node, a graph whose meaning is ambiguous: an input declared twice, two
+    nodes writing one value (which one would win?), a node writing over a graph input or initializer, more inputs
+    than the operator takes (they would be ignored), a Constant with other than one value."""
+    g = model.graph
+    fix = "the model is malformed: check it with onnx.checker.check_model, and fix its exporter"
+    declared, made = set(), {}
+    for vi in g.input:
+        if vi.name in declared:
+            raise UnsupportedOpError(f"onnx: graph input {vi.name!r} is declared twice", fix=fix)
+        declared.add(vi.name)
+    fixed = declared | {t.name for t in g.initializer}
+    for i, n in enumerate(g.node):
+        name = n.name or f"{n.op_type}_{i}"
+        where = f"node {name!r} ({n.op_type})"
+        for out in filter(None, n.output):
+            if out in fixed:
+                raise UnsupportedOpError(f"onnx: {where} writes {out!r}, which is a graph input or initializer",
+                                         fix=fix)
+            if out in made:
+                raise UnsupportedOpError(f"onnx: {where} writes {out!r}, which node {made[out]!r} writes too",
+                                         fix=fix)
+            made[out] = name
+        if n.op_type == "Constant" and n.domain in DEFAULT_DOMAINS:
+            values = [a.name for a in n.attribute if a.name in _CONSTANT_VALUES]
+            if len(values) != 1:
+                raise UnsupportedOpError(f"onnx: {where} has {len(values)} values ({', '.join(values) or 'none'}); "
+                                         f"a Constant has exactly one", fix=fix)
+        most = _max_inputs(n, opset_of(model, n.domain))
+        if most is not None and len(n.input) > most:
+            raise UnsupportedOpError(f"onnx: {where} has {len(n.input)} inputs; the operator takes at most {most}, "
+                                     f"so the rest would be ignored", fix=fix)
+
+
+def _max_inputs(node, opset: int) -> int | None:
+    """The most inputs the node's operator takes at `opset`, or None when onnx has no schema for it."""
+    onnx = sys.modules["onnx"]  # loaded: the model is an onnx ModelProto (onnx stays optional to import this module)
+    try:
+        return onnx.defs.get_schema(node.op_type, opset, node.domain).max_input
+    except Exception:  # noqa: BLE001 - no schema: an unknown op, refused by check_supported
+        return None
 
 
 def inline_functions(model):

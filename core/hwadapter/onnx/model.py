@@ -5,7 +5,7 @@ import numpy as np
 
 from ..api.errors import InvalidArgumentError
 from ..graph.partitioner import partition
-from .convert import Conversion, check_supported, convert, inline_functions, value_dtype
+from .convert import Conversion, check_graph, check_supported, convert, inline_functions, value_dtype
 from .reader import read_model
 
 
@@ -23,6 +23,7 @@ class OnnxModel:
         self._plans: dict = {}
         #: inputs converted as constants, per value: converters need their values (see convert.ValueNeed)
         self.value_inputs: list = []
+        check_graph(proto)
         check_supported(proto)
 
     def declared(self) -> dict:
