@@ -366,3 +366,33 @@ def test_an_eager_gather_with_the_index_on_another_device_is_refused():
     x = hw.to_tensor(np.ones((3, 2), np.float32), device="opencl:0")
     with pytest.raises(hw.InvalidArgumentError, match="gather"):
         hw.gather(x, hw.to_tensor(np.array([0, 1])), axis=0)
+
+
+class _Scale:
+    def __init__(self):
+        self.w = hw.to_tensor(np.float32(3.0))
+
+    @hw.jit.to_static
+    def f(self, x):
+        return x * self.w
+
+
+def test_a_method_of_a_temporary_instance_runs_on_it():
+    """`Scale().f(x)`: the instance would die before the call if the bound method held it only weakly."""
+    x = hw.to_tensor(_arr(2, 2))
+    for _ in range(3):  # traced on the first, the trace cache on the others; each instance new
+        np.testing.assert_allclose(_Scale().f(x).numpy(), x.numpy() * 3.0, rtol=1e-6)
+    m = _Scale()
+    m.f(x)
+    m.f(x)
+    assert m.f.cache_info()["traces"] == 1  # a lasting instance keeps its traces
+    assert hw.jit.get_graph(m.f, x).inputs == ["x"]
+
+
+@pytest.mark.parametrize("spec", [None, "x", 3, [((-1, 3), "float32")], [((2, 3), "float128")], [((2.5,), "float32")],
+                                  [object()]])
+def test_save_with_a_bad_input_spec_says_what_it_must_be(tmp_path, spec):
+    pytest.importorskip("onnx")
+    with pytest.raises(hw.errors.InvalidArgumentError, match="input_spec") as err:
+        hw.jit.save(lambda x: x + 1, str(tmp_path / "f.onnx"), input_spec=spec)
+    assert err.value.fix

@@ -10,7 +10,8 @@ import weakref
 import numpy as np
 
 from .api.config import config
-from .api.errors import InvalidArgumentError
+from .api import dtypes as _dt
+from .api.errors import HwAdapterError, InvalidArgumentError
 from . import trace as _trace
 from .runtime.device import current
 from .tensor import Tensor, to_tensor
@@ -96,7 +97,7 @@ class StaticFunction:
             return self
         hit = self._instances.get(id(instance))
         if hit is not None and hit[1]() is instance:
-            return hit[0]
+            return _Bound(hit[0], instance)
         key, instances = id(instance), self._instances
         try:  # held weakly, so that the cache does not keep the instance alive
             ref = weakref.ref(instance, lambda _: instances.pop(key, None))
@@ -104,7 +105,7 @@ class StaticFunction:
             ref = functools.partial(_identity, instance)
         bound = StaticFunction(_method(self._fn, ref))
         self._instances[key] = (bound, ref)
-        return bound
+        return _Bound(bound, instance)
 
     # --- calls --------------------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -172,6 +173,26 @@ def _identity(x):
     return x
 
 
+class _Bound:
+    """A to_static method bound to an instance: the instance's StaticFunction (cached per instance, which it holds
+    weakly) and a strong reference to the instance for as long as this object lives, so that a method of a
+    temporary (`Scale().f(x)`) runs on it."""
+
+    __slots__ = ("static", "instance")
+
+    def __init__(self, static, instance):
+        self.static, self.instance = static, instance
+
+    def __call__(self, *args, **kwargs):
+        return self.static(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.static, name)
+
+    def __repr__(self):
+        return repr(self.static)
+
+
 def _method(func, ref):
     """`func` bound to the instance `ref()` gives, with the signature of the bound method (for input names)."""
     @functools.wraps(func)
@@ -198,6 +219,8 @@ def to_static(fn):
 
 def get_graph(fn, *args, **kwargs):
     """The Graph of `fn` (a to_static function, a method of one, or a plain function) for these arguments."""
+    if isinstance(fn, _Bound):
+        fn = fn.static
     if not isinstance(fn, StaticFunction):
         fn = StaticFunction(fn)
     return fn.get_graph(*args, **kwargs)
@@ -218,7 +241,16 @@ def _example(spec, i: int):
         fix = "pass a Tensor, a numpy array, or (shape, dtype) for each input"
         raise InvalidArgumentError(f"jit.save: input_spec[{i}] is a {type(spec).__name__}, not an input. Fix: {fix}",
                                    fix=fix)
-    return to_tensor(np.zeros(tuple(shape), np.dtype(dtype)))
+    fix = "give each input a shape of non-negative integers and a dtype hwadapter has (e.g. ((2, 3), 'float32'))"
+    try:
+        dims = tuple(shape)
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
+            raise ValueError(f"shape {dims}")
+        kind = _dt.as_dtype(dtype)
+    except (TypeError, ValueError, HwAdapterError) as err:
+        raise InvalidArgumentError(f"jit.save: input_spec[{i}] is not a shape and dtype hwadapter can trace with "
+                                   f"({type(err).__name__}: {err}). Fix: {fix}", fix=fix) from None
+    return to_tensor(np.zeros(dims, kind))
 
 
 def save(fn, path, input_spec, name: str | None = None) -> str:
@@ -229,6 +261,11 @@ def save(fn, path, input_spec, name: str | None = None) -> str:
     from .onnx import export
     from .onnx.reader import _onnx  # lazy: as above
     _onnx()  # the clear "not installed" error
+    if input_spec is None or isinstance(input_spec, (str, bytes, Tensor, np.ndarray)) or \
+            not isinstance(input_spec, (list, tuple)):
+        fix = "pass input_spec=[...]: one Tensor, numpy array or (shape, dtype) per positional argument of the function"
+        raise InvalidArgumentError(f"jit.save: input_spec is {type(input_spec).__name__}, not a list of inputs. "
+                                   f"Fix: {fix}", fix=fix)
     args = [_example(s, i) for i, s in enumerate(input_spec)]
     graph = get_graph(fn, *args)
     label = name or getattr(fn, "__name__", None) or "hwadapter"
