@@ -133,7 +133,10 @@ def test_profile_writes_a_chrome_trace_and_prints_the_top_kernels(capsys, small,
     (["--input", "nope=x.npy"], "has no input 'nope'"),
     (["--input", "x"], "expected NAME=VALUE"),
     (["--shape", "x=a,b"], "whole numbers"),
+    (["--shape", "x=-1,4"], "must not be negative"),
+    (["--shape", "x=100000000000,4"], "random inputs are made up to"),
     (["--device", "nodev:0"], "nodev"),
+    (["--profile", "/nonexistent-dir/trace.json"], "not a directory this user can write"),
 ])
 def test_bad_arguments_are_named(capsys, small, argv, message):
     status, _, err = _main(capsys, "run", small, *argv)
@@ -209,3 +212,30 @@ def test_partition_of_a_bad_onnx_file_is_a_clear_error(capsys, small, tmp_path):
     assert status == 2 and "bad.onnx" in err
     status, _, err = _main(capsys, "partition", small, "--shape", "y=1,4")
     assert status == 2 and "has no input 'y'" in err
+
+
+@pytest.mark.parametrize("dim,message", [(-5, "negative dim"), (10 ** 12, "random inputs are made up to")])
+def test_a_negative_or_huge_declared_input_is_refused(capsys, tmp_path, dim, message):
+    path = _small_model(tmp_path / "m.onnx", batch=1)
+    model = onnx.load(str(path))
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = dim
+    onnx.save(model, str(path))
+    status, out, err = _main(capsys, "run", path)
+    assert status == 2 and message in err and "--shape x=" in err and "Traceback" not in out + err
+
+
+def test_an_output_directory_that_is_a_file_is_refused_before_running(capsys, small, tmp_path):
+    (tmp_path / "taken").write_text("a file")
+    status, out, err = _main(capsys, "run", small, "--save-outputs", tmp_path / "taken")
+    assert status == 2 and "not a directory" in err and "Traceback" not in out + err
+
+
+def test_compare_on_a_model_of_a_newer_ir_version_compares_or_says_why(capsys, small):
+    """onnx's make_model writes an IR version onnxruntime may not read yet: compared anyway, or a clear refusal."""
+    pytest.importorskip("onnxruntime")
+    model = onnx.load(str(small))
+    model.ir_version = 14
+    onnx.save(model, str(small))
+    status, out, err = _main(capsys, "run", small, "--compare", "onnxruntime")
+    assert "Traceback" not in out + err
+    assert (status == 0 and "max abs error" in out) or (status == 1 and "onnxruntime cannot load" in err)

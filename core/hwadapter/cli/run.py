@@ -5,6 +5,7 @@ onnxruntime is never needed to run: `--compare` says so clearly when it is missi
 """
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from pathlib import Path
@@ -18,6 +19,8 @@ from hwadapter.runtime.device import devices
 
 from .common import _console, _positive_int, _text
 
+#: The IR version a model is given for onnxruntime when it refuses a newer one (what onnxruntime 1.2x reads).
+ORT_IR_VERSION = 10
 #: Runs of each side when --compare times without --bench.
 COMPARE_RUNS = 5
 TOP_KERNELS = 10
@@ -94,8 +97,38 @@ def make_inputs(model, files: dict, shapes: dict, seed: int) -> dict:
             except (OSError, ValueError) as err:
                 raise _Fail(f"--input {name}={files[name]}: cannot read it as a .npy array ({err})") from None
         else:
-            out[name] = random_input(concrete[name], dtype, rng)
+            out[name] = random_input(_checked_shape(name, concrete[name], dtype), dtype, rng)
     return out
+
+
+#: The largest random input made for a model (bytes): beyond it the declared shape is more likely a mistake or a
+#: hostile file than a wish, and the input is better given (--input) or its shape chosen (--shape).
+MAX_RANDOM_INPUT = 1 << 31
+
+
+def _checked_shape(name: str, shape, dtype) -> tuple:
+    """A random input's shape, refused when a dim is negative or the input would be larger than MAX_RANDOM_INPUT."""
+    dims = tuple(int(d) for d in shape)
+    fix = f"give the input (--input {name}=file.npy) or its shape (--shape {name}=D0,D1,...)"
+    if any(d < 0 for d in dims):
+        raise _Fail(f"input {name!r}: the model declares the shape {dims}, with a negative dim. Fix: {fix}")
+    size = int(np.prod(dims, dtype=object)) * np.dtype(dtype).itemsize
+    if size > MAX_RANDOM_INPUT:
+        raise _Fail(f"input {name!r}: the model declares the shape {dims}, {size:,} bytes of {np.dtype(dtype).name}; "
+                    f"random inputs are made up to {MAX_RANDOM_INPUT:,} bytes. Fix: {fix}")
+    return dims
+
+
+def _writable(option: str, path: str, directory: bool) -> None:
+    """Refuse, before anything runs, an output path that cannot be written."""
+    target = Path(path)
+    parent = target if directory and target.exists() else target.parent
+    if target.exists() and target.is_dir() != directory:
+        raise _Fail(f"{option} {path}: it is {'not ' if directory else ''}a directory. Fix: give "
+                    f"{'a directory' if directory else 'a file path'}")
+    if not (parent.exists() or directory) or (parent.exists() and not os.access(parent, os.W_OK)):
+        raise _Fail(f"{option} {path}: {parent} is not a directory this user can write. Fix: give a path in a "
+                    f"writable directory")
 
 
 def _parse_shapes(pairs: dict) -> dict:
@@ -105,6 +138,8 @@ def _parse_shapes(pairs: dict) -> dict:
             out[name] = tuple(int(d) for d in text.split(",") if d.strip())
         except ValueError:
             raise _Fail(f"--shape {name}={text}: dims must be whole numbers, e.g. 1,3,224,224") from None
+        if any(d < 0 for d in out[name]):
+            raise _Fail(f"--shape {name}={text}: dims must not be negative, e.g. 1,3,224,224")
     return out
 
 
@@ -160,7 +195,20 @@ def onnxruntime_session(proto):
                     "benchmark extra: hwadapter itself does not need it)", 1) from None
     opts = ort.SessionOptions()
     opts.log_severity_level = 3  # its warnings about unused initializers are not ours to print
-    return ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    except Exception as err:  # noqa: BLE001 - onnxruntime's own exception types: its refusal, said plainly
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if proto.ir_version > ORT_IR_VERSION:  # a newer onnx writes IR versions onnxruntime does not read yet
+        older = type(proto)()
+        older.CopyFrom(proto)
+        older.ir_version = ORT_IR_VERSION
+        try:
+            return ort.InferenceSession(older.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        except Exception:  # noqa: BLE001 - as above: the first refusal is the one to report
+            pass
+    raise _Fail(f"--compare onnxruntime: onnxruntime cannot load this model ({first}); hwadapter's run above is "
+                f"unaffected. Fix: compare against a model onnxruntime accepts, or drop --compare", 1)
 
 
 def errors(got, expected) -> tuple:
@@ -243,6 +291,10 @@ def _run(args, console, err_console) -> int:
         model = hwonnx.load(args.model)
     except HwAdapterError as err:
         raise _Fail(str(err)) from None
+    if args.save_outputs:
+        _writable("--save-outputs", args.save_outputs, directory=True)
+    if args.profile:
+        _writable("--profile", args.profile, directory=False)
     shapes = _parse_shapes(_parse_pairs(args.shapes, "shape"))
     feeds = make_inputs(model, _parse_pairs(args.inputs, "input"), shapes, args.seed)
     devs = device_list(args.devices)
@@ -262,9 +314,12 @@ def _run(args, console, err_console) -> int:
     console.print(_outputs_table(model.outputs, outputs))
     if args.save_outputs:
         out_dir = Path(args.save_outputs)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        for name, arr in zip(model.outputs, outputs):
-            np.save(out_dir / (name.replace("/", "_") + ".npy"), np.asarray(arr))
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for name, arr in zip(model.outputs, outputs):
+                np.save(out_dir / (name.replace("/", "_") + ".npy"), np.asarray(arr))
+        except OSError as err:
+            raise _Fail(f"--save-outputs {out_dir}: {err.strerror or err}. Fix: give a writable directory", 1) from None
         console.print(_text(f"wrote {len(outputs)} output(s) to {out_dir}"))
 
     session = onnxruntime_session(model.proto) if args.compare else None
@@ -305,7 +360,10 @@ def _run(args, console, err_console) -> int:
             for d in devs:
                 synchronize(d)
         wall = time.perf_counter() - start
-        path = prof.export_chrome_trace(args.profile)
+        try:
+            path = prof.export_chrome_trace(args.profile)
+        except OSError as err:
+            raise _Fail(f"--profile {args.profile}: {err.strerror or err}. Fix: give a writable file path", 1) from None
         console.print(top_kernels_table(prof, wall=wall))
         recorded = sum(r["seconds"] for r in prof.table())
         if recorded < 0.5 * wall:
