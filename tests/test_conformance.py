@@ -175,6 +175,16 @@ def test_a_runtime_defect_is_named_in_the_runtimes_terms(tmp_path, plugin, test,
                    for m in messages.values()), messages
 
 
+def test_a_kernel_that_writes_into_its_input_fails_the_kit(tmp_path):
+    """Tensors are immutable: a kernel writing its result over its input changes the caller's tensor."""
+    proc = _cli(tmp_path, "kitinplace", "--section", "kernels", "--junit", "out.xml")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    messages = _messages(tmp_path / "out.xml", "kernels")
+    relu = next(m for name, m in messages.items() if "relu" in name)
+    assert "relu kernel" in relu and "wrote into its input 0" in relu and "immutable" in relu
+    assert not any("add" in name or "neg" in name for name in messages), messages  # the honest kernels pass
+
+
 def test_a_section_with_nothing_to_check_skips_saying_why(tmp_path):
     proc = _cli(tmp_path, "kitnokernels", "--section", "kernels", "--section", "onnx", "--report", "out.md")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -79,10 +79,17 @@ def judge(op: str, dev, kernel, arrays, attrs) -> str | None:
     want, want_multi = oracle(op, arrays, attrs)
     expected = meta.result_meta(op, tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
     inputs = [upload(dev, a) for a in arrays]
+    before = [a.tobytes() for a in arrays]  # uploading may share a host array: the bytes as they were
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         out = kernel(*inputs, **attrs)
+    changed = [i for i, (x, b) in enumerate(zip(inputs, before))
+               if (x.numpy() if isinstance(x, DeviceArray) else np.asarray(x)).tobytes() != b]
     del inputs
+    if changed:
+        return (f"wrote into its input {changed[0]}: tensors are immutable, so the caller's tensor changed; a kernel "
+                f"must leave its inputs as they are and write its result into new memory (only a kernel that says it "
+                f"takes out= is ever given memory to write)")
     multi = isinstance(out, (list, tuple))
     outs = list(out) if multi else [out]
     if len(outs) != len(want) or want_multi != multi:

@@ -13,6 +13,7 @@ enforced) and float32 kernels for add, neg, relu and matmul.
 * kitoffset: `copy_h2d` ignores its offset (writes at the start of the buffer);
 * kitsize: `allocate` ignores its size (always 64 bytes);
 * kitnokernels: registers no kernel (its op level is empty).
+* kitinplace: its relu kernel writes its result into its input.
 """
 from __future__ import annotations
 
@@ -177,6 +178,15 @@ class NoOffsetPlugin(GoodPlugin):
 
 class FixedSizePlugin(GoodPlugin):
     runtime = FixedSizeRuntime
+
+
+def _relu_in_place(x):
+    np.maximum(x, np.float32(0), out=x)  # written into its input: tensors are immutable, so this changes a caller's
+    return x.copy()
+
+
+class InPlacePlugin(GoodPlugin):
+    faults = {"relu": _relu_in_place}
 
 
 class NoKernelsPlugin(GoodPlugin):
