@@ -19,6 +19,7 @@ import hwadapter as hw
 import hwadapter.nn.functional as F
 from hwadapter import HwAdapterError, InvalidArgumentError, OutOfMemoryError
 from hwadapter.ops import _common
+from hwadapter.runtime import memory
 
 NAN, INF, HUGE = math.nan, math.inf, 1 << 40
 
@@ -252,7 +253,7 @@ def test_full_refuses_exactly_what_its_dtype_cannot_hold(value, dtype):
 # --- sizes that cannot exist ----------------------------------------------------------------------------------
 def test_a_result_beyond_the_device_memory_is_refused_before_allocating(device, monkeypatch):
     """With the device said to have 64 MiB, a 256 MiB zeros is refused and no memory is taken on the host."""
-    monkeypatch.setattr(_common, "_device_memory", lambda dev: 1 << 26)
+    monkeypatch.setattr(memory, "device_memory", lambda dev: 1 << 26)
     x = _x(device)
     tracemalloc.start()
     try:

@@ -80,3 +80,41 @@ def test_an_ambiguous_graph_is_refused_on_load_naming_the_node(case):
     with pytest.raises(HwAdapterError, match=match) as err:
         hwonnx.load(data)
     assert "onnx.checker" in err.value.fix
+
+
+# --- memory bombs: sizes are known before anything runs ------------------------------------------------------------
+def _bomb(nodes, inits, inputs=()):
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph(nodes, "g", list(inputs), [out], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+
+
+def _t(name, value, dtype):
+    from onnx import numpy_helper
+    import numpy as np
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+BIG = [16384, 16384]  # 1 GiB of float32: more than the 128 MiB the tests say the machine has
+BOMBS = {
+    "ConstantOfShape": lambda: _bomb([_node("ConstantOfShape", ["s"], ["y"], name="bomb")], [_t("s", BIG, "int64")]),
+    "Expand of constants": lambda: _bomb([_node("Expand", ["c", "s"], ["y"], name="bomb")],
+                                         [_t("c", [1.0], "float32"), _t("s", BIG, "int64")]),
+    "Range": lambda: _bomb([_node("Range", ["a", "b", "c"], ["y"], name="bomb")],
+                           [_t("a", 0, "float32"), _t("b", 1 << 28, "float32"), _t("c", 1, "float32")]),
+    "Expand at run time": lambda: _bomb([_node("Expand", ["x", "s"], ["y"], name="bomb")], [_t("s", BIG, "int64")],
+                                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BOMBS))
+def test_a_tiny_model_asking_for_more_memory_than_there_is_is_refused_naming_the_node(case, monkeypatch):
+    import numpy as np
+    from hwadapter import OutOfMemoryError
+    from hwadapter.runtime import memory
+    monkeypatch.setattr(memory, "host_memory", lambda: 1 << 27)
+    monkeypatch.setattr(memory, "device_memory", lambda dev: 1 << 27)
+    model = hwonnx.load(BOMBS[case]())
+    feeds = [np.ones(1, np.float32)] if case == "Expand at run time" else []
+    with pytest.raises(OutOfMemoryError, match=r"bomb.*1\.0 GiB.*128\.0 MiB"):
+        model.run(feeds, devices=["cpu"])

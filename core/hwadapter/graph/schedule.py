@@ -10,7 +10,7 @@ import numpy as np
 from ..api.config import config
 from ..api.errors import KernelExecutionError
 from ..runtime.device import devices
-from ..runtime.memory import DeviceArray, transfer
+from ..runtime.memory import DeviceArray, check_fits, transfer
 from . import programs
 from .steps import Run, Schedule, Step
 
@@ -145,10 +145,18 @@ def _device_of(name):
     return devices.get(name if name is not None else config.fallback_device)
 
 
+def _fitting(name: str, op: str, values, dev) -> tuple:
+    """`values`, each refused (OutOfMemoryError naming the step, the size and the device's memory) when it is larger
+    than `dev`'s memory: shapes are known before anything runs, so a plan that cannot run is not built."""
+    for v in values:
+        check_fits(f"plan step {name!r} (op {op!r}) on {dev}", v.shape, v.dtype, dev, what=f"its output {v.name!r}")
+    return tuple(values)
+
+
 def _step(node, dev, run, label, call, graph, ins, slots, attrs=None, into=None) -> Step:
     return Step(node.name, node.op, dev, run, label, call, ins, tuple(slots(o) for o in node.outputs),
-                tuple(graph.values[o] for o in node.outputs), np.ndarray if dev.host_memory else DeviceArray,
-                attrs or {}, into)
+                _fitting(node.name, node.op, [graph.values[o] for o in node.outputs], dev),
+                np.ndarray if dev.host_memory else DeviceArray, attrs or {}, into)
 
 
 def _subgraph_step(graph, sg, dev, slots) -> Step:
@@ -156,7 +164,8 @@ def _subgraph_step(graph, sg, dev, slots) -> Step:
     exe = programs.compile_subgraph(dev, sub)
     return Step(sg.name, "subgraph", dev, Run.SUBGRAPH, "subgraph", _subgraph_call(exe),
                 tuple(slots.value(v, dev) for v in sub.inputs), tuple(slots(o) for o in sub.outputs),
-                tuple(graph.values[o] for o in sub.outputs), np.ndarray if dev.host_memory else DeviceArray)
+                _fitting(sg.name, "subgraph", [graph.values[o] for o in sub.outputs], dev),
+                np.ndarray if dev.host_memory else DeviceArray)
 
 
 def _node_step(plan, n, dev, resolved, slots) -> Step:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
+from ..runtime.memory import check_fits
 from ..api.ir import Graph, Node, Value
 from ..api import admit, dtypes, meta
 from ..api.shapes import normalize_axes
@@ -262,7 +263,9 @@ class Context:
             self.fail(self.node, f"hwadapter op {op!r} makes {len(metas)} outputs, the converter expected {n_outputs}")
         arrays = [self.constants.get(r) for r in refs]
         outs = None
-        if refs and all(a is not None for a in arrays):  # every input constant: fold (no size limit at import)
+        if refs and all(a is not None for a in arrays):  # every input constant: fold, if it fits in memory
+            for shape, dt in metas:
+                self.fits(shape, dt)
             outs = evaluate(op, attrs, arrays, expected=[(tuple(shape), np.dtype(dt)) for shape, dt in metas])
         if outs is not None:
             names = tuple(self.constant(o) for o in outs)
@@ -273,6 +276,12 @@ class Context:
                 self.values[v] = Value(v, tuple(shape), np.dtype(dt))
             self.nodes.append(Node(base, op, tuple(refs), names, dict(attrs)))
         return names[0] if n_outputs == 1 else names
+
+    def fits(self, shape, dtype, what: str = "its result") -> None:
+        """Refuse (OutOfMemoryError naming the node, the size and the host's memory) a value computed at conversion
+        that the host could not hold, before it is made: a tiny model may ask for terabytes."""
+        check_fits(f"onnx: {self.node.where() if self.node is not None else 'the model'}", shape, dtype, None,
+                   what=what)
 
     def cast(self, ref, dtype):
         """ref as `dtype` (no node when it already is)."""

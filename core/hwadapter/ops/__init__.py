@@ -1,1 +1,2 @@
-"""The op set: shapes rules, numpy reference kernels, and the frontend functions."""
+"""The op set, one module per family; `api` assembles them (and binds Tensor's operators), imported with the package."""
+from . import api  # noqa: F401  hwadapter.ops.api, whichever op module is imported first

@@ -5,17 +5,15 @@ import builtins
 import difflib
 import functools
 import inspect
-import math
-import os
-import weakref
 
 import numpy as np
 
 from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..api.errors import HwAdapterError, InvalidArgumentError, OutOfMemoryError, UnsupportedDTypeError
+from ..api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 from ..tensor import Tensor, _make
 from ..api import shapes
+from ..runtime.memory import check_fits
 
 _FLOAT = frozenset(_dt.FLOATING)
 _NUMERIC = frozenset(_dt.NUMERIC)
@@ -129,52 +127,10 @@ def fill_value(op: str, name: str, value, dtype: np.dtype):
 
 
 # --- sizes that cannot exist -------------------------------------------------------------------------------------
-_SMALL = 1 << 26  # results up to 64 MiB are not checked: every device has that much
-_total_memory: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _host_memory() -> int:
-    """The machine's RAM in bytes, 0 when the platform does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 0
-
-
-def _device_memory(dev) -> int:
-    """Total bytes of `dev`'s memory as its runtime reports them (0: unknown), asked once per Device."""
-    total = _total_memory.get(dev)
-    if total is None:
-        try:
-            total = int(dev.runtime.memory_info()[1])
-        except Exception:  # noqa: BLE001  a runtime that cannot say leaves the check to its allocator
-            total = 0
-        _total_memory[dev] = total
-    return total
-
-
-def _human(nbytes: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
-        if nbytes < 1024 or unit == "EiB":
-            return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    return ""
-
-
 def check_size(op: str, shape: tuple, dtype: np.dtype, dev, staged: bool = False, what: str = "the result") -> None:
     """Refuse, before anything is allocated, a result (or `what` else the op allocates) larger than `dev`'s memory,
-    and than the machine's RAM when it is made on the host first (`staged`)."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes <= _SMALL:
-        return
-    limits = [("the device's memory", _device_memory(dev))]
-    if staged and not dev.host_memory:
-        limits.append(("the host's memory (the values are made there first)", _host_memory()))
-    for where, total in limits:
-        if total and nbytes > total:
-            raise OutOfMemoryError(
-                f"{op} on {dev}: {what}, shape {shapes.show(tuple(shape))} {dtype.name}, needs {_human(nbytes)}, "
-                f"more than {where}, {_human(total)}. Fix: use a smaller shape, or split the work into pieces")
+    and than the machine's RAM when it is made on the host first (`staged`): the device floor's check_fits."""
+    check_fits(f"{op} on {dev}", shape, dtype, dev, staged=staged, what=what)
 
 
 # --- keyword arguments -------------------------------------------------------------------------------------------

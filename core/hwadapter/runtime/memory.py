@@ -2,8 +2,13 @@
 from __future__ import annotations
 
 import math
+import os
+import weakref
 
 import numpy as np
+
+from ..api import shapes
+from ..api.errors import OutOfMemoryError
 
 
 def contiguous_strides(shape: tuple) -> tuple:
@@ -120,3 +125,56 @@ def transfer(data, src, dst):
         return data
     host = np.asarray(data) if isinstance(data, (np.ndarray, np.generic)) else data.numpy()
     return host if dst.host_memory else DeviceArray.from_numpy(dst, host)
+
+
+# --- sizes that cannot exist -------------------------------------------------------------------------------------
+_SMALL = 1 << 26  # values up to 64 MiB are not checked: every device has that much
+_total_memory: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def host_memory() -> int:
+    """The machine's RAM in bytes, 0 when the platform does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def device_memory(dev) -> int:
+    """Total bytes of `dev`'s memory as its runtime reports them (0: unknown), asked once per Device."""
+    total = _total_memory.get(dev)
+    if total is None:
+        try:
+            total = int(dev.runtime.memory_info()[1])
+        except Exception:  # noqa: BLE001  a runtime that cannot say leaves the check to its allocator
+            total = 0
+        _total_memory[dev] = total
+    return total
+
+
+def human(nbytes: int) -> str:
+    """Bytes in the largest unit that keeps the number at least 1 (1.5 GiB)."""
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if nbytes < 1024 or unit == "EiB":
+            return f"{nbytes:.0f} {unit}" if unit == "bytes" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return ""
+
+
+def check_fits(who: str, shape: tuple, dtype, dev, staged: bool = False, what: str = "the result") -> None:
+    """Refuse with OutOfMemoryError, naming `who` (an op on a device, a graph node), a value of `shape` and `dtype`
+    larger than `dev`'s memory, or than the machine's RAM when it is made on the host first (`staged`, or `dev` None:
+    a value made on the host)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(int(d) for d in shape) * dtype.itemsize
+    if nbytes <= _SMALL:
+        return
+    limits = [] if dev is None else [("the device's memory", device_memory(dev))]
+    if dev is None or (staged and not dev.host_memory):
+        limits.append(("the host's memory" + ("" if dev is None else " (the values are made there first)"),
+                       host_memory()))
+    for where, total in limits:
+        if total and nbytes > total:
+            raise OutOfMemoryError(
+                f"{who}: {what}, shape {shapes.show(tuple(shape))} {dtype.name}, needs {human(nbytes)}, more than {where}, "
+                f"{human(total)}. Fix: use a smaller shape, or split the work into pieces")

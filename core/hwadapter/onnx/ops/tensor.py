@@ -123,6 +123,7 @@ def constant_of_shape(ctx, node):
     value = node.attr("value")
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
     check_dtype(ctx, node, value.dtype, "value")
+    ctx.fits(shape, value.dtype)
     return ctx.constant(np.full(shape, value.reshape(-1)[0], dtype=value.dtype))
 
 
@@ -165,6 +166,10 @@ def range_op(ctx, node):
             return np.arange(start.astype(comp).item(), float(limit), float(delta), dtype=comp).astype(dtype)
         if float(delta) == 0:
             ctx.fail(node, "its delta is 0")
+        count = (float(limit) - float(start)) / float(delta)
+        if not math.isfinite(count):
+            ctx.fail(node, f"its range from {start.item()} to {limit.item()} by {delta.item()} has no finite length")
+        ctx.fits((max(0, math.ceil(count)),), dtype)
         return np.arange(start.item(), limit.item(), delta.item()).astype(dtype)
     # its output's shape is its inputs' values: known at conversion (per value, when they are graph inputs)
     start, limit, delta = (ctx.require_const(node, i, what) for i, what in enumerate(("start", "limit", "delta")))
