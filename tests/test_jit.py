@@ -5,6 +5,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hwadapter as hw
 from hwadapter.graph import Graph
@@ -396,3 +398,39 @@ def test_save_with_a_bad_input_spec_says_what_it_must_be(tmp_path, spec):
     with pytest.raises(hw.errors.InvalidArgumentError, match="input_spec") as err:
         hw.jit.save(lambda x: x + 1, str(tmp_path / "f.onnx"), input_spec=spec)
     assert err.value.fix
+
+
+def test_a_function_that_catches_the_tracing_error_is_refused_not_traced_wrong():
+    """`try: if x.sum() > 0: ... except Exception:` would swallow the TracingError and record the handler's branch
+    for every later call; the trace is refused instead."""
+    def f(x):
+        try:
+            if float(x.sum()) > 0:
+                return x * 1.0
+        except Exception:  # noqa: BLE001 - what a user writes, and what the trace must not take for an answer
+            pass
+        return -x
+
+    g = hw.jit.to_static(f)
+    x = hw.to_tensor(np.array([1.0, 2.0], np.float32))
+    with pytest.raises(hw.errors.TracingError, match="caught this error"):
+        g(x)
+
+
+@settings(max_examples=25, deadline=None)
+@given(threshold=st.floats(-3, 3), catch=st.sampled_from([Exception, RuntimeError, hw.errors.TracingError]),
+       values=st.lists(st.floats(-2, 2, width=32), min_size=1, max_size=4))
+def test_traced_functions_that_catch_errors_around_value_branches_refuse_or_match_eager(threshold, catch, values):
+    def f(x):
+        try:
+            branch = bool(x.max() > threshold)
+        except catch:
+            branch = False
+        return x * 2.0 if branch else x - 1.0
+
+    x = hw.to_tensor(np.array(values, np.float32))
+    try:
+        traced = hw.jit.to_static(f)(x).numpy()
+    except hw.errors.TracingError:
+        return  # refused: fine
+    np.testing.assert_array_equal(traced, f(x).numpy())

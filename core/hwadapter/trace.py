@@ -8,6 +8,7 @@ Reading values (bool, float, int, item, numpy) raises TracingError naming the us
 """
 from __future__ import annotations
 
+import contextvars
 import inspect
 import linecache
 import os
@@ -83,9 +84,17 @@ def read_error(symbol: Symbol | None = None) -> TracingError:
            "move the value-dependent decision out of the traced function (decide before calling it, or split it in "
            "two); control flow on shapes (x.shape, len(x), x.ndim) is fine")
     code = f"`{code}` " if code else ""
-    return TracingError(f"{path}:{line} (in {func}): {code}{_how()}{value} while tracing with "
-                        f"hwadapter.jit.to_static. A traced tensor has a shape and a dtype but no values yet. "
-                        f"Fix: {fix}", fix=fix)
+    err = TracingError(f"{path}:{line} (in {func}): {code}{_how()}{value} while tracing with "
+                       f"hwadapter.jit.to_static. A traced tensor has a shape and a dtype but no values yet. "
+                       f"Fix: {fix}", fix=fix)
+    raised = _raised.get()
+    if raised is not None:  # kept for trace(): a function that catches this error must not get a trace anyway
+        raised.append(err)
+    return err
+
+
+#: The read errors raised during the trace in progress (None outside a trace).
+_raised: contextvars.ContextVar = contextvars.ContextVar("hwadapter_trace_errors", default=None)
 
 
 # --- the tracing device -----------------------------------------------------------------------------------------
@@ -307,9 +316,18 @@ def trace(fn, args: tuple, kwargs: dict, device: Device):
         used.add(name)
         symbolic.append(tracer.input(name, t))
     sargs, skwargs = unflatten(structure, symbolic)
+    raised = []
+    token = _raised.set(raised)
     try:
-        return _finish(fn, tracer, fn(*sargs, **skwargs))
+        result = fn(*sargs, **skwargs)
+        if raised:  # the function caught a read error (try/except around a value-dependent branch): the trace would
+            # record whichever branch the handler took, silently wrong for every later call
+            first = raised[0]
+            raise TracingError(f"{first} (the traced function caught this error and went on: a trace then records "
+                               f"whatever the handler did, not what the values decide)", fix=first.fix)
+        return _finish(fn, tracer, result)
     finally:
+        _raised.reset(token)
         tracer._lifted.clear()  # the captured tensors: their values are copied into the graph
 
 
