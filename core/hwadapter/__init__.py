@@ -20,8 +20,8 @@ from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, I
 __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
-#: Submodules that are attributes of the package once the frontend is loaded (hw.device, hw.jit, ...).
-_SUBMODULES = ("device", "jit", "nn", "profiler", "graph", "onnx", "host", "plugin")
+#: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
+_PACKAGES = ("graph", "onnx", "host", "plugin")
 
 
 def _frontend() -> dict:
@@ -46,7 +46,7 @@ def _frontend() -> dict:
 def __getattr__(name):
     if name == "kp":  # the kernel-primitive language is imported when first used, not with the frontend
         return importlib.import_module(".kp", __name__)
-    if name in _SUBMODULES[4:]:
+    if name in _PACKAGES:
         return importlib.import_module(f".{name}", __name__)
     names = _frontend()
     if name in names:

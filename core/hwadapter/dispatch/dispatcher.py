@@ -20,7 +20,7 @@ from ..runtime.discovery import registry
 from ..runtime.memory import DeviceArray, transfer
 from ..runtime.signature import BoundedCache
 from . import fallback
-from .tensor import Tensor, unwrap, wrap  # noqa: F401  unwrap: for the graph layer
+from .tensor import Tensor, wrap
 
 #: Set by hwadapter.profiler while profiling: called with (op, device, dtypes, route, seconds).
 profile_hook = None

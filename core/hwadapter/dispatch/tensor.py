@@ -13,7 +13,7 @@ from ..api import dtypes as _dt
 from ..api.config import config
 from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..runtime import device as _device
-from ..runtime.memory import DeviceArray, contiguous_strides, transfer
+from ..runtime.memory import contiguous_strides, to_device, transfer
 
 _new = object.__new__
 
@@ -278,4 +278,4 @@ def unwrap(x):
 def _rebuild(array, device):
     """An unpickled tensor: the host array on `device` again."""
     dev = _device.get(device)
-    return wrap(array if dev.host_memory else DeviceArray.from_numpy(dev, array), dev)
+    return wrap(to_device(array, dev), dev)

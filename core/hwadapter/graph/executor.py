@@ -10,9 +10,8 @@ import numpy as np
 from ..api.errors import HwAdapterError, InvalidArgumentError, KernelExecutionError
 from ..dispatch import dispatcher
 from ..dispatch.tensor import unwrap, wrap
-from ..runtime.memory import transfer
 from ..runtime.device import devices
-from ..runtime.memory import DeviceArray
+from ..runtime.memory import to_device, transfer
 from .steps import Run
 
 _clock = time.perf_counter
@@ -53,7 +52,7 @@ def stage(names, sched, inputs) -> list:
             data = transfer(held[0], held[1], home)
         else:
             arr = np.asarray(x, dtype=value.dtype, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
-            data = arr if home.host_memory else DeviceArray.from_numpy(home, arr)
+            data = to_device(arr, home)
         if data.shape != value.shape or data.dtype != value.dtype:
             raise InvalidArgumentError(
                 f"plan.run: input {value.name!r} is {data.dtype}{list(data.shape)}, the plan was made for "

@@ -8,7 +8,7 @@ from ..dispatch.dispatcher import dispatch
 from ..dispatch.tensor import unwrap, wrap
 from ..runtime.device import devices
 from ..runtime.fused import fused_kernel
-from ..runtime.memory import DeviceArray
+from ..runtime.memory import to_device
 
 
 def run(graph, inputs: dict, device="cpu") -> dict:
@@ -38,4 +38,4 @@ def run_fused(node, tensors: tuple) -> tuple:
 def _tensor(value, dev):
     """An array-like as a tensor on `dev`."""
     arr = np.asarray(value, order="C")  # not ascontiguousarray: it makes a 0-d array 1-d
-    return wrap(arr if dev.host_memory else DeviceArray.from_numpy(dev, arr), dev)
+    return wrap(to_device(arr, dev), dev)

@@ -10,7 +10,7 @@ import numpy as np
 from ..api.config import config
 from ..api.errors import KernelExecutionError
 from ..runtime.device import devices
-from ..runtime.memory import DeviceArray, check_fits, transfer
+from ..runtime.memory import DeviceArray, check_fits, to_device, transfer
 from . import programs
 from .steps import Run, Schedule, Step
 
@@ -42,7 +42,7 @@ class _Slots:
         s = self((v, str(dev)))
         if s not in self.constants:
             arr = np.asarray(self.consts[v], order="C")  # ascontiguousarray makes a 0-d constant 1-d
-            self.constants[s] = arr if dev.host_memory else DeviceArray.from_numpy(dev, arr)
+            self.constants[s] = to_device(arr, dev)
         return s
 
     def prepacked(self, node, dev, fn, ins: tuple) -> tuple:
@@ -161,10 +161,10 @@ def _step(node, dev, run, label, call, graph, ins, slots, attrs=None, into=None)
 
 def _subgraph_step(graph, sg, dev, slots) -> Step:
     sub = extract(graph, sg.nodes)
+    expect = _fitting(sg.name, "subgraph", [graph.values[o] for o in sub.outputs], dev)  # before compiling it
     exe = programs.compile_subgraph(dev, sub)
     return Step(sg.name, "subgraph", dev, Run.SUBGRAPH, "subgraph", _subgraph_call(exe),
-                tuple(slots.value(v, dev) for v in sub.inputs), tuple(slots(o) for o in sub.outputs),
-                _fitting(sg.name, "subgraph", [graph.values[o] for o in sub.outputs], dev),
+                tuple(slots.value(v, dev) for v in sub.inputs), tuple(slots(o) for o in sub.outputs), expect,
                 np.ndarray if dev.host_memory else DeviceArray)
 
 

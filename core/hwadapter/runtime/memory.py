@@ -123,8 +123,12 @@ def transfer(data, src, dst):
     """Move a device array from device `src` to device `dst` (host-memory devices share numpy arrays)."""
     if src is dst:
         return data
-    host = np.asarray(data) if isinstance(data, (np.ndarray, np.generic)) else data.numpy()
-    return host if dst.host_memory else DeviceArray.from_numpy(dst, host)
+    return to_device(np.asarray(data) if isinstance(data, (np.ndarray, np.generic)) else data.numpy(), dst)
+
+
+def to_device(array: np.ndarray, dev):
+    """A host array as `dev`'s data: the array itself on host-memory devices, else a copy in the device's memory."""
+    return array if dev.host_memory else DeviceArray.from_numpy(dev, array)
 
 
 # --- sizes that cannot exist -------------------------------------------------------------------------------------
