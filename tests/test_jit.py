@@ -1,7 +1,9 @@
 """hwadapter.jit: tracing into the IR, one trace per input signature, results equal to eager and numpy."""
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 import hwadapter as hw
 from hwadapter.graph import Graph
 from hwadapter.api import reference
+from hwadapter.jit import _key
 
 DEVICES = ["cpu:0"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
 RNG = np.random.default_rng(9)
@@ -434,3 +437,59 @@ def test_traced_functions_that_catch_errors_around_value_branches_refuse_or_matc
     except hw.errors.TracingError:
         return  # refused: fine
     np.testing.assert_array_equal(traced, f(x).numpy())
+
+
+# --- the trace cache: keyed by what a number is, and bounded ------------------------------------------------------
+def test_nan_argument_is_traced_once_and_signed_zeros_twice():
+    """A float argument is keyed by its bits: nan equals no nan (so a dict key by value retraced every call), and
+    0.0 == -0.0 (so one trace served both, although x / s tells them apart)."""
+    @hw.jit.to_static
+    def f(x, s):
+        return x / s
+
+    x = hw.to_tensor(np.ones(2, "float32"))
+    for _ in range(5):
+        assert np.isnan(f(x, float("nan")).numpy()).all()
+    assert f.cache_info()["traces"] == 1
+    with np.errstate(divide="ignore"):
+        for s in (0.0, -0.0, np.float32(-0.0)):
+            np.testing.assert_array_equal(f(x, s).numpy(), np.float32(1) / np.float32(s))
+    assert f.cache_info()["traces"] == 4  # nan, 0.0, -0.0 and the float32 -0.0 (another type)
+    assert _key("f", "a", complex(0, -0.0)) != _key("f", "a", complex(0, 0.0))
+    assert _key("f", "a", float("nan")) == _key("f", "a", float("nan"))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_trace_cache_keeps_the_most_recently_called_and_frees_the_rest(dev, caplog):
+    """With cache_size=3, ten signatures keep three traces (the most recently called), warn once, and the dropped
+    traces are freed: their graphs are garbage and, on a device with its own memory, their constants given back."""
+    big = 1 << 16
+
+    @hw.jit.to_static(cache_size=3)
+    def f(x, k):
+        return x + hw.full((big,), float(k), "float32").to(dev)[:2]  # a constant of `big` floats per trace
+
+    x = hw.to_tensor(np.zeros(2, "float32"), device=dev)
+    f(x, 0)
+    stats = hw.device.memory_stats(dev)
+    graphs = [weakref.ref(g) for g in f.cache_info()["graphs"].values()]
+    with caplog.at_level("WARNING", logger="hwadapter"):
+        for k in range(1, 10):
+            assert f(x, k).numpy().tolist() == [k, k]
+            assert f(x, 1).numpy().tolist() == [1, 1]  # kept: called after every other trace
+            graphs += [weakref.ref(g) for g in f.cache_info()["graphs"].values()]
+    info = f.cache_info()
+    assert info["traces"] == 3 and info["dropped"] == 7 and info["cache_size"] == 3
+    assert len([r for r in caplog.records if "cache_size" in r.getMessage()]) == 1
+    del info
+    gc.collect()
+    assert len({id(r()) for r in graphs if r() is not None}) == 3
+    if "allocated_bytes" in stats:
+        assert hw.device.memory_stats(dev)["allocated_bytes"] <= stats["allocated_bytes"] + 2 * big * 4 + 4096
+    assert f(x, 1).numpy().tolist() == [1, 1] and f.cache_info()["dropped"] == 7
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "8"])
+def test_cache_size_must_be_a_positive_int(bad):
+    with pytest.raises(hw.errors.InvalidArgumentError, match="cache_size"):
+        hw.jit.to_static(lambda x: x, cache_size=bad)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import logging
+import numbers
 import threading
 import weakref
 
@@ -21,6 +23,10 @@ __all__ = ["to_static", "get_graph", "save", "StaticFunction"]
 
 log = logging.getLogger("hwadapter")
 _MANY = 16  # traces of one function after which retracing is worth a warning
+#: Traces one function keeps by default; past it the least recently called is dropped (each holds a plan and its
+#: constants on the device), so a function called with ever new signatures does not grow without end.
+CACHE_SIZE = 64
+_tick = itertools.count()  # when each entry was last called (the least recent is dropped first)
 _FAST = ("tensors",)  # the key prefix of calls with tensor arguments only (see StaticFunction.__call__)
 
 
@@ -44,13 +50,16 @@ def executor(graph, device):
 class _Entry:
     """One traced signature: its graph, how its outputs are shaped, and the runner (made on first run)."""
 
-    __slots__ = ("graph", "structure", "device", "runner", "lock")
+    __slots__ = ("graph", "structure", "device", "runner", "lock", "keys", "used")
 
     def __init__(self, graph, structure, device):
         self.graph, self.structure, self.device, self.runner = graph, structure, device, None
         self.lock = threading.Lock()
+        self.keys: list = []  # its keys in the cache (the full one, and the fast one of tensor-only calls)
+        self.used = next(_tick)
 
     def run(self, tensors: list):
+        self.used = next(_tick)
         if self.runner is None:
             with self.lock:
                 if self.runner is None:
@@ -76,6 +85,10 @@ def _key(fn_name: str, path: str, value):
         raise InvalidArgumentError(f"to_static {fn_name}: argument {path} is a {type(value).__name__}, which is "
                                    f"unhashable: non-tensor arguments are part of the trace cache's key, by value. "
                                    f"Fix: {fix}", fix=fix) from None
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Integral):
+        # by their bits: nan equals no nan (a new trace per call), and 0.0 == -0.0 although 1/x tells them apart
+        z = complex(value)
+        return (type(value), z.real.hex(), z.imag.hex())
     return (type(value), value)
 
 
@@ -84,12 +97,14 @@ class StaticFunction:
     then run as a graph. Tensors the function reads from elsewhere (closures, attributes) are captured as constants
     when it is traced: call `clear_cache()` after changing them."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, cache_size: int = CACHE_SIZE):
         functools.update_wrapper(self, fn)
         self._fn = fn
+        self.cache_size = cache_size  # traces kept; the least recently called is dropped past it
         self._cache: dict = {}
         self._instances: dict = {}  # id(instance) -> (its bound StaticFunction, weakref or the instance)
         self._lock = threading.Lock()
+        self._traces = self._dropped = 0  # traces made and dropped since the last clear_cache
 
     # --- methods: each instance has its own cache (its tensors are its constants) ----------------------------------
     def __get__(self, instance, owner=None):
@@ -103,7 +118,7 @@ class StaticFunction:
             ref = weakref.ref(instance, lambda _: instances.pop(key, None))
         except TypeError:  # no weak references (__slots__): kept alive by this cache
             ref = functools.partial(_identity, instance)
-        bound = StaticFunction(_method(self._fn, ref))
+        bound = StaticFunction(_method(self._fn, ref), self.cache_size)
         self._instances[key] = (bound, ref)
         return _Bound(bound, instance)
 
@@ -144,26 +159,46 @@ class StaticFunction:
                 entry = self._cache.get(key)
                 if entry is None:
                     graph, structure = _trace.trace(self._fn, args, kwargs, device)
-                    entry = self._cache[key] = _Entry(graph, structure, device)
-                    traces = self.cache_info()["traces"]
-                    if traces == _MANY:
+                    self._make_room(name)
+                    entry = _Entry(graph, structure, device)
+                    entry.keys.append(key)
+                    if not kwargs and all(type(a) is Tensor for a in args):
+                        entry.keys.append(_FAST + tuple([(a._data.shape, a._dtype, a._device) for a in args]))
+                    for k in entry.keys:
+                        self._cache[k] = entry
+                    self._traces += 1
+                    if self._traces == _MANY:
                         log.warning("to_static %s has been traced %d times (once per input signature: tensor "
                                     "shapes, dtypes and device, other arguments by value); pass changing numbers as "
-                                    "tensors, or keep shapes fixed, to trace less", name, traces)
-                    if not kwargs and all(type(a) is Tensor for a in args):
-                        self._cache[_FAST + tuple([(a._data.shape, a._dtype, a._device) for a in args])] = entry
+                                    "tensors, or keep shapes fixed, to trace less", name, self._traces)
         return entry
 
+    def _make_room(self, name: str) -> None:
+        """Drop the least recently called traces until one more fits in `cache_size` (called holding the lock)."""
+        entries = {id(e): e for e in self._cache.values()}
+        while entries and len(entries) >= max(self.cache_size, 1):
+            old = min(entries.values(), key=lambda e: e.used)
+            del entries[id(old)]
+            for k in old.keys:
+                self._cache.pop(k, None)
+            if not self._dropped:
+                log.warning("to_static %s keeps %d traces (cache_size) and drops the least recently called to trace "
+                            "another: pass changing numbers as tensors, or keep shapes fixed, to trace less",
+                            name, self.cache_size)
+            self._dropped += 1
+
     def cache_info(self) -> dict:
-        """How many signatures were traced (`traces`) and their graphs by key."""
+        """The traces kept (`traces`) and their graphs by key, the most kept (`cache_size`), and how many were
+        dropped to keep within it (`dropped`)."""
         graphs = {k: e.graph for k, e in self._cache.items() if k[:1] != _FAST}
-        return {"traces": len(graphs), "graphs": graphs}
+        return {"traces": len(graphs), "graphs": graphs, "cache_size": self.cache_size, "dropped": self._dropped}
 
     def clear_cache(self) -> None:
         """Forget every trace (after changing tensors the function captured as constants)."""
         with self._lock:
             self._cache.clear()
             self._instances.clear()
+            self._traces = self._dropped = 0
 
     def __repr__(self):
         return f"<to_static {getattr(self._fn, '__qualname__', self._fn)!r}: {self.cache_info()['traces']} trace(s)>"
@@ -206,15 +241,22 @@ def _method(func, ref):
     return method
 
 
-def to_static(fn):
+def to_static(fn=None, *, cache_size: int = CACHE_SIZE):
     """Decorator: trace `fn` (a function or a method) over symbolic tensors once per input signature and run the
-    graph; Python control flow on shapes is traced, on tensor values raises TracingError."""
+    graph, keeping the `cache_size` most recently called traces; Python control flow on shapes is traced, on tensor
+    values raises TracingError. `@to_static` and `@to_static(cache_size=8)` both work."""
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        fix = f"pass a positive int (default {CACHE_SIZE})"
+        raise InvalidArgumentError(f"to_static: cache_size={cache_size!r} is not a positive number of traces. "
+                                   f"Fix: {fix}", fix=fix)
+    if fn is None:
+        return functools.partial(to_static, cache_size=cache_size)
     if isinstance(fn, StaticFunction):
         return fn
     if not callable(fn):
         raise InvalidArgumentError(f"to_static: expected a function or method, got {type(fn).__name__}. Fix: "
                                    f"decorate a function with @hwadapter.jit.to_static")
-    return StaticFunction(fn)
+    return StaticFunction(fn, cache_size)
 
 
 def get_graph(fn, *args, **kwargs):
