@@ -239,3 +239,71 @@ def test_compare_on_a_model_of_a_newer_ir_version_compares_or_says_why(capsys, s
     status, out, err = _main(capsys, "run", small, "--compare", "onnxruntime")
     assert "Traceback" not in out + err
     assert (status == 0 and "max abs error" in out) or (status == 1 and "onnxruntime cannot load" in err)
+
+
+# --- a seeded fuzz of the options ----------------------------------------------------------------------------------
+def _option_pool(tmp_path: Path, small: Path) -> dict:
+    """Each option's values, good and bad: files of every kind, shapes, devices, paths that cannot be written."""
+    good = tmp_path / "x.npy"
+    np.save(good, np.ones((2, 4), np.float32))
+    np.save(tmp_path / "f64.npy", np.ones((2, 4)))
+    np.save(tmp_path / "wide.npy", np.ones((2, 5), np.float32))
+    np.save(tmp_path / "ints.npy", np.ones((2, 4), np.int64))
+    np.save(tmp_path / "scalar.npy", np.float32(1))
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    (tmp_path / "text.npy").write_text("not an array")
+    (tmp_path / "cut.npy").write_bytes(good.read_bytes()[:60])
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "cut.onnx").write_bytes(small.read_bytes()[:50])
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    files = ["x.npy", "f64.npy", "wide.npy", "ints.npy", "scalar.npy", "obj.npy", "text.npy", "cut.npy", "adir",
+             "none.npy", "afile"]
+    return {
+        "model": [small, small, small, tmp_path / "cut.onnx", tmp_path / "empty.onnx", tmp_path / "adir",
+                  tmp_path / "none.onnx", "/dev/null"],
+        "--input": [f"x={tmp_path / f}" for f in files] + ["x", "=a.npy", "y=" + str(good), "x=", "x=\0"],
+        "--shape": ["x=3,4", "x=-1,4", "x=0,4", "x=1e3,4", "x=a", "x=", "x=99999999999,4", "x=2**70,4", "y=1,4",
+                    "x=1,2,3,4,5", "x=,,", "x=1" + ",1" * 70, "x=３,4", "x=2,3"],
+        "--device": ["cpu", "cpu:0", "cpu:1", "opencl:0", "opencl:99", "", "nodev:0", "cpu:-1", "cpu:x", ":0",
+                     "cpu:0:0", "CPU", "é:0", "cpu:" + "9" * 30],
+        "--seed": ["0", "-1", str(2 ** 70), "x", "1.5", str(-2 ** 70)],
+        "--bench": ["1", "0", "-3", "x", "2"],
+        "--compare": ["onnxruntime", "torch"],
+        "--profile": [tmp_path / "t.json", tmp_path / "adir", tmp_path / "afile" / "t.json", "/nonexistent/t.json",
+                      "/proc/t.json", tmp_path / "new" / "t.json", ""],
+        "--save-outputs": [tmp_path / "out", tmp_path / "afile", "/proc/out", "/dev/null", tmp_path / "a" / "b", ""],
+        "--no-subgraphs": [None],
+    }
+
+
+def test_seeded_fuzz_of_run_options_never_prints_a_traceback(capsys, small, tmp_path):
+    """Random mixes of good and bad option values: each run exits 0, or exits non-zero with a message that starts
+    `hwadapter run:` (argparse's usage line for what argparse refuses), and never raises or prints a traceback."""
+    rng = np.random.default_rng(22)
+    pool = _option_pool(tmp_path, small)
+    options = [k for k in pool if k != "model"]
+    failures, outcomes = [], {"ok": 0, "refused": 0}
+    for case in range(120):
+        model = pool["model"][rng.integers(len(pool["model"]))]
+        argv = ["run", str(model)]
+        for opt in rng.choice(options, size=rng.integers(0, 4), replace=False):
+            value = pool[opt][rng.integers(len(pool[opt]))]
+            argv += [opt] if value is None else [opt, str(value)]
+        try:
+            status = cli.main(argv)
+        except SystemExit as exit_:  # argparse refusing an option's type or choice: its usage line, status 2
+            status = exit_.code
+        except BaseException as err:  # noqa: BLE001 - what the fuzz looks for
+            failures.append(f"{argv}: raised {type(err).__name__}: {err}")
+            continue
+        out = capsys.readouterr()
+        text = out.out + out.err
+        if "Traceback" in text or not isinstance(status, int):
+            failures.append(f"{argv}: status {status!r}, printed a traceback:\n{text[-800:]}")
+        elif status != 0 and not (out.err.lstrip().startswith("hwadapter run:") or "usage:" in out.err):
+            failures.append(f"{argv}: status {status} without a message saying why:\n{text[-800:]}")
+        else:
+            outcomes["ok" if status == 0 else "refused"] += 1
+    assert not failures, f"{len(failures)} of 120 cases:\n" + "\n".join(failures[:10])
+    assert outcomes["ok"] >= 10 and outcomes["refused"] >= 30, outcomes  # the mix exercises both

@@ -5,6 +5,7 @@ onnxruntime is never needed to run: `--compare` says so clearly when it is missi
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import time
@@ -48,7 +49,7 @@ def _add_run(sub) -> None:
                    help="an input from a .npy file (repeatable); inputs not given are seeded random")
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...", dest="shapes",
                    help="a shape for an input whose dims the model leaves open (default: 1 for each open dim)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--bench", type=_positive_int, metavar="N", help="time N runs after a warm-up; print the latency")
     p.add_argument("--compare", choices=["onnxruntime"], help="run onnxruntime (CPU) on the same inputs: max "
                    "abs/rel error per output and the speed ratio")
@@ -58,6 +59,17 @@ def _add_run(sub) -> None:
                    "names every kernel instead of one subgraph step)")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output as DIR/<name>.npy")
     p.set_defaults(func=_cmd_run)
+
+
+def _seed(text: str) -> int:
+    """A seed for numpy's generator: a whole number, not negative (numpy refuses those)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of zero or more")
+    return value
 
 
 # --- inputs ----------------------------------------------------------------------------------------------------
@@ -88,6 +100,8 @@ def make_inputs(model, files: dict, shapes: dict, seed: int) -> dict:
     if unknown:
         raise _Fail(f"the model has no input {sorted(unknown)[0]!r}; its inputs are {model.inputs}")
     rng = np.random.default_rng(seed)
+    for name, dims in shapes.items():
+        _agrees(name, dims, model.declared()[name][0])
     concrete = model.shapes(shapes)
     out = {}
     for name, (_, dtype) in model.declared().items():
@@ -117,6 +131,16 @@ def _checked_shape(name: str, shape, dtype) -> tuple:
         raise _Fail(f"input {name!r}: the model declares the shape {dims}, {size:,} bytes of {np.dtype(dtype).name}; "
                     f"random inputs are made up to {MAX_RANDOM_INPUT:,} bytes. Fix: {fix}")
     return dims
+
+
+def _agrees(name: str, dims: tuple, declared) -> None:
+    """Refuse a --shape of another rank than the model declares, or with another size where a dim is fixed."""
+    if declared is None:
+        return
+    want = ",".join("?" if d is None else str(d) for d in declared)
+    if len(dims) != len(declared) or any(d is not None and d != g for d, g in zip(declared, dims)):
+        raise _Fail(f"--shape {name}={','.join(map(str, dims))}: the model declares {name!r} as [{want}] (? is open). "
+                    f"Fix: give {len(declared)} dims, changing only the open ones")
 
 
 def _writable(option: str, path: str, directory: bool) -> None:
