@@ -12,6 +12,7 @@ onnx = pytest.importorskip("onnx")
 
 import hwadapter as hw  # noqa: E402
 import hwadapter.nn.functional as F  # noqa: E402
+from hwadapter.api.ir import Graph, Node, Value  # noqa: E402
 from hwadapter.graph import GraphBuilder, run  # noqa: E402
 import hwadapter.onnx as hwonnx  # noqa: E402
 from hwadapter.onnx import export  # noqa: E402
@@ -365,3 +366,80 @@ def test_signed_shifts_and_cumprod_are_refused():
     x = b.input("x", (3,))
     with pytest.raises(export.ExportError, match="CumProd"):
         export.to_model(b.build(b.op("cumprod", [x], axis=0)))
+
+
+# --- exports that must compute what eager computes, or be refused (issue 22) --------------------------------------
+def _save_and_run(tmp_path, fn, *arrays) -> tuple:
+    """(eager's result, onnxruntime's result of the saved export) of fn on these arrays."""
+    expected = fn(*(hw.to_tensor(a) for a in arrays)).numpy()
+    path = hw.jit.save(fn, tmp_path / "m.onnx", input_spec=list(arrays))
+    model = _checked(path)
+    (got,) = _ort_run(path, {i.name: a for i, a in zip(model.graph.input, arrays)})
+    return expected, got
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+def test_integer_pow_wraps_and_takes_negative_exponents_as_eager(tmp_path, dtype):
+    info = np.iinfo(dtype)
+    x = np.array([0, 2, 1, 3, info.max, info.min, 7, 2, 0], dtype)
+    y = np.array([0, 1, 5, 40, 2, 3, 11, info.max, 3], dtype)
+    if info.min < 0:  # 0 ** -1 was INT_MIN in onnxruntime; eager truncates 1 / x ** |y|: 1, +-1 or 0
+        x = np.concatenate([x, np.array([0, 2, -1, -1, 1, -2], dtype)])
+        y = np.concatenate([y, np.array([-1, -1, -3, -2, -5, info.min], dtype)])
+    expected, got = _save_and_run(tmp_path, lambda a, b: a ** b, x, y)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+def test_integer_mod_by_zero_is_zero_as_eager_and_int_min_by_minus_one_does_not_trap(tmp_path, dtype):
+    info = np.iinfo(dtype)
+    x = np.array([5, 7, 0, info.max, info.min, 9], dtype)
+    y = np.array([0, 3, 0, 0, 7, info.max], dtype)
+    if info.min < 0:
+        x = np.concatenate([x, np.array([info.min, -7, 7, -1], dtype)])
+        y = np.concatenate([y, np.array([-1, 3, -3, 0], dtype)])
+    expected, got = _save_and_run(tmp_path, lambda a, b: a % b, x, y)
+    assert not expected[y == 0].any()  # what eager defines x % 0 to be
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("name,fn,shapes", [
+    ("relu", F.relu, [(4,)]), ("neg", lambda a: -a, [(4,)]), ("abs", hw.abs, [(4,)]),
+    ("matmul", lambda a, b: a @ b, [(2, 3), (3, 2)]), ("minimum", hw.minimum, [(4,), (4,)]),
+    ("maximum", hw.maximum, [(4,), (4,)]), ("sum", lambda a: hw.sum(a, axis=0), [(4,)]),
+    ("where", lambda a, b: hw.where(a > b, a, b), [(4,), (4,)])])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "float16"])
+def test_types_onnx_or_onnxruntime_lack_are_computed_wider_and_cast_back(tmp_path, name, fn, shapes, dtype):
+    """uint8 relu/neg/matmul and int16 min/max raised a raw InferenceError or were refused by onnxruntime."""
+    lo, hi = (-4, 4) if np.dtype(dtype).kind != "u" else (0, 255)
+    arrays = [np.linspace(lo, hi, int(np.prod(s))).astype(dtype).reshape(s) for s in shapes]
+    arrays = [a if i == 0 else a[::-1].copy() for i, a in enumerate(arrays)]
+    expected, got = _save_and_run(tmp_path, fn, *arrays)
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got.astype(float), expected.astype(float), rtol=1e-3)
+
+
+def test_an_op_onnx_cannot_type_is_an_export_error_naming_op_and_dtype():
+    v = {n: Value(n, (3,), np.dtype("int64")) for n in ("x", "y")}
+    with pytest.raises(export.ExportError, match=r"op 'erf'.*ONNX Erf.*not int64") as err:
+        export.to_model(Graph([Node("e", "erf", ("x",), ("y",), {})], v, ["x"], ["y"]))
+    assert err.value.fix
+
+
+def test_an_error_of_onnx_checker_is_an_export_error_naming_the_node(monkeypatch):
+    b = GraphBuilder()
+    x = b.input("x", (3,))
+    graph = b.build(b.op("relu", [x]))
+    monkeypatch.setitem(export.WRITERS, "relu", lambda w, n: w.node("Relu", [n.inputs[0], n.inputs[0]], n.outputs))
+    with pytest.raises(export.ExportError, match=r"node 'relu_0' \(op 'relu'\).*onnx.checker rejects"):
+        export.to_model(graph)
+
+
+def test_a_raw_error_in_a_writer_is_an_export_error_naming_the_node(monkeypatch):
+    b = GraphBuilder()
+    x = b.input("x", (3,))
+    graph = b.build(b.op("relu", [x]))
+    monkeypatch.setitem(export.WRITERS, "relu", lambda w, n: {}["missing"])
+    with pytest.raises(export.ExportError, match=r"node 'relu_0' \(op 'relu'\).*KeyError"):
+        export.to_model(graph)

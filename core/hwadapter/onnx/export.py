@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import numpy as np
 
 from .. import __version__
-from ..api.errors import InvalidArgumentError
-
-OPSET = 18  # Reduce* take axes as an input, Split takes its sizes as an input, LayerNormalization exists
+from ..api.errors import HwAdapterError, InvalidArgumentError
+from . import export_types
+from .export_types import OPSET
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
@@ -36,41 +37,78 @@ class ExportError(InvalidArgumentError):
 class _Writer:
     """Collects ONNX nodes and initializers; `node` adds one node, `const` one initializer."""
 
-    def __init__(self, graph):
-        self.graph, self.nodes, self.inits, self._count = graph, [], [], 0
+    def __init__(self, graph, onnx):
+        self.graph, self.onnx, self.nodes, self.inits, self._count = graph, onnx, [], [], 0
         self.current = None  # the hwadapter node being written (names and errors)
+        self.owner = {}  # ONNX node name -> the hwadapter node it was written for
+        self.types = {k: np.dtype(v.dtype) for k, v in graph.values.items()}  # every ONNX value's dtype
+        self.types.update({k: np.asarray(a).dtype for k, a in graph.constants.items()})
 
     def fresh(self, stem: str) -> str:
         self._count += 1
         return f"{self.current.name if self.current else 'export'}/{stem}_{self._count}"
 
     def node(self, op_type: str, inputs, outputs=None, **attrs) -> str:
-        """Add an ONNX node; its (first) output name."""
-        # lazy: onnx is an optional package, and jit.save imports this module before it checks onnx is installed
-        from onnx import helper
-        outputs = list(outputs) if outputs is not None else [self.fresh(op_type)]
-        self.nodes.append(helper.make_node(op_type, list(inputs), outputs, name=self.fresh(op_type), **attrs))
+        """Add an ONNX node computing in a type its schema allows (inputs widened, outputs cast back); its (first)
+        output name."""
+        inputs, outputs = list(inputs), list(outputs) if outputs is not None else [self.fresh(op_type)]
+        if op_type == "Cast":
+            self._emit(op_type, inputs, outputs, attrs)
+            self.types[outputs[0]] = self.onnx.helper.tensor_dtype_to_np_dtype(attrs["to"])
+            return outputs[0]
+        in_strs, out_strs, allowed = export_types.signature(self.onnx.defs, op_type)
+        bound, wide = {}, {}  # type parameter -> eager's dtype, and the dtype the node computes in
+        for ref, param in zip(inputs, export_types.input_params(in_strs, len(inputs))):
+            if ref and param in allowed and param not in bound and self.types.get(ref) is not None:
+                bound[param] = self.types[ref]
+                wide[param] = export_types.choose(op_type, bound[param], allowed[param])
+                if wide[param] is None:
+                    names = ", ".join(sorted(d.name for d in allowed[param])) or "no type hwadapter has"
+                    self.fail(f"it is written as ONNX {op_type}, which takes {names} at opset {OPSET}, not "
+                              f"{bound[param].name}", fix=f"cast the {bound[param].name} tensor to one of {names} "
+                                                          f"before this op")
+        ins = [self._cast(ref, wide[p]) if ref and p in wide and wide[p] != bound[p] else ref
+               for ref, p in zip(inputs, export_types.input_params(in_strs, len(inputs)))]
+        outs = [self.fresh(op_type) if p in wide and wide[p] != bound[p] else o
+                for o, p in zip(outputs, export_types.input_params(out_strs, len(outputs)))]
+        self._emit(op_type, ins, outs, attrs)
+        for o, narrow, p in zip(outs, outputs, export_types.input_params(out_strs, len(outputs))):
+            if o != narrow:  # computed wider: back to eager's dtype (integers keep their low bits, as eager wraps)
+                self.types[o] = wide[p]
+                self._emit("Cast", [o], [narrow], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(bound[p])})
+            self.types[narrow] = export_types.output_dtype(p, bound, allowed)
         return outputs[0]
+
+    def _emit(self, op_type: str, inputs, outputs, attrs) -> None:
+        name = self.fresh(op_type)
+        self.owner[name] = self.current
+        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
+
+    def _cast(self, ref: str, dt) -> str:
+        out = self.fresh("Cast")
+        self._emit("Cast", [ref], [out], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt))})
+        self.types[out] = np.dtype(dt)
+        return out
 
     def const(self, array, dtype=None) -> str:
         """A new initializer holding `array`."""
-        from onnx import numpy_helper  # lazy: as in `node`
         arr = np.asarray(array, dtype=dtype)
         name = self.fresh("const")
-        self.inits.append(numpy_helper.from_array(arr, name))
+        self.inits.append(self.onnx.numpy_helper.from_array(arr, name))
+        self.types[name] = arr.dtype
         return name
 
     def ints(self, values) -> str:
         return self.const(np.asarray(list(values), np.int64).reshape(-1))
 
     def dtype(self, ref) -> np.dtype:
-        return self.graph.values[ref].dtype
+        return self.types[ref]
 
     def shape(self, ref) -> tuple:
         return tuple(self.graph.values[ref].shape)
 
-    def fail(self, why: str, fix: str = "") -> None:
-        n = self.current
+    def fail(self, why: str, fix: str = "", node=None) -> None:
+        n = node or self.current
         raise ExportError(f"onnx export: node {n.name!r} (op {n.op!r}): {why}",
                           fix=fix or "export the function without this op, or write it with ops that have an ONNX "
                                      "form (docs/onnx.md lists them)")
@@ -107,6 +145,8 @@ def _binary(w, n):
         w.node("Not", [w.node("Equal", [a, b])], [out])
     elif n.op == "mod":
         _mod(w, a, b, out)
+    elif n.op == "pow" and w.dtype(a).kind in "iu":
+        _int_pow(w, a, b, out)
     elif n.op == "div" and w.dtype(a).kind in "iu":
         w.fail("integer division has no one ONNX form (ONNX Div truncates, numpy floors)",
                fix="cast to a float dtype before dividing")
@@ -117,8 +157,13 @@ def _binary(w, n):
 def _mod(w, a, b, out: str) -> None:
     """numpy's mod (the result has the divisor's sign): ONNX Mod(fmod=0) for integers; for floats C's fmod, plus
     the divisor where the remainder is non-zero and its sign differs from the divisor's (what numpy does)."""
-    if w.dtype(a).kind in "iu":
-        w.node("Mod", [a, b], [out], fmod=0)
+    dt = w.dtype(a)
+    if dt.kind in "iu":
+        # eager's x % 0 and x % -1 are 0, which is x % 1; onnxruntime fails on % 0 and traps on INT_MIN % -1
+        zero = w.node("Equal", [b, w.const(np.zeros((), dt))])
+        if dt.kind == "i":
+            zero = w.node("Or", [zero, w.node("Equal", [b, w.const(np.asarray(-1, dt))])])
+        w.node("Mod", [a, w.node("Where", [zero, w.const(np.ones((), dt)), b])], [out], fmod=0)
         return
     r = w.node("Mod", [a, b], fmod=1)
     zero = w.const(np.zeros((), w.dtype(a)))
@@ -127,13 +172,38 @@ def _mod(w, a, b, out: str) -> None:
     w.node("Where", [fix, w.node("Add", [r, b]), r], [out])
 
 
+def _int_pow(w, a, b, out: str) -> None:
+    """Integer x ** y as eager computes it: by squaring, wrapping as the dtype does (ONNX Pow goes through double,
+    which is inexact beyond 2**53 and undefined past the dtype's range); for y < 0, 1 / x**|y| truncated: 1 for
+    x == 1, +-1 for x == -1, else 0."""
+    dt = w.dtype(a)
+    wide = dt if dt in export_types.PORTABLE else np.dtype("int32")  # the low bits of a wider product are dt's
+    x, y = (r if dt == wide else _cast_to(w, r, wide) for r in (a, b))
+    c = lambda v: w.const(np.asarray(v, wide))  # noqa: E731
+    negative = w.node("Less", [y, c(0)]) if dt.kind == "i" else None
+    e = y if negative is None else w.node("Where", [negative, c(0), y])
+    result, power = c(1), x
+    bits = dt.itemsize * 8 - (dt.kind == "i")
+    for k in range(bits):  # result *= x ** 2**k where bit k of e is set
+        unset = w.node("Equal", [w.node("BitwiseAnd", [e, c(1 << k)]), c(0)])
+        result = w.node("Where", [unset, result, w.node("Mul", [result, power])])
+        if k + 1 < bits:
+            power = w.node("Mul", [power, power])
+    if negative is not None:
+        odd = w.node("Not", [w.node("Equal", [w.node("BitwiseAnd", [y, c(1)]), c(0)])])
+        minus_one = w.node("Where", [odd, c(-1), c(1)])
+        one_over = w.node("Where", [w.node("Equal", [x, c(1)]), c(1),
+                                    w.node("Where", [w.node("Equal", [x, c(-1)]), minus_one, c(0)])])
+        result = w.node("Where", [negative, one_over, result])
+    w.node("Cast", [result], [out], to=w.onnx.helper.np_dtype_to_tensor_dtype(dt))
+
+
 def _where(w, n):
     w.node("Where", list(n.inputs), list(n.outputs))
 
 
 def _cast(w, n):
-    from onnx import helper  # lazy: as in _Writer.node
-    w.node("Cast", [n.inputs[0]], list(n.outputs), to=helper.np_dtype_to_tensor_dtype(np.dtype(n.attrs["dtype"])))
+    w.node("Cast", [n.inputs[0]], list(n.outputs), to=w.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(n.attrs["dtype"])))
 
 
 def _clip(w, n):
@@ -296,8 +366,7 @@ def _concat(w, n):
 
 
 def _cast_to(w, ref, dt) -> str:
-    from onnx import helper  # lazy: as in _Writer.node
-    return w.node("Cast", [ref], to=helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
+    return w.node("Cast", [ref], to=w.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
 
 
 def _split(w, n):
@@ -420,8 +489,7 @@ WRITERS.update(dict.fromkeys(("cumsum", "cumprod"), _cumulative))
 WRITERS.update(dict.fromkeys(("gather_elements", "scatter_elements", "gather_nd", "scatter_nd"), _gather_scatter))
 
 
-def _value_info(graph, name: str, as_name: str | None = None):
-    from onnx import helper  # lazy: as in _Writer.node
+def _value_info(helper, graph, name: str, as_name: str | None = None):
     v = graph.values[name]
     return helper.make_tensor_value_info(as_name or name, helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype)),
                                          list(v.shape))
@@ -430,10 +498,10 @@ def _value_info(graph, name: str, as_name: str | None = None):
 def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
     """The Graph as an ONNX ModelProto (opset OPSET), checked by onnx.checker; ExportError for an op without an
     ONNX form."""
-    # lazy: as in _Writer.node
+    # lazy: onnx is an optional package, and jit.save imports this module before it checks onnx is installed
     import onnx
-    from onnx import helper, numpy_helper
-    w = _Writer(graph)
+    helper = onnx.helper
+    w = _Writer(graph, onnx)
     unsupported = sorted({n.op for n in graph.nodes if n.op not in WRITERS})
     if unsupported:
         first = next(n for n in graph.nodes if n.op not in WRITERS)
@@ -443,30 +511,52 @@ def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
         w.fail(f"cannot export op(s) {', '.join(map(repr, unsupported))}: {why}")
     for node in graph.nodes:
         w.current = node
-        WRITERS[node.op](w, node)
+        try:
+            WRITERS[node.op](w, node)
+        except HwAdapterError:
+            raise
+        except Exception as err:  # an attribute or dtype the writer did not foresee: ours, naming the node
+            w.fail(f"its attributes or dtypes have no ONNX form here ({type(err).__name__}: {err})")
     w.current = None
-    inits = [numpy_helper.from_array(np.asarray(a), k) for k, a in graph.constants.items()]
+    inits = [onnx.numpy_helper.from_array(np.asarray(a), k) for k, a in graph.constants.items()]
     outputs, seen = [], set(graph.inputs) | set(graph.constants)
     for i, o in enumerate(graph.outputs):
         if o in seen:  # an input, a constant or an output listed twice: ONNX outputs are each made by a node
             alias = f"output_{i}"
             w.node("Identity", [o], [alias])
-            outputs.append(_value_info(graph, o, alias))
+            outputs.append(_value_info(helper, graph, o, alias))
         else:
-            outputs.append(_value_info(graph, o))
+            outputs.append(_value_info(helper, graph, o))
         seen.add(o)
-    g = helper.make_graph(w.nodes, name, [_value_info(graph, i) for i in graph.inputs], outputs,
+    g = helper.make_graph(w.nodes, name, [_value_info(helper, graph, i) for i in graph.inputs], outputs,
                           initializer=inits + w.inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hwadapter",
                               producer_version=producer_version)
     model.ir_version = min(model.ir_version, 9)  # IR 9 (onnx 1.15): what onnxruntimes of the last years read
-    onnx.checker.check_model(model, full_check=True)
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as err:  # InferenceError, ValidationError: a node written wrong, named by ONNX's node name
+        _refuse_checked(w, err)
     return model
+
+
+def _refuse_checked(w, err: Exception) -> None:
+    """onnx.checker's error as an ExportError naming the hwadapter node whose ONNX node it rejects."""
+    text = str(err)
+    culprit = next((w.owner[t] for t in re.findall(r"[\w./:-]+", text) if w.owner.get(t) is not None), None)
+    if culprit is None:
+        raise ExportError(f"onnx export: onnx.checker rejects the written model: {text}",
+                          fix="report this as a bug of hwadapter's exporter, with the function exported") from err
+    try:
+        w.fail(f"onnx.checker rejects the ONNX written for it: {text}",
+               fix="report this as a bug of hwadapter's exporter; meanwhile export without this op", node=culprit)
+    except ExportError as ours:
+        raise ours from err
 
 
 def save(graph, path, name: str = "hwadapter") -> str:
     """Write the Graph as an ONNX model file; its path."""
-    import onnx  # lazy: as in _Writer.node
+    import onnx  # lazy: as in to_model
     model = to_model(graph, name, __version__)
     onnx.save_model(model, os.fspath(path))
     return os.fspath(path)
