@@ -493,3 +493,83 @@ def test_trace_cache_keeps_the_most_recently_called_and_frees_the_rest(dev, capl
 def test_cache_size_must_be_a_positive_int(bad):
     with pytest.raises(hw.errors.InvalidArgumentError, match="cache_size"):
         hw.jit.to_static(lambda x: x, cache_size=bad)
+
+
+# --- a seeded fuzz of jit.save's arguments -------------------------------------------------------------------------
+class _Affine:
+    def __init__(self):
+        self.w = hw.to_tensor(np.full(3, 2, "float32"))
+
+    @hw.jit.to_static
+    def f(self, x):
+        return x * self.w + 1
+
+
+def _save_pool(tmp_path):
+    """jit.save's arguments, good and bad: functions, paths, input specs and names."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "afile").write_text("x")
+
+    def raises(x):
+        raise ValueError("the user's own bug")
+
+    def two(x, y):
+        return x + y
+
+    fns = {"plain": lambda x: hw.nn.functional.relu(x) + 1, "static": hw.jit.to_static(lambda x: x * 2),
+           "method": _Affine().f, "two args": two, "raises": raises, "returns an int": lambda x: 3,
+           "returns None": lambda x: None, "returns a list": lambda x: [x, x + 1], "not callable": 42,
+           "a string": "relu", "returns its input": lambda x: x, "a class": _Affine}
+    paths = [tmp_path / "m.onnx", str(tmp_path / "s.onnx"), tmp_path / "adir", tmp_path / "afile" / "m.onnx",
+             "/nonexistent/m.onnx", "", None, 123, b"/tmp/bytes.onnx", "/proc/m.onnx", tmp_path / "nul\0.onnx"]
+    specs = [None, [], [((2, 3), "float32")], [((2, 3), "float32")] * 2, [((-1, 3), "float32")],
+             [((10 ** 6, 10 ** 6), "float32")], [((2 ** 70,), "float32")], [((2, 3), "complex64")],
+             [((2, 3), "nope")], [(("a", 3), "float32")], [((2.5, 3), "float32")], [((1,) * 70, "float32")],
+             [hw.to_tensor(np.ones((2, 3), "float32"))], [np.ones((2, 3), "int32")], ["str"], [((2, 3),)],
+             {"x": ((2, 3), "float32")}, ((3,), "float32"), [((3,), "float32")], [((), "float32")],
+             [np.ones((2, 3), dtype=object)], [((2, 3), None)], [(True, "float32")]]
+    names = [None, "m", 123, "", "a" * 5000, "bad\0name", "ünï"]
+    return fns, paths, specs, names
+
+
+def _same_in_onnxruntime(path, fn, spec, rng):
+    """The saved model, run by onnxruntime on random inputs of the spec, gives what `fn` gives eagerly."""
+    ort = pytest.importorskip("onnxruntime")
+    examples = [hw.jit._example(s, i) for i, s in enumerate(spec)]
+    arrays = [np.asarray(rng.standard_normal(e.shape) * 4).astype(e.dtype) for e in examples]
+    eager = fn(*[hw.to_tensor(a) for a in arrays])
+    eager = [t.numpy() for t in (eager if isinstance(eager, (list, tuple)) else [eager])]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {i.name: a for i, a in zip(session.get_inputs(), arrays)})
+    for g, e in zip(got, eager, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+
+
+def test_seeded_fuzz_of_jit_save_arguments(tmp_path):
+    """Random mixes of jit.save's arguments: each writes a model onnx's checker accepts and onnxruntime computes
+    like eager, or raises a hwadapter error; never another exception."""
+    pytest.importorskip("onnx")
+    import onnx
+    rng = np.random.default_rng(2222)
+    fns, paths, specs, names = _save_pool(tmp_path)
+    keys = list(fns)
+    failures, outcomes = [], {"saved": 0, "refused": 0}
+    for case in range(150):
+        which = keys[rng.integers(len(keys))]
+        fn, path = fns[which], paths[rng.integers(len(paths))]
+        spec, name = specs[rng.integers(len(specs))], names[rng.integers(len(names))]
+        what = f"fn={which}, path={path!r}, input_spec={str(spec)[:80]}, name={str(name)[:20]!r}"
+        try:
+            got = hw.jit.save(fn, path, input_spec=spec, name=name)
+        except BaseException as err:  # noqa: BLE001 - what the fuzz looks for
+            own = which == "raises" and str(err) == "the user's own bug"  # the function's own error, unchanged
+            if own or (isinstance(err, hw.errors.HwAdapterError) and str(err).strip()):
+                outcomes["refused"] += 1
+            else:
+                failures.append(f"{what}: raised {type(err).__name__}: {str(err)[:200]}")
+            continue
+        outcomes["saved"] += 1
+        onnx.checker.check_model(onnx.load(got))
+        _same_in_onnxruntime(got, fns[which], spec, rng)
+    assert not failures, f"{len(failures)} of 150 cases:\n" + "\n".join(failures[:15])
+    assert outcomes["saved"] >= 5 and outcomes["refused"] >= 50, outcomes

@@ -6,8 +6,10 @@ import inspect
 import itertools
 import logging
 import numbers
+import os
 import threading
 import weakref
+from pathlib import Path
 
 import numpy as np
 
@@ -16,6 +18,7 @@ from .api import dtypes as _dt
 from .api.errors import HwAdapterError, InvalidArgumentError
 from . import trace as _trace
 from .runtime.device import current
+from .runtime.memory import check_fits
 from .tensor import Tensor, to_tensor
 
 __all__ = ["to_static", "get_graph", "save", "StaticFunction"]
@@ -26,6 +29,7 @@ _MANY = 16  # traces of one function after which retracing is worth a warning
 #: Traces one function keeps by default; past it the least recently called is dropped (each holds a plan and its
 #: constants on the device), so a function called with ever new signatures does not grow without end.
 CACHE_SIZE = 64
+MAX_RANK = 64  # the most dims a numpy array (and so an example input) may have
 _tick = itertools.count()  # when each entry was last called (the least recent is dropped first)
 _FAST = ("tensors",)  # the key prefix of calls with tensor arguments only (see StaticFunction.__call__)
 
@@ -288,10 +292,13 @@ def _example(spec, i: int):
         dims = tuple(shape)
         if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
             raise ValueError(f"shape {dims}")
+        if len(dims) > MAX_RANK:
+            raise ValueError(f"rank {len(dims)}, more than the {MAX_RANK} dims an array may have")
         kind = _dt.as_dtype(dtype)
     except (TypeError, ValueError, HwAdapterError) as err:
         raise InvalidArgumentError(f"jit.save: input_spec[{i}] is not a shape and dtype hwadapter can trace with "
                                    f"({type(err).__name__}: {err}). Fix: {fix}", fix=fix) from None
+    check_fits(f"jit.save: input_spec[{i}]", dims, kind, None, what="its example input")
     return to_tensor(np.zeros(dims, kind))
 
 
@@ -303,12 +310,59 @@ def save(fn, path, input_spec, name: str | None = None) -> str:
     from .onnx import export
     from .onnx.reader import _onnx  # lazy: as above
     _onnx()  # the clear "not installed" error
+    target = _output(path)
+    if name is not None and not isinstance(name, str):
+        raise InvalidArgumentError(f"jit.save: name is a {type(name).__name__}, not a str",
+                                   fix="pass name='my_model', or leave it out (the function's name)")
     if input_spec is None or isinstance(input_spec, (str, bytes, Tensor, np.ndarray)) or \
             not isinstance(input_spec, (list, tuple)):
         fix = "pass input_spec=[...]: one Tensor, numpy array or (shape, dtype) per positional argument of the function"
         raise InvalidArgumentError(f"jit.save: input_spec is {type(input_spec).__name__}, not a list of inputs. "
                                    f"Fix: {fix}", fix=fix)
+    static = fn.static if isinstance(fn, _Bound) else fn
+    if not callable(static):
+        raise InvalidArgumentError(f"jit.save: fn is a {type(fn).__name__}, not a function or method",
+                                   fix="pass the function (or to_static function, or method) to save")
     args = [_example(s, i) for i, s in enumerate(input_spec)]
+    _takes(static, args)
     graph = get_graph(fn, *args)
     label = name or getattr(fn, "__name__", None) or "hwadapter"
-    return export.save(graph, path, name=label)
+    try:
+        return export.save(graph, target, name=label)
+    except OSError as err:
+        raise InvalidArgumentError(f"jit.save: cannot write {target}: {err.strerror or err}",
+                                   fix="give a path in a directory this user can write, on a disk with room") from None
+
+
+def _output(path) -> str:
+    """The path jit.save writes, refused before anything is traced when it is not a path to a writable file."""
+    fix = "pass a file path such as 'model.onnx' in a directory this user can write"
+    try:
+        text = os.fsdecode(os.fspath(path))
+    except TypeError:
+        raise InvalidArgumentError(f"jit.save: path is a {type(path).__name__}, not a file path", fix=fix) from None
+    if not text or "\0" in text:
+        raise InvalidArgumentError(f"jit.save: path {text!r} is not a file path", fix=fix)
+    target = Path(text)
+    if target.is_dir():
+        raise InvalidArgumentError(f"jit.save: path {text} is a directory", fix=fix)
+    parent = target.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise InvalidArgumentError(f"jit.save: {parent} is not a directory this user can write (for {text})",
+                                   fix=fix)
+    return text
+
+
+def _takes(fn, args: list) -> None:
+    """Refuse an input_spec with more or fewer inputs than `fn` takes, before it is traced."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # a builtin without a signature: its own error says it when it is called
+        return
+    try:
+        sig.bind(*args)
+    except TypeError as err:
+        fix = "give input_spec one entry per positional argument of the function"
+        raise InvalidArgumentError(f"jit.save: input_spec has {len(args)} input(s), and "
+                                   f"{getattr(fn, '__qualname__', fn)}{sig} cannot take them ({err})",
+                                   fix=fix) from None
