@@ -22,7 +22,7 @@ from .ops import VALUE_INPUTS, load_all
 
 #: Domains whose ops we convert; the default ONNX domain is spelled "" or "ai.onnx".
 DEFAULT_DOMAINS = ("", "ai.onnx")
-MIN_OPSET = 7  # older models use semantics (consumed_inputs, broadcast attributes) we do not convert
+MIN_OPSET = 7  # older models use semantics (consumed_inputs, broadcast attributes) we do not convert: refused
 
 
 _REDUCTIONS = ("sum", "prod", "max", "min", "mean")  # kernels take `axis` as a tuple, never None or an int
@@ -52,32 +52,137 @@ class Conversion:
     need: ValueNeed | None = None
 
 
+#: The default of an attribute the operator requires: its absence is an error naming the node.
+REQUIRED = object()
+
+# AttributeProto types (onnx.AttributeProto.AttributeType), as the messages name them
+_UNDEFINED, _FLOAT, _INT, _STRING, _TENSOR, _FLOATS, _INTS, _STRINGS = 0, 1, 2, 3, 4, 6, 7, 8
+_TYPE_NAMES = {0: "of no type", 1: "a float", 2: "an int", 3: "a string", 4: "a tensor", 5: "a graph",
+               6: "a list of floats", 7: "a list of ints", 8: "a list of strings", 9: "a list of tensors",
+               10: "a list of graphs", 11: "a sparse tensor", 12: "a list of sparse tensors", 13: "a type",
+               14: "a list of types"}
+
+
 class OnnxNode:
-    """One NodeProto, read once: op type, name, input and output names ('' for an omitted one), attributes."""
+    """One NodeProto, read once: op type, name, input and output names ('' for an omitted one), attributes (read
+    through the typed accessors `int`, `float`, `ints`, `floats`, `string`, `strings`, `tensor`, which check them)."""
 
     def __init__(self, proto, index: int, opset: int):
-        # lazy: onnx is an optional package (the onnx extra); `import hwadapter.onnx` works without it
-        from onnx import helper
         self.proto, self.op_type, self.domain, self.opset = proto, proto.op_type, proto.domain, opset
         self.name = proto.name or f"{proto.op_type}_{index}"
         self.inputs, self.outputs = list(proto.input), list(proto.output)
-        self.attrs = {a.name: helper.get_attribute_value(a) for a in proto.attribute}
+        self.attrs = {a.name: a for a in proto.attribute}  # name -> AttributeProto, decoded by the accessors
 
-    def attr(self, name: str, default=None):
-        """The attribute's value: ints, floats, lists; strings decoded; tensors as numpy arrays."""
-        if name not in self.attrs:
+    # --- typed attributes: one place that checks what a converter reads -------------------------------------------
+    def int(self, name: str, default=REQUIRED, *, lo: int | None = None, hi: int | None = None,
+            choices: tuple = ()):
+        """An INT attribute, within lo..hi and among `choices` when given; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
             return default
-        v = self.attrs[name]
-        if isinstance(v, bytes):
-            return v.decode()
-        if isinstance(v, list) and v and isinstance(v[0], bytes):
-            return [s.decode() for s in v]
-        if type(v).__name__ == "TensorProto":
-            return tensor_array(v, f"attribute {name!r} of {self.where()}")
-        return v
+        self._want(a, (_INT,), "an int")
+        return self._check(name, int(a.i), lo, hi, choices)
+
+    def float(self, name: str, default=REQUIRED, *, lo: float | None = None):
+        """A FLOAT attribute (an INT is taken as its value), at least `lo` when given; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_FLOAT, _INT), "a float")
+        value = float(a.f) if a.type == _FLOAT else float(a.i)
+        if lo is not None and not value >= lo:
+            self.bad(name, f"is {value!r}; it must be at least {lo}")
+        return value
+
+    def ints(self, name: str, default=REQUIRED, *, lo: int | None = None, length: int | None = None):
+        """An INTS attribute as a list, each at least `lo` and `length` long when given; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_INTS,), "a list of ints")
+        values = [int(i) for i in a.ints]
+        if length is not None and len(values) != length:
+            self.bad(name, f"has {len(values)} values {values[:8]}; it must have {length}")
+        if lo is not None and any(v < lo for v in values):
+            self.bad(name, f"is {values[:8]}; each value must be at least {lo}")
+        return values
+
+    def floats(self, name: str, default=REQUIRED):
+        """A FLOATS attribute as a list of floats; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_FLOATS,), "a list of floats")
+        return [float(f) for f in a.floats]
+
+    def string(self, name: str, default=REQUIRED, *, choices: tuple = ()):
+        """A STRING attribute, decoded, among `choices` when given; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_STRING,), "a string")
+        return self._check(name, self._decode(name, a.s), None, None, choices)
+
+    def strings(self, name: str, default=REQUIRED):
+        """A STRINGS attribute as a list of str; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_STRINGS,), "a list of strings")
+        return [self._decode(name, s) for s in a.strings]
+
+    def tensor(self, name: str, default=REQUIRED) -> np.ndarray:
+        """A TENSOR attribute as a numpy array; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_TENSOR,), "a tensor")
+        return tensor_array(a.t, f"attribute {name!r} of {self.where()}")
+
+    def has(self, name: str) -> bool:
+        return name in self.attrs
+
+    def bad(self, name: str, why: str, fix: str = "") -> None:
+        """Raise InvalidArgumentError: attribute `name` of this node `why` (what it got and what it must be)."""
+        raise InvalidArgumentError(f"onnx: {self.where()}: attribute {name!r} {why}",
+                                   fix=fix or "the model is malformed: check it with onnx.checker.check_model; the "
+                                              f"onnx operator docs say what {self.op_type}'s {name} may be")
 
     def where(self) -> str:
         return f"node {self.name!r} ({self.op_type}, opset {self.opset})"
+
+    def _proto(self, name: str, default):
+        a = self.attrs.get(name)
+        if a is None and default is REQUIRED:
+            self.bad(name, "is missing; the operator requires it", fix=f"give the node its {name} attribute")
+        return a
+
+    def _want(self, a, types: tuple, what: str) -> None:
+        if a.type not in types:
+            self.bad(a.name, f"is {_TYPE_NAMES.get(a.type, 'of type ' + str(a.type))}{_shown(a)}; it must be {what}")
+
+    def _check(self, name: str, value, lo, hi, choices):
+        if choices and value not in choices:
+            self.bad(name, f"is {value!r}; it must be one of {', '.join(map(repr, choices))}")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            bounds = f"between {lo} and {hi}" if lo is not None and hi is not None else \
+                (f"at least {lo}" if lo is not None else f"at most {hi}")
+            self.bad(name, f"is {value!r}; it must be {bounds}")
+        return value
+
+    def _decode(self, name: str, raw: bytes) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError:
+            self.bad(name, f"holds bytes that are not UTF-8 ({raw[:20]!r})")
+
+
+def _shown(a) -> str:
+    """' (value)' of an attribute of a simple type, for messages; '' for tensors, graphs and untyped ones."""
+    value = {_FLOAT: lambda: a.f, _INT: lambda: a.i, _STRING: lambda: a.s.decode(errors="replace"),
+             _FLOATS: lambda: list(a.floats)[:8], _INTS: lambda: list(a.ints)[:8],
+             _STRINGS: lambda: [s.decode(errors="replace") for s in a.strings][:8]}.get(a.type)
+    return f" ({value()!r})" if value is not None else ""
 
 
 def tensor_array(tensor, what: str) -> np.ndarray:
@@ -427,6 +532,20 @@ def inline_functions(model):
                                  fix="check the model with onnx.checker.check_model") from None
 
 
+def check_opset(model) -> None:
+    """Refuse, on load, a model that imports no default-domain opset or one older than MIN_OPSET: its ops would be
+    read with semantics they did not have then."""
+    fix = "upgrade the model: onnx.version_converter.convert_version(model, 13)"
+    versions = [int(imp.version) for imp in model.opset_import if imp.domain in DEFAULT_DOMAINS]
+    if not versions:
+        raise UnsupportedOpError("onnx: the model imports no opset of the default onnx domain, so which version of "
+                                 "its ops it means is unknown", fix="give it an opset_import of domain '' "
+                                                                    f"(version {MIN_OPSET} or newer)")
+    if min(versions) < MIN_OPSET:
+        raise UnsupportedOpError(f"onnx: the model's default-domain opset is {min(versions)}; hwadapter converts "
+                                 f"opset {MIN_OPSET} and newer (older ops had other semantics)", fix=fix)
+
+
 def opset_of(model, domain: str = "") -> int:
     """The model's opset version of `domain` (default: the default onnx domain); 1 when it imports none."""
     domains = DEFAULT_DOMAINS if domain in DEFAULT_DOMAINS else (domain,)
@@ -436,23 +555,12 @@ def opset_of(model, domain: str = "") -> int:
     return 1
 
 
-def _old_version(node: OnnxNode) -> str:
-    """Why the node's op version is too old to convert ('' when it is not). Before opset 7 the arithmetic ops took
-    `broadcast`/`axis` attributes (a broadcasting of their own); `consumed_inputs` (before 6) was only a hint."""
-    if node.opset < MIN_OPSET and ({"broadcast", "axis"} & set(node.attrs)) and node.op_type in _LEGACY_BROADCAST:
-        return f"its opset-{node.opset} broadcast/axis attributes (legacy broadcasting) are not converted"
-    return ""
-
-
-_LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
-                               "PRelu", "Gemm"})
-
-
 def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
     """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape}); `values` ({name:
     array}) turns those inputs into constants. A converter that reads an input's value (`VALUE_INPUTS`) computed from
     a graph input not in `values` is not called: the Conversion then names that input (`need`) instead of a graph.
-    The model's functions are inlined and its ops checked already (OnnxModel does both once, not per signature)."""
+    The model's functions are inlined and its graph, ops and opset checked already (OnnxModel does that once, not per
+    signature)."""
     converters = load_all()
     opset = opset_of(model)
     values = values or {}
@@ -481,19 +589,24 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
     for i, proto in enumerate(g.node):
         node = OnnxNode(proto, i, opset)
         ctx.node = node
-        old = _old_version(node)
-        if old:
-            ctx.fail(node, old, fix="upgrade the model: onnx.version_converter.convert_version(model, 13)")
         for name in node.inputs:
             if name and name not in ctx.names:
                 ctx.fail(node, f"reads {name!r}, which no earlier node, input or initializer makes",
                          fix="the model is malformed or not topologically sorted: check it with onnx.checker")
-        need = _value_need(ctx, node)
-        if need is not None:
-            return Conversion(None, need)
-        out = converters[node.op_type](ctx, node)
+        try:
+            need = _value_need(ctx, node)
+            if need is not None:
+                return Conversion(None, need)
+            out = converters[node.op_type](ctx, node)
+        except HwAdapterError:
+            raise
+        except Exception as err:  # noqa: BLE001 - last resort: a case the converter's checks miss names the node
+            raise _unexpected(node, err) from err
         outs = out if isinstance(out, (tuple, list)) else (out,)
         for name, ref in zip(node.outputs, outs):
+            if name and ref is None:  # a converter passing an omitted input through (Identity of '')
+                ctx.fail(node, f"its output {name!r} would be an input it omits (named '' or absent)",
+                         fix="give the node that input: only inputs the ONNX operator marks optional may be omitted")
             if name:
                 ctx.names[name] = ref
     ctx.node = None
@@ -504,6 +617,15 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
                                        fix="the model is malformed: check it with onnx.checker.check_model")
     outputs = [ctx.names[o.name] for o in g.output]
     return Conversion(_prune(ctx, inputs, outputs))
+
+
+def _unexpected(node: OnnxNode, err: Exception) -> InvalidArgumentError:
+    """The error for a raw Python exception out of a converter (a check it lacks): naming the node, keeping the
+    exception's type and message."""
+    text = " ".join(str(err).split())[:200]
+    return InvalidArgumentError(f"onnx: {node.where()}: its converter failed unexpectedly ({type(err).__name__}: "
+                                f"{text})", fix="check the node's attributes and inputs against the onnx operator "
+                                                "docs; if the model is valid, this is a hwadapter bug: please report it")
 
 
 def _value_need(ctx: Context, node: OnnxNode) -> ValueNeed | None:

@@ -5,7 +5,7 @@ import numpy as np
 
 from ..api.errors import InvalidArgumentError
 from ..graph.partitioner import partition
-from .convert import Conversion, check_graph, check_supported, convert, inline_functions, value_dtype
+from .convert import Conversion, check_graph, check_opset, check_supported, convert, inline_functions, value_dtype
 from .reader import read_model
 
 
@@ -25,6 +25,7 @@ class OnnxModel:
         self.value_inputs: list = []
         check_graph(proto)
         check_supported(proto)
+        check_opset(proto)
 
     def declared(self) -> dict:
         """{input name: (shape with None for unknown dims, dtype)} as the model declares them; the shape is None

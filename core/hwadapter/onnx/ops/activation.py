@@ -57,7 +57,7 @@ def relu(ctx, node):
 @converter("LeakyRelu")
 def leaky_relu(ctx, node):
     x, dt = _x(ctx, node)
-    alpha = const(ctx, node.attr("alpha", 0.01), dt)
+    alpha = const(ctx, node.float("alpha", 0.01), dt)
     return ctx.op("where", ctx.op("greater", x, const(ctx, 0, dt)), x, ctx.op("mul", x, alpha))
 
 
@@ -81,14 +81,14 @@ def prelu(ctx, node):
 @converter("Elu")
 def elu(ctx, node):
     x, dt = _x(ctx, node)
-    neg = ctx.op("mul", const(ctx, node.attr("alpha", 1.0), dt), expm1(ctx, x))
+    neg = ctx.op("mul", const(ctx, node.float("alpha", 1.0), dt), expm1(ctx, x))
     return ctx.op("where", ctx.op("greater", x, const(ctx, 0, dt)), x, neg)
 
 
 @converter("Selu")
 def selu(ctx, node):
     x, dt = _x(ctx, node)
-    alpha, gamma = node.attr("alpha", SELU_ALPHA), node.attr("gamma", SELU_GAMMA)
+    alpha, gamma = node.float("alpha", SELU_ALPHA), node.float("gamma", SELU_GAMMA)
     neg = ctx.op("mul", const(ctx, alpha, dt), expm1(ctx, x))
     inner = ctx.op("where", ctx.op("greater", x, const(ctx, 0, dt)), x, neg)
     return ctx.op("mul", inner, const(ctx, gamma, dt))
@@ -97,7 +97,7 @@ def selu(ctx, node):
 @converter("Celu")
 def celu(ctx, node):
     x, dt = _x(ctx, node)
-    alpha = const(ctx, node.attr("alpha", 1.0), dt)
+    alpha = const(ctx, node.float("alpha", 1.0), dt)
     zero = const(ctx, 0, dt)
     neg = ctx.op("mul", alpha, expm1(ctx, ctx.op("div", x, alpha)))
     return ctx.op("add", ctx.op("maximum", x, zero), ctx.op("minimum", neg, zero))
@@ -112,7 +112,7 @@ def _hard_sigmoid(ctx, x, alpha: float, beta: float):
 @converter("HardSigmoid")
 def hard_sigmoid(ctx, node):
     x, _ = _x(ctx, node)
-    return _hard_sigmoid(ctx, x, node.attr("alpha", 0.2), node.attr("beta", 0.5))
+    return _hard_sigmoid(ctx, x, node.float("alpha", 0.2), node.float("beta", 0.5))
 
 
 @converter("HardSwish")
@@ -142,7 +142,7 @@ def mish(ctx, node):
 @converter("Swish")
 def swish(ctx, node):
     x, dt = _x(ctx, node)
-    alpha = node.attr("alpha", 1.0)
+    alpha = node.float("alpha", 1.0)
     z = x if alpha == 1.0 else ctx.op("mul", x, const(ctx, alpha, dt))
     return ctx.op("mul", x, ctx.op("sigmoid", z))
 
@@ -152,9 +152,7 @@ def gelu(ctx, node):
     """hwadapter's gelu (exact, or the tanh form); at -inf it gives the limit, -0.0, where ONNX's definition
     (0.5 x (1 + erf(x / sqrt 2)), as onnx's reference and onnxruntime compute it) gives nan: made nan."""
     x, dt = _x(ctx, node)
-    mode = node.attr("approximate", "none")
-    if mode not in ("none", "tanh"):
-        ctx.fail(node, f"approximate={mode!r} is neither 'none' nor 'tanh'")
+    mode = node.string("approximate", "none", choices=("none", "tanh"))
     y = ctx.op("gelu", x) if mode == "none" else ctx.op("gelu", x, approximate=True)
     return ctx.op("where", ctx.op("equal", x, const(ctx, -np.inf, dt)), const(ctx, np.nan, dt), y)
 
@@ -162,7 +160,7 @@ def gelu(ctx, node):
 @converter("ThresholdedRelu")
 def thresholded_relu(ctx, node):
     x, dt = _x(ctx, node)
-    alpha = const(ctx, node.attr("alpha", 1.0), dt)
+    alpha = const(ctx, node.float("alpha", 1.0), dt)
     return ctx.op("where", ctx.op("greater", x, alpha), x, const(ctx, 0, dt))
 
 
@@ -171,7 +169,7 @@ def shrink(ctx, node):
     x = ctx.input(node, 0)
     kinds(ctx, node, (x,), "fiu", "numeric")
     dt = ctx.dtype(x)
-    bias, lambd = node.attr("bias", 0.0), node.attr("lambd", 0.5)
+    bias, lambd = node.float("bias", 0.0), node.float("lambd", 0.5)
     if dt.kind != "f" and not (float(bias).is_integer() and float(lambd).is_integer()):
         # the reference compares and adds in float64 and truncates back: not done here
         ctx.fail(node, f"bias {bias} and lambd {lambd} must be whole numbers for integer inputs")

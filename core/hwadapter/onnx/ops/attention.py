@@ -33,7 +33,7 @@ def rotary_embedding(ctx, node):
         ctx.fail(node, f"its input is {dt.name}; RotaryEmbedding takes float types")
     if ctx.dtype(cos) != dt or ctx.dtype(sin) != dt:
         ctx.fail(node, "its cos_cache and sin_cache must have the input's dtype")
-    num_heads = int(node.attr("num_heads", 0))
+    num_heads = node.int("num_heads", 0)
     if len(shape) == 4:  # (B, H, S, D): the caches are laid out (B, 1, S, r/2) to broadcast over the heads
         b, _, s, head = shape
         xs = x
@@ -47,7 +47,7 @@ def rotary_embedding(ctx, node):
         cache_shape = (b, s, 1)
     else:
         ctx.fail(node, f"its input has {len(shape)} axes; RotaryEmbedding takes 3-D or 4-D inputs")
-    rot = int(node.attr("rotary_embedding_dim", 0)) or head
+    rot = node.int("rotary_embedding_dim", 0) or head
     if rot % 2 or not 0 < rot <= head:
         ctx.fail(node, f"its rotary_embedding_dim {rot} is not an even number in 2..head_size ({head})")
     half = rot // 2
@@ -65,13 +65,13 @@ def rotary_embedding(ctx, node):
     cos, sin = caches
     last = len(ctx.shape(xs)) - 1
     x_rot = slice_axes(ctx, xs, {last: (0, rot, 1)})
-    if node.attr("interleaved", 0):
+    if node.int("interleaved", 0):
         x1, x2 = slice_axes(ctx, x_rot, {last: (0, rot, 2)}), slice_axes(ctx, x_rot, {last: (1, rot, 2)})
     else:
         x1, x2 = slice_axes(ctx, x_rot, {last: (0, half, 1)}), slice_axes(ctx, x_rot, {last: (half, rot, 1)})
     real = ctx.op("sub", ctx.op("mul", cos, x1), ctx.op("mul", sin, x2))
     imag = ctx.op("add", ctx.op("mul", sin, x1), ctx.op("mul", cos, x2))
-    if node.attr("interleaved", 0):  # (real, imag) pairs back in place: stack on a new last axis, flatten it
+    if node.int("interleaved", 0):  # (real, imag) pairs back in place: stack on a new last axis, flatten it
         pair = tuple(ctx.shape(real)) + (1,)
         rotated = ctx.op("concat", reshape(ctx, real, pair), reshape(ctx, imag, pair), axis=last + 1)
         rotated = reshape(ctx, rotated, ctx.shape(x_rot))
@@ -129,22 +129,22 @@ def _attrs(ctx, node):
     """The attributes, checked: (scale, is_causal, q_heads, kv_heads, precision, softcap, mode, left, right)."""
     if ctx.opset < 23:
         ctx.fail(node, "Attention exists from opset 23")
-    left, right = int(node.attr("left_window_size", -1)), int(node.attr("right_window_size", -1))
+    left, right = node.int("left_window_size", -1), node.int("right_window_size", -1)
     if ctx.opset < 25 and ("left_window_size" in node.attrs or "right_window_size" in node.attrs):
         ctx.fail(node, "left_window_size/right_window_size are attributes from opset 25 only")
     if left < -1 or right < -1:
         ctx.fail(node, f"its window sizes ({left}, {right}) must be -1 or non-negative")
-    precision = node.attr("softmax_precision")
+    precision = node.int("softmax_precision", None)
     if precision is not None:
-        if int(precision) not in _PRECISIONS:
+        if precision not in _PRECISIONS:
             ctx.fail(node, f"its softmax_precision {precision} is not float16, float32 or float64 (bfloat16 has no "
                            "hwadapter dtype)")
-        precision = _PRECISIONS[int(precision)]
-    mode = int(node.attr("qk_matmul_output_mode", 0))
+        precision = _PRECISIONS[precision]
+    mode = node.int("qk_matmul_output_mode", 0)
     if mode not in (0, 1, 2, 3):
         ctx.fail(node, f"its qk_matmul_output_mode {mode} is none of 0, 1, 2, 3")
-    return (node.attr("scale"), bool(node.attr("is_causal", 0)), node.attr("q_num_heads"),
-            node.attr("kv_num_heads"), precision, float(node.attr("softcap", 0.0)), mode, left, right)
+    return (node.float("scale", None), bool(node.int("is_causal", 0)), node.int("q_num_heads", None),
+            node.int("kv_num_heads", None), precision, node.float("softcap", 0.0), mode, left, right)
 
 
 @converter("Attention")

@@ -119,9 +119,7 @@ def mod(ctx, node):
     a, b = ctx.input(node, 0), ctx.input(node, 1)
     kinds(ctx, node, (a, b), "fiu", "numeric")
     same_dtype(ctx, node, (a, b))
-    fmod = node.attr("fmod", 0)
-    if fmod not in (0, 1):
-        ctx.fail(node, f"fmod={fmod} is neither 0 nor 1")
+    fmod = node.int("fmod", 0, choices=(0, 1))
     dt = ctx.dtype(a)
     r = ctx.op("mod", a, b)  # numpy's remainder: the sign of the divisor
     if fmod == 0 or dt.kind == "u":
@@ -192,9 +190,7 @@ def bit_shift(ctx, node):
     x, s = ctx.input(node, 0), ctx.input(node, 1)
     kinds(ctx, node, (x, s), "iu", "integer")
     same_dtype(ctx, node, (x, s))
-    direction = node.attr("direction")
-    if direction not in ("LEFT", "RIGHT"):
-        ctx.fail(node, f"direction {direction!r} is neither LEFT nor RIGHT")
+    direction = node.string("direction", choices=("LEFT", "RIGHT"))
     dt = ctx.dtype(x)
     bits = dt.itemsize * 8
     zero, top = const(ctx, 0, dt), const(ctx, bits - 1, dt)
@@ -244,9 +240,9 @@ def is_inf(ctx, node):
     floats(ctx, node, x)
     dt = ctx.dtype(x)
     tests = []
-    if node.attr("detect_positive", 1):
+    if node.int("detect_positive", 1):
         tests.append(ctx.op("equal", x, const(ctx, np.inf, dt)))
-    if node.attr("detect_negative", 1):
+    if node.int("detect_negative", 1):
         tests.append(ctx.op("equal", x, const(ctx, -np.inf, dt)))
     if not tests:
         return ctx.constant(np.zeros(ctx.shape(x), BOOL))
@@ -265,14 +261,15 @@ def _target(ctx, node, elem_type: int) -> np.dtype:
 def _convert(ctx, node, x, to: np.dtype):
     """x as `to`, as ONNX's Cast: float -> int truncates toward zero, -> bool is x != 0 (nan is true), float64 ->
     float16 rounds once. Out-of-range float -> int and nan -> int are undefined in ONNX (and C)."""
-    if node.attr("round_mode", "up") != "up":  # only for float8e8m0 targets, which hwadapter lacks
-        ctx.fail(node, f"round_mode {node.attr('round_mode')!r} applies to float8e8m0 only")
+    round_mode = node.string("round_mode", "up")
+    if round_mode != "up":  # only for float8e8m0 targets, which hwadapter lacks
+        ctx.fail(node, f"round_mode {round_mode!r} applies to float8e8m0 only")
     return cast(ctx, x, to)
 
 
 @converter("Cast")
 def cast_op(ctx, node):
-    return _convert(ctx, node, ctx.input(node, 0), _target(ctx, node, node.attr("to")))
+    return _convert(ctx, node, ctx.input(node, 0), _target(ctx, node, node.int("to")))
 
 
 @converter("CastLike")
@@ -307,7 +304,7 @@ def clip(ctx, node):
         floats(ctx, node, x)
         big = float(np.finfo(np.float32).max)
         # rounding a bound to T clips exactly as comparing in float32 would: T's values lie on the same side of both
-        lo, hi = const(ctx, node.attr("min", -big), dt), const(ctx, node.attr("max", big), dt)
+        lo, hi = const(ctx, node.float("min", -big), dt), const(ctx, node.float("max", big), dt)
     else:
         lo, hi = ctx.input(node, 1), ctx.input(node, 2)
         same_dtype(ctx, node, (x, lo, hi))

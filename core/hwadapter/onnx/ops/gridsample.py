@@ -105,18 +105,18 @@ def grid_sample(ctx, node):
     if ctx.opset < 20 and r != 2:
         ctx.fail(node, f"GridSample before opset 20 takes 4-D inputs, got {xs}")
     modes = _GRID_MODES[16 if ctx.opset < 20 else 20]
-    mode_name = node.attr("mode", "bilinear" if ctx.opset < 20 else "linear")
+    mode_name = node.string("mode", "bilinear" if ctx.opset < 20 else "linear")
     if mode_name not in modes:
         ctx.fail(node, f"its mode {mode_name!r} is not one of {sorted(modes)} (opset {ctx.opset})")
     mode = modes[mode_name]
-    padding = node.attr("padding_mode", "zeros")
+    padding = node.string("padding_mode", "zeros")
     if padding not in ("zeros", "border", "reflection"):
         ctx.fail(node, f"its padding_mode {padding!r} is not zeros, border or reflection")
     if mode == "cubic" and padding == "border":
         # onnx's reference clamps the coordinate, then each tap; onnxruntime (as PyTorch) clamps each tap only
         ctx.fail(node, "cubic sampling with border padding is not converted: onnx's reference and onnxruntime "
                        "clamp differently (the coordinate too, or each tap only)")
-    align = int(node.attr("align_corners", 0))
+    align = node.int("align_corners", 0)
     if align not in (0, 1):
         ctx.fail(node, f"its align_corners {align} is not 0 or 1")
     n, c, sizes, outs = xs[0], xs[1], xs[2:], gs[1:-1]

@@ -33,7 +33,7 @@ def _check(ctx, node, x, target, weight):
             ctx.fail(node, f"its weight has shape {ctx.shape(weight)}, not (C,) = ({shape[1]},)")
         if ctx.dtype(weight) != ctx.dtype(x):
             ctx.fail(node, f"its weight is {ctx.dtype(weight).name} and its input {ctx.dtype(x).name}")
-    reduction = node.attr("reduction", "mean")
+    reduction = node.string("reduction", "mean")
     if reduction not in _REDUCTIONS:
         ctx.fail(node, f"its reduction {reduction!r} is none of {', '.join(_REDUCTIONS)}")
     return reduction
@@ -46,7 +46,13 @@ def nll(ctx, node, logp, target, weight):
     n_classes = shape[1]
     zero = ctx.constant(np.zeros((), dt))
     t = ctx.cast(target, _INT64)
-    ignore_index = node.attr("ignore_index")
+    ignore_index = node.int("ignore_index", None)
+    known = ctx.const(target)
+    if known is not None:  # a constant target out of range is refused here: at run time the kernel would say so
+        used = known[known != ignore_index] if ignore_index is not None else known
+        if used.size and (used.min() < -n_classes or used.max() >= n_classes):
+            ctx.fail(node, f"its target holds class {int(used.max() if used.max() >= n_classes else used.min())}, "
+                           f"outside the {n_classes} classes", fix="give targets in 0..C-1, or ignore_index")
     ignored = None
     if ignore_index is not None:
         ignored = ctx.op("equal", t, ctx.constant(np.array(int(ignore_index), _INT64)))

@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from . import converter
+from .tensor import axes_of
 
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -28,7 +29,7 @@ def _scalar(ctx, value, like):
 
 def _axis(ctx, node, name, default, rank):
     """Attribute `name` as an axis in 0..rank-1 (negative counts from the end); outside -rank..rank-1 it fails."""
-    axis = int(node.attr(name, default))
+    axis = node.int(name, default)
     if not -rank <= axis < rank:
         ctx.fail(node, f"its {name} {axis} is outside -{rank}..{rank - 1}")
     return axis % rank
@@ -54,18 +55,18 @@ def _from_2d(ctx, y):
     return ctx.op("reshape", y, shape=(n, c, length))
 
 
-def _ints(node, name, default, k):
-    """A per-spatial-axis int attribute, with `default` for each axis when absent."""
-    v = node.attr(name)
-    return [default] * k if v is None else [int(i) for i in v]
+def _ints(node, name, default, k, lo=None):
+    """A per-spatial-axis int attribute (k values, each at least `lo`), with `default` for each axis when absent."""
+    v = node.ints(name, None, length=k, lo=lo)
+    return [default] * k if v is None else v
 
 
 def _pads(ctx, node, in_sizes, kernel, strides, dilations):
     """(begin..., end...) of the spatial axes, from pads or auto_pad (NOTSET, VALID, SAME_UPPER, SAME_LOWER)."""
     k = len(in_sizes)
-    auto = node.attr("auto_pad", "NOTSET")
+    auto = node.string("auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
-        pads = _ints(node, "pads", 0, 2 * k)
+        pads = _ints(node, "pads", 0, 2 * k, lo=0)
         if len(pads) != 2 * k or min(pads) < 0:
             ctx.fail(node, f"its pads {pads} are not {2 * k} non-negative ints")
         return pads
@@ -86,10 +87,10 @@ def _window_attrs(ctx, node, x, kernel=None):
     """(kernel, strides, dilations, pads) of a conv/pool node over x's spatial axes."""
     sizes = ctx.shape(x)[2:]
     k = len(sizes)
-    kernel = [int(i) for i in (node.attr("kernel_shape") or kernel or [])]
+    kernel = node.ints("kernel_shape", None, lo=1) or [int(i) for i in kernel or []]
     if len(kernel) != k:
         ctx.fail(node, f"its kernel_shape {kernel} does not match the {k} spatial axes of its input")
-    strides, dilations = _ints(node, "strides", 1, k), _ints(node, "dilations", 1, k)
+    strides, dilations = _ints(node, "strides", 1, k, lo=1), _ints(node, "dilations", 1, k, lo=1)
     if len(strides) != k or len(dilations) != k or min(strides + dilations) < 1:
         ctx.fail(node, f"its strides {strides} or dilations {dilations} are not {k} positive ints")
     return kernel, strides, dilations, _pads(ctx, node, sizes, kernel, strides, dilations)
@@ -116,7 +117,7 @@ def conv(ctx, node):
     _float_input(ctx, node, x)
     k = _spatial_rank(ctx, node, x)
     kernel, strides, dilations, pads = _window_attrs(ctx, node, x, ctx.shape(w)[2:])
-    group = int(node.attr("group", 1))
+    group = node.int("group", 1, lo=1)
     w = ctx.cast(w, ctx.dtype(x))
     if k == 1:
         x, w = _as_2d(ctx, x), _as_2d(ctx, w)
@@ -132,11 +133,13 @@ def conv_transpose(ctx, node):
     _float_input(ctx, node, x)
     k = _spatial_rank(ctx, node, x)
     sizes = ctx.shape(x)[2:]
-    kernel = [int(i) for i in (node.attr("kernel_shape") or ctx.shape(w)[2:])]
-    strides, dilations = _ints(node, "strides", 1, k), _ints(node, "dilations", 1, k)
-    out_pad = _ints(node, "output_padding", 0, k)
-    group = int(node.attr("group", 1))
-    auto, out_shape = node.attr("auto_pad", "NOTSET"), node.attr("output_shape")
+    kernel = node.ints("kernel_shape", None, lo=1) or [int(i) for i in ctx.shape(w)[2:]]
+    strides, dilations = _ints(node, "strides", 1, k, lo=1), _ints(node, "dilations", 1, k, lo=1)
+    out_pad = _ints(node, "output_padding", 0, k, lo=0)
+    group = node.int("group", 1, lo=1)
+    auto, out_shape = node.string("auto_pad", "NOTSET"), node.ints("output_shape", None, lo=1)
+    if out_shape is not None and len(out_shape) not in (k, k + 2):
+        node.bad("output_shape", f"has {len(out_shape)} values; it must have one per spatial axis ({k})")
     full = [s * (n - 1) + op + (kk - 1) * d + 1 for n, s, op, kk, d in zip(sizes, strides, out_pad, kernel, dilations)]
     if out_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
         # ONNX's equations: the total padding makes the requested (or input * stride) output; SAME_UPPER puts the
@@ -146,7 +149,7 @@ def conv_transpose(ctx, node):
         begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
         end = [t - bb for t, bb in zip(total, begin)]
     elif auto in ("NOTSET", "", "VALID"):
-        pads = [0] * (2 * k) if auto == "VALID" else _ints(node, "pads", 0, 2 * k)
+        pads = [0] * (2 * k) if auto == "VALID" else _ints(node, "pads", 0, 2 * k, lo=0)
         begin, end = pads[:k], pads[k:]
     else:
         ctx.fail(node, f"its auto_pad {auto!r} is not one ONNX defines")
@@ -179,8 +182,8 @@ def _pool_setup(ctx, node):
     x = ctx.input(node, 0)
     k = _spatial_rank(ctx, node, x)
     kernel, strides, dilations, pads = _window_attrs(ctx, node, x)
-    ceil = bool(node.attr("ceil_mode", 0))
-    if node.attr("auto_pad", "NOTSET") not in ("NOTSET", ""):
+    ceil = bool(node.int("ceil_mode", 0))
+    if node.string("auto_pad", "NOTSET") not in ("NOTSET", ""):
         ceil = False  # SAME/VALID fix the output size themselves
     if k == 1:
         x = _as_2d(ctx, x)
@@ -235,7 +238,7 @@ def max_pool(ctx, node):
     # Indices: the flat position (in x's N, C, spatial layout, or column-major spatially with storage_order=1)
     # of the first window element that holds the maximum
     n, c, h, w = ctx.shape(x)
-    order = int(node.attr("storage_order", 0))
+    order = node.int("storage_order", 0, choices=(0, 1))
     pos = np.arange(h * w, dtype=np.int64).reshape(h, w) if order == 0 else \
         np.arange(h * w, dtype=np.int64).reshape(w, h).T
     base = (np.arange(n * c, dtype=np.int64) * (h * w)).reshape(n, c, 1, 1)
@@ -260,10 +263,13 @@ def max_unpool(ctx, node):
     x, idx = ctx.input(node, 0), ctx.input(node, 1)
     k = _spatial_rank(ctx, node, x)
     sizes = ctx.shape(x)[2:]
-    kernel = [int(i) for i in node.attr("kernel_shape")]
-    strides, pads = _ints(node, "strides", 1, k), _ints(node, "pads", 0, 2 * k)
+    kernel = node.ints("kernel_shape", lo=1, length=k)
+    strides, pads = _ints(node, "strides", 1, k, lo=1), _ints(node, "pads", 0, 2 * k, lo=0)
     shape = tuple(ctx.shape(x)[:2]) + tuple((n - 1) * s + kk - pads[i] - pads[i + k]
                                             for i, (n, s, kk) in enumerate(zip(sizes, strides, kernel)))
+    if min(shape[2:]) < 1:
+        ctx.fail(node, f"its kernel_shape, strides and pads make an empty output of shape {shape}")
+    ctx.fits(shape, ctx.dtype(x))
     flat = ctx.constant(np.zeros((math.prod(shape),), ctx.dtype(x)))
     where = ctx.op("reshape", ctx.cast(idx, np.int64), shape=(math.prod(ctx.shape(idx)), 1))
     values = ctx.op("reshape", x, shape=(math.prod(ctx.shape(x)),))
@@ -303,7 +309,7 @@ def _window_counts(h, w, kernel, strides, dilations, pads, outs, include_pad):
 def average_pool(ctx, node):
     _float_input(ctx, node, ctx.input(node, 0))
     x, k, kernel, strides, dilations, pads, ceil, outs = _pool_setup(ctx, node)
-    include = bool(node.attr("count_include_pad", 0))
+    include = bool(node.int("count_include_pad", 0))
     if dilations == [1, 1] and not include:
         y = ctx.op("avg_pool2d", x, kernel_size=tuple(kernel), stride=tuple(strides), padding=_tblr(pads),
                    ceil_mode=ceil, exclusive=True)
@@ -327,10 +333,18 @@ def _window_sum(ctx, x, kernel, strides, dilations, pads, outs):
 def lp_pool(ctx, node):
     _float_input(ctx, node, ctx.input(node, 0))
     x, k, kernel, strides, dilations, pads, ceil, outs = _pool_setup(ctx, node)
-    p = float(node.attr("p", 2))
+    p = _lp(node)
     powered = _lp_power(ctx, x, p)
     y = ctx.op("pow", _window_sum(ctx, powered, kernel, strides, dilations, pads, outs), _scalar(ctx, 1.0 / p, x))
     return _from_2d(ctx, y) if k == 1 else y
+
+
+def _lp(node) -> float:
+    """The p of an Lp pool: positive (1/p is the root taken)."""
+    p = node.float("p", 2.0)
+    if not p > 0:
+        node.bad("p", f"is {p!r}; it must be positive")
+    return p
 
 
 def _lp_power(ctx, x, p):
@@ -349,7 +363,7 @@ def global_pool(ctx, node):
     _float_input(ctx, node, x)
     if node.op_type == "GlobalAveragePool":
         return ctx.op("mean", x, axis=axes, keepdim=True)
-    p = float(node.attr("p", 2))
+    p = _lp(node)
     total = ctx.op("sum", _lp_power(ctx, x, p), axis=axes, keepdim=True)
     return ctx.op("pow", total, _scalar(ctx, 1.0 / p, x))
 
@@ -359,20 +373,20 @@ def global_pool(ctx, node):
 def batch_norm(ctx, node):
     x, scale, bias, mean, var = (ctx.input(node, i) for i in range(5))
     _float_input(ctx, node, x)
-    if node.attr("training_mode", 0):
+    if node.int("training_mode", 0):
         ctx.fail(node, "training_mode=1 (batch statistics) is not converted: hwadapter runs inference only",
                  fix="export the model in eval mode")
     if ctx.opset < 14 and any(node.outputs[1:]):
         ctx.fail(node, "it has training outputs (running statistics); hwadapter runs inference only",
                  fix="export the model in eval mode")
-    if not node.attr("spatial", 1) and ctx.opset < 9:  # per-activation statistics: (C, H, W)-shaped parameters
+    if not node.int("spatial", 1) and ctx.opset < 9:  # per-activation statistics: (C, H, W)-shaped parameters
         return _batch_norm_elementwise(ctx, node, x, scale, bias, mean, var)
     dt = ctx.dtype(x)
     c = ctx.shape(x)[1]
     params = [ctx.cast(p, dt) for p in (mean, var, scale, bias)]
     if any(ctx.shape(p) != (c,) for p in params):
         ctx.fail(node, f"its parameters are not of shape ({c},)")
-    return ctx.op("batch_norm", x, *params, epsilon=float(node.attr("epsilon", 1e-5)), channel_axis=1)
+    return ctx.op("batch_norm", x, *params, epsilon=node.float("epsilon", 1e-5), channel_axis=1)
 
 
 def _batch_norm_elementwise(ctx, node, x, scale, bias, mean, var):
@@ -380,7 +394,7 @@ def _batch_norm_elementwise(ctx, node, x, scale, bias, mean, var):
     dt = ctx.dtype(x)
     shape = (1,) + tuple(ctx.shape(x)[1:])
     p = [ctx.op("reshape", ctx.cast(r, dt), shape=shape) for r in (scale, bias, mean, var)]
-    inv = ctx.op("rsqrt", ctx.op("add", p[3], _scalar(ctx, node.attr("epsilon", 1e-5), x)))
+    inv = ctx.op("rsqrt", ctx.op("add", p[3], _scalar(ctx, node.float("epsilon", 1e-5), x)))
     return ctx.op("add", ctx.op("mul", ctx.op("mul", ctx.op("sub", x, p[2]), inv), p[0]), p[1])
 
 
@@ -392,8 +406,10 @@ def _normalized(ctx, x, begin, eps):
                   begin_axis=begin, epsilon=float(eps))
 
 
-def _per_channel(ctx, p, x):
+def _per_channel(ctx, node, p, x, what):
     """A (C,) parameter shaped (C, 1, ...) to broadcast over x's channel axis."""
+    if len(ctx.shape(x)) < 2 or tuple(ctx.shape(p)) != (ctx.shape(x)[1],):
+        ctx.fail(node, f"its {what} has shape {ctx.shape(p)}, not (C,) for its input of shape {ctx.shape(x)}")
     return ctx.op("reshape", ctx.cast(p, ctx.dtype(x)), shape=(ctx.shape(x)[1],) + (1,) * (len(ctx.shape(x)) - 2))
 
 
@@ -401,19 +417,19 @@ def _per_channel(ctx, p, x):
 def instance_norm(ctx, node):
     x, scale, bias = ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)
     _float_input(ctx, node, x)
-    y = _normalized(ctx, x, 2, node.attr("epsilon", 1e-5))
-    return ctx.op("add", ctx.op("mul", y, _per_channel(ctx, scale, x)), _per_channel(ctx, bias, x))
+    y = _normalized(ctx, x, 2, node.float("epsilon", 1e-5))
+    return ctx.op("add", ctx.op("mul", y, _per_channel(ctx, node, scale, x, "scale")), _per_channel(ctx, node, bias, x, "bias"))
 
 
 @converter("LayerNormalization")
 def layer_norm(ctx, node):
     x, scale, bias = ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)
     _float_input(ctx, node, x)
-    if int(node.attr("stash_type", 1)) != 1:
-        ctx.fail(node, f"its stash_type {node.attr('stash_type')} is not 1 (float32 statistics)")
+    if node.int("stash_type", 1) != 1:
+        ctx.fail(node, f"its stash_type {node.int('stash_type')} is not 1 (float32 statistics)")
     shape = ctx.shape(x)
     begin = _axis(ctx, node, "axis", -1, len(shape))
-    eps = float(node.attr("epsilon", 1e-5))
+    eps = node.float("epsilon", 1e-5)
     dt = ctx.dtype(x)
     norm = tuple(shape[begin:])
     w = ctx.op("expand", ctx.cast(scale, dt), shape=norm) if ctx.shape(scale) != norm else ctx.cast(scale, dt)
@@ -437,32 +453,32 @@ def layer_norm(ctx, node):
 def group_norm(ctx, node):
     x, scale, bias = ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)
     _float_input(ctx, node, x)
-    if int(node.attr("stash_type", 1)) != 1:
-        ctx.fail(node, f"its stash_type {node.attr('stash_type')} is not 1 (float32 statistics)")
+    if node.int("stash_type", 1) != 1:
+        ctx.fail(node, f"its stash_type {node.int('stash_type')} is not 1 (float32 statistics)")
     shape = ctx.shape(x)
-    groups = int(node.attr("num_groups"))
+    groups = node.int("num_groups", lo=1)
     n, c = shape[:2]
     if c % groups:
         ctx.fail(node, f"its {c} channels do not split into {groups} groups")
     grouped = ctx.op("reshape", x, shape=(n, groups, -1))
-    y = ctx.op("reshape", _normalized(ctx, grouped, 2, node.attr("epsilon", 1e-5)), shape=shape)
+    y = ctx.op("reshape", _normalized(ctx, grouped, 2, node.float("epsilon", 1e-5)), shape=shape)
     if ctx.shape(scale) == (groups,) and groups != c:  # opset 18: one scale and bias per group
         per = ctx.constant(np.repeat(np.arange(groups, dtype=np.int64), c // groups))
         scale, bias = ctx.op("gather", scale, per, axis=0), ctx.op("gather", bias, per, axis=0)
-    return ctx.op("add", ctx.op("mul", y, _per_channel(ctx, scale, x)), _per_channel(ctx, bias, x))
+    return ctx.op("add", ctx.op("mul", y, _per_channel(ctx, node, scale, x, "scale")), _per_channel(ctx, node, bias, x, "bias"))
 
 
 @converter("RMSNormalization")
 def rms_norm(ctx, node):
     x, scale = ctx.input(node, 0), ctx.input(node, 1)
     _float_input(ctx, node, x)
-    if int(node.attr("stash_type", 1)) != 1:
-        ctx.fail(node, f"its stash_type {node.attr('stash_type')} is not 1 (float32 statistics)")
+    if node.int("stash_type", 1) != 1:
+        ctx.fail(node, f"its stash_type {node.int('stash_type')} is not 1 (float32 statistics)")
     shape = ctx.shape(x)
     begin = _axis(ctx, node, "axis", -1, len(shape))
     xf = ctx.cast(x, np.float32)
     ms = ctx.op("mean", ctx.op("mul", xf, xf), axis=tuple(range(begin, len(shape))), keepdim=True)
-    inv = ctx.op("rsqrt", ctx.op("add", ms, ctx.constant(np.array(node.attr("epsilon", 1e-5), np.float32))))
+    inv = ctx.op("rsqrt", ctx.op("add", ms, ctx.constant(np.array(node.float("epsilon", 1e-5), np.float32))))
     y = ctx.cast(ctx.op("mul", xf, inv), ctx.dtype(x))
     return ctx.op("mul", y, ctx.cast(scale, ctx.dtype(x)))
 
@@ -471,7 +487,7 @@ def rms_norm(ctx, node):
 def mean_variance_norm(ctx, node):
     x = _float_input(ctx, node, ctx.input(node, 0))
     rank = len(ctx.shape(x))
-    axes = tuple(sorted(int(a) % rank for a in node.attr("axes", [0, 2, 3])))
+    axes = tuple(sorted(axes_of(ctx, node, node.ints("axes", [0, 2, 3]), rank)))
     mean = ctx.op("mean", x, axis=axes, keepdim=True)
     mean_sq = ctx.op("mean", ctx.op("mul", x, x), axis=axes, keepdim=True)
     var = ctx.op("sub", mean_sq, ctx.op("mul", mean, mean))  # E[x^2] - E[x]^2, as the ONNX function
@@ -483,7 +499,7 @@ def mean_variance_norm(ctx, node):
 def lp_norm(ctx, node):
     x = _float_input(ctx, node, ctx.input(node, 0))
     axis = _axis(ctx, node, "axis", -1, len(ctx.shape(x)))
-    p = int(node.attr("p", 2))
+    p = node.int("p", 2)
     if p == 2:
         norm = ctx.op("sqrt", ctx.op("sum", ctx.op("mul", x, x), axis=(axis,), keepdim=True))
     elif p == 1:
@@ -498,20 +514,20 @@ def lp_norm(ctx, node):
 @converter("LRN")
 def lrn(ctx, node):
     x = _float_input(ctx, node, ctx.input(node, 0))
-    return ctx.op("lrn", x, size=int(node.attr("size")), alpha=float(node.attr("alpha", 1e-4)),
-                  beta=float(node.attr("beta", 0.75)), bias=float(node.attr("bias", 1.0)))
+    return ctx.op("lrn", x, size=node.int("size", lo=1), alpha=node.float("alpha", 1e-4),
+                  beta=node.float("beta", 0.75), bias=node.float("bias", 1.0))
 
 
 # --- products ----------------------------------------------------------------------------------------------------
 @converter("Gemm")
 def gemm(ctx, node):
     a, b, c = ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)
-    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    alpha, beta = node.float("alpha", 1.0), node.float("beta", 1.0)
     dt = ctx.dtype(a)
     if dt not in _FLOATS and (alpha != 1 or beta != 1):
         ctx.fail(node, f"alpha/beta other than 1 on {dt.name} inputs are not converted")
-    y = ctx.op("matmul", a, ctx.cast(b, dt), transpose_x=bool(node.attr("transA", 0)),
-               transpose_y=bool(node.attr("transB", 0)))
+    y = ctx.op("matmul", a, ctx.cast(b, dt), transpose_x=bool(node.int("transA", 0)),
+               transpose_y=bool(node.int("transB", 0)))
     if alpha != 1:
         y = ctx.op("mul", y, _scalar(ctx, alpha, y))
     if c is None or beta == 0:
@@ -583,7 +599,15 @@ def _dropout_values(ctx, node) -> tuple:
     if ctx.opset < 12:
         return ()
     mode = ctx.const(ctx.input(node, 2))
-    return (2, 1) if mode is not None and bool(mode) else (2,)
+    return (2, 1) if mode is not None and mode.size == 1 and bool(mode.reshape(-1)[0]) else (2,)
+
+
+def _one_value(ctx, node, i, what):
+    """The node's i-th input, known at conversion, as its one value."""
+    arr = np.asarray(ctx.require_const(node, i, what))
+    if arr.size != 1:
+        ctx.fail(node, f"its {what} has shape {arr.shape}; it must be a scalar")
+    return arr.reshape(-1)[0]
 
 
 @converter("Dropout", values=_dropout_values)
@@ -593,8 +617,8 @@ def dropout(ctx, node):
     x = ctx.input(node, 0)
     if ctx.opset >= 12:
         if ctx.input(node, 2) is not None:
-            mode = ctx.require_const(node, 2, "training_mode")
-            if bool(mode) and (ctx.input(node, 1) is None or float(ctx.require_const(node, 1, "ratio")) != 0):
+            mode = _one_value(ctx, node, 2, "training_mode")
+            if bool(mode) and (ctx.input(node, 1) is None or float(_one_value(ctx, node, 1, "ratio")) != 0):
                 ctx.fail(node, "training_mode=True drops at random; hwadapter runs inference only",
                          fix="export the model in eval mode")
     if len(node.outputs) < 2 or not node.outputs[1]:
@@ -607,10 +631,8 @@ def dropout(ctx, node):
 def flatten(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
-    axis = int(node.attr("axis", 1))
+    axis = node.int("axis", 1, lo=-len(shape), hi=len(shape))
     axis = axis + len(shape) if axis < 0 else axis
-    if not 0 <= axis <= len(shape):
-        ctx.fail(node, f"its axis {node.attr('axis')} is outside 0..{len(shape)}")
     return ctx.op("reshape", x, shape=(math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
@@ -619,10 +641,8 @@ def flatten(ctx, node):
 def depth_to_space(ctx, node):
     x = ctx.input(node, 0)
     n, c, h, w = ctx.shape(x)
-    b = int(node.attr("blocksize"))
-    mode = node.attr("mode", "DCR")
-    if mode not in ("DCR", "CRD"):
-        ctx.fail(node, f"its mode {mode!r} is not DCR or CRD")
+    b = node.int("blocksize", lo=1)
+    mode = node.string("mode", "DCR", choices=("DCR", "CRD"))
     if mode == "DCR":
         t = ctx.op("reshape", x, shape=(n, b, b, c // (b * b), h, w))
         t = ctx.op("transpose", t, perm=(0, 3, 4, 1, 5, 2))
@@ -636,10 +656,8 @@ def depth_to_space(ctx, node):
 def space_to_depth(ctx, node):
     x = ctx.input(node, 0)
     n, c, h, w = ctx.shape(x)
-    b = int(node.attr("blocksize"))
-    mode = node.attr("mode", "DCR")
-    if mode not in ("DCR", "CRD"):
-        ctx.fail(node, f"its mode {mode!r} is not DCR or CRD")
+    b = node.int("blocksize", lo=1)
+    mode = node.string("mode", "DCR", choices=("DCR", "CRD"))
     t = ctx.op("reshape", x, shape=(n, c, h // b, b, w // b, b))
     t = ctx.op("transpose", t, perm=(0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
     return ctx.op("reshape", t, shape=(n, c * b * b, h // b, w // b))
@@ -665,14 +683,14 @@ def _resize_op(ctx, node, x, sizes, scales, mode, **attrs):
 @converter("Upsample", values=(1,))
 def upsample(ctx, node):
     x = ctx.input(node, 0)
-    scales = node.attr("scales") if ctx.opset < 9 else ctx.require_const(node, 1, "scales")
+    scales = node.floats("scales") if ctx.opset < 9 else ctx.require_const(node, 1, "scales")
     return _resize_10(ctx, node, x, np.asarray(scales, np.float32))
 
 
 def _resize_10(ctx, node, x, scales):
     """Upsample and opset-10 Resize: asymmetric coordinates; nearest takes the sample at or before each position
     (enlarging only: shrinking rounds another way there)."""
-    mode = node.attr("mode", "nearest")
+    mode = node.string("mode", "nearest")
     if mode in ("bilinear",):
         mode = "linear"
     shape = ctx.shape(x)
@@ -693,14 +711,14 @@ def resize(ctx, node):
         return _resize_10(ctx, node, x, np.asarray(ctx.require_const(node, 1, "scales"), np.float32))
     shape = ctx.shape(x)
     r = len(shape)
-    antialias = bool(node.attr("antialias", 0))
-    if antialias and node.attr("mode", "nearest") == "nearest":
+    antialias = bool(node.int("antialias", 0))
+    if antialias and node.string("mode", "nearest") == "nearest":
         ctx.fail(node, "antialias=1 with mode nearest is not defined")
-    coord = node.attr("coordinate_transformation_mode", "half_pixel")
-    nearest = node.attr("nearest_mode", "round_prefer_floor")
+    coord = node.string("coordinate_transformation_mode", "half_pixel")
+    nearest = node.string("nearest_mode", "round_prefer_floor")
     if coord not in _COORD_MODES or nearest not in _NEAREST_MODES:
         ctx.fail(node, f"its coordinate_transformation_mode {coord!r} or nearest_mode {nearest!r} is unknown")
-    axes = [int(a) % r for a in node.attr("axes", list(range(r)))]
+    axes = axes_of(ctx, node, node.ints("axes", list(range(r))), r)
     roi = ctx.input(node, 1)
     roi = None if roi is None else np.asarray(ctx.require_const(node, 1, "roi"), np.float64).ravel()
     scales_ref, sizes_ref = ctx.input(node, 2), ctx.input(node, 3)
@@ -733,7 +751,7 @@ def resize(ctx, node):
         for a, s in zip(axes, sizes):
             out[a] = int(s)
         all_scales = [out[i] / shape[i] if shape[i] else 1.0 for i in range(r)]
-        policy = node.attr("keep_aspect_ratio_policy", "stretch")
+        policy = node.string("keep_aspect_ratio_policy", "stretch")
         if policy != "stretch":
             if policy not in ("not_larger", "not_smaller"):
                 ctx.fail(node, f"its keep_aspect_ratio_policy {policy!r} is unknown")
@@ -741,9 +759,9 @@ def resize(ctx, node):
             scale = min(picked) if policy == "not_larger" else max(picked)
             all_scales = [scale if i in axes else 1.0 for i in range(r)]
             out = [int(scale * shape[i] + 0.5) if i in axes else shape[i] for i in range(r)]
-    return _resize_op(ctx, node, x, out, all_scales, node.attr("mode", "nearest"),
+    return _resize_op(ctx, node, x, out, all_scales, node.string("mode", "nearest"),
                       coordinate_transformation_mode=coord, nearest_mode=nearest,
-                      cubic_coeff_a=float(node.attr("cubic_coeff_a", -0.75)),
-                      exclude_outside=bool(node.attr("exclude_outside", 0)),
-                      extrapolation_value=float(node.attr("extrapolation_value", 0.0)),
+                      cubic_coeff_a=node.float("cubic_coeff_a", -0.75),
+                      exclude_outside=bool(node.int("exclude_outside", 0)),
+                      extrapolation_value=node.float("extrapolation_value", 0.0),
                       roi=None if full_roi is None else tuple(full_roi), **({"antialias": True} if antialias else {}))

@@ -27,7 +27,7 @@ _BIG = float(2 ** 30)  # rounded quotients are clamped to +-2^30 before the int3
 def _axis(ctx, node, rank):
     """The axis attribute (default 1) made non-negative, or None when it is outside the rank (an error only where a
     per-axis or blocked parameter needs it: a scalar scale ignores it)."""
-    axis = int(node.attr("axis", 1))
+    axis = node.int("axis", 1)
     return axis % rank if -rank <= axis < rank else None
 
 
@@ -39,7 +39,7 @@ def _param(ctx, node, p, shape, axis, block, what):
     if math.prod(pshape) == 1 and len(pshape) == 1:
         return ctx.op("reshape", p, shape=())
     if axis is None:
-        ctx.fail(node, f"its axis {node.attr('axis', 1)} is outside the input's {len(shape)} axes")
+        ctx.fail(node, f"its axis {node.int('axis', 1)} is outside the input's {len(shape)} axes")
     if not block:
         if len(pshape) != 1 or pshape[0] != shape[axis]:
             ctx.fail(node, f"its {what} of shape {pshape} is neither a scalar nor 1-D of the input's size "
@@ -63,7 +63,7 @@ def _param(ctx, node, p, shape, axis, block, what):
 
 
 def _block(ctx, node):
-    block = int(node.attr("block_size", 0))
+    block = node.int("block_size", 0)
     if block < 0:
         ctx.fail(node, f"its block_size {block} is negative")
     return block
@@ -115,7 +115,7 @@ def quantize_linear(ctx, node):
     if xdt not in _FLOATS:
         # int32 x (QuantizeLinear-10..) divides in a promoted float that the spec leaves open
         ctx.fail(node, f"its input is {xdt.name}; hwadapter quantizes float16, float32 and float64 inputs")
-    out = node.attr("output_dtype", 0)
+    out = node.int("output_dtype", 0)
     out = _onnx_dtype(ctx, node, out, "output_dtype") if out else None
     if zp is not None:
         if out is not None and out != ctx.dtype(zp):
@@ -124,7 +124,7 @@ def quantize_linear(ctx, node):
     out = out or np.dtype(np.uint8)
     if out not in _RANGES:
         ctx.fail(node, f"it quantizes to {out.name}; hwadapter converts uint8, int8 and int16 quantization")
-    precision = node.attr("precision", 0)
+    precision = node.int("precision", 0)
     if precision:
         work = _onnx_dtype(ctx, node, precision, "precision")
         if work not in _FLOATS:
@@ -159,7 +159,7 @@ def dequantize_linear(ctx, node):
     sdt = ctx.dtype(scale)
     if sdt not in _FLOATS:
         ctx.fail(node, f"its scale is {sdt.name}, not a float dtype hwadapter has")
-    out = node.attr("output_dtype", 0)
+    out = node.int("output_dtype", 0)
     out = _onnx_dtype(ctx, node, out, "output_dtype") if out else sdt
     if out not in _FLOATS:
         ctx.fail(node, f"its output_dtype {out.name} is not a float dtype hwadapter has")
@@ -297,7 +297,7 @@ def _int_conv(ctx, node, x32, w32):
     pads = _lift_pads(pads, k)  # (begin_h, begin_w, end_h, end_w)
     n, c, h, w = ctx.shape(x32)
     m, cg, kh, kw = ctx.shape(w32)
-    groups = int(node.attr("group", 1))
+    groups = node.int("group", 1)
     if groups < 1 or c != cg * groups or m % groups:
         ctx.fail(node, f"its group {groups} does not fit {c} input channels, weights {ctx.shape(w32)}")
     if (kh, kw) != tuple(kernel):

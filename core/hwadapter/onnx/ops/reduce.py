@@ -44,8 +44,7 @@ def _axes(ctx, node):
     as_input = 13 if node.op_type == "ReduceSum" else 18
     if ctx.opset >= as_input:
         return ints(ctx, node, 1, "axes") if ctx.input(node, 1) is not None else None
-    axes = node.attr("axes")
-    return None if axes is None else list(axes)
+    return node.ints("axes", None)
 
 
 @converter(*_FAMILY, values=(1,))
@@ -57,10 +56,10 @@ def reduce(ctx, node):
         ctx.fail(node, f"{node.op_type} of {dt.name} input: its integer result's rounding is not specified")
     if dt == np.bool_ and red != "max" and red != "min":
         ctx.fail(node, f"{node.op_type} of bool input is not an ONNX type")
-    keep = bool(node.attr("keepdims", 1))
+    keep = bool(node.int("keepdims", 1))
     axes = _axes(ctx, node)
     if not axes:
-        if node.attr("noop_with_empty_axes", 0):
+        if node.int("noop_with_empty_axes", 0):
             if pre or post:  # the spec says "the input"; onnx's reference applies the elementwise steps
                 ctx.fail(node, f"noop_with_empty_axes with {node.op_type}: the spec and onnx's reference differ")
             return x
@@ -101,13 +100,13 @@ def arg_reduce(ctx, node):
     shape = ctx.shape(x)
     if not shape:
         ctx.fail(node, "its input is 0-d")
-    axis = axis_of(ctx, node, node.attr("axis", 0), len(shape))
-    keep = bool(node.attr("keepdims", 1))
+    axis = axis_of(ctx, node, node.int("axis", 0), len(shape))
+    keep = bool(node.int("keepdims", 1))
     n = shape[axis]
     if n == 0:
         ctx.fail(node, f"it reduces an empty axis {axis} (shape {shape}), which has no index to give")
     op = "argmax" if node.op_type == "ArgMax" else "argmin"
-    if not node.attr("select_last_index", 0):
+    if not node.int("select_last_index", 0):
         return ctx.op(op, x, axis=axis, keepdim=keep)
     rev = slice_axes(ctx, x, {axis: (n - 1, -n - 1, -1)})
     idx = ctx.op(op, rev, axis=axis, keepdim=keep)

@@ -47,13 +47,13 @@ def _apply(ctx, name, alpha, beta, x):
 
 def _activations(ctx, node, defaults, n_dirs):
     """Per direction, the list of activation functions fn(x) (clip applied first when the node has one)."""
-    names = node.attr("activations")
-    names = list(defaults) * n_dirs if names is None else list(names)
+    names = node.strings("activations", None)
+    names = list(defaults) * n_dirs if names is None else names
     if len(names) != len(defaults) * n_dirs:
         ctx.fail(node, f"it lists {len(names)} activations; {node.op_type} with {n_dirs} direction(s) takes "
                        f"{len(defaults) * n_dirs}")
-    alphas, betas = list(node.attr("activation_alpha") or []), list(node.attr("activation_beta") or [])
-    clip = node.attr("clip")
+    alphas, betas = node.floats("activation_alpha", []), node.floats("activation_beta", [])
+    clip = node.float("clip", None)
     if clip is not None and not clip > 0:
         ctx.fail(node, f"its clip {clip} is not positive")
     fns = []
@@ -109,11 +109,11 @@ def _setup(ctx, node, n_gates):
     for ref, what in ((w, "W"), (r, "R"), (b, "B")):
         if ref is not None and ctx.dtype(ref) != dt:
             ctx.fail(node, f"its {what} is {ctx.dtype(ref).name} and X {dt.name}; ONNX takes one type")
-    direction = node.attr("direction", "forward")
+    direction = node.string("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         ctx.fail(node, f"its direction {direction!r} is not forward, reverse or bidirectional")
     nd = 2 if direction == "bidirectional" else 1
-    layout = int(node.attr("layout", 0))
+    layout = node.int("layout", 0)
     if layout not in (0, 1):
         ctx.fail(node, f"its layout {layout} is not 0 or 1")
     if len(ctx.shape(x)) != 3:
@@ -125,8 +125,9 @@ def _setup(ctx, node, n_gates):
         ctx.fail(node, "its sequence or batch is empty")
     rs = ctx.shape(r)
     hid = rs[-1] if len(rs) == 3 else -1
-    if node.attr("hidden_size") is not None and int(node.attr("hidden_size")) != hid:
-        ctx.fail(node, f"its hidden_size {node.attr('hidden_size')} differs from R's shape {rs}")
+    hidden_size = node.int("hidden_size", None)
+    if hidden_size is not None and hidden_size != hid:
+        ctx.fail(node, f"its hidden_size {hidden_size} differs from R's shape {rs}")
     gh = n_gates * hid
     if tuple(ctx.shape(w)) != (nd, gh, isz) or tuple(rs) != (nd, gh, hid):
         ctx.fail(node, f"its W {ctx.shape(w)} or R {rs} is not ({nd}, {gh}, {isz}) / ({nd}, {gh}, {hid})")
@@ -250,7 +251,7 @@ def _gru_step(ctx, node, acts, xw, states, rd, wb, rb, d, hid, once):
         zr = ctx.op("add", zr, once("bzr", lambda: ctx.op("add", ctx.op("concat", *wbs[:2], axis=0),
                                                            ctx.op("concat", *rbs[:2], axis=0))))
     z, r = (f(v) for v in _gates(ctx, zr, 2, hid))
-    if int(node.attr("linear_before_reset", 0)):
+    if node.int("linear_before_reset", 0):
         hr = ctx.op("matmul", h, r_h, transpose_y=True)
         if rbs[2] is not None:
             hr = ctx.op("add", hr, rbs[2])
@@ -270,7 +271,7 @@ def _gru_step(ctx, node, acts, xw, states, rd, wb, rb, d, hid, once):
 def gru(ctx, node):
     """z, r = f(...); h~ = g(Xt Wh^T + (r . Ht-1) Rh^T + Rbh + Wbh) (or r . (Ht-1 Rh^T + Rbh) with
     linear_before_reset); Ht = (1 - z) . h~ + z . Ht-1."""
-    lbr = int(node.attr("linear_before_reset", 0))
+    lbr = node.int("linear_before_reset", 0)
     if lbr not in (0, 1):
         ctx.fail(node, f"its linear_before_reset {lbr} is not 0 or 1")
     return _run(ctx, node, 3, ("Sigmoid", "Tanh"), _gru_step)
@@ -285,7 +286,7 @@ def _lstm_step(ctx, node, acts, xw, states, rd, wb, rb, d, hid, once):
     if peep is not None:
         gi = ctx.op("add", gi, ctx.op("mul", peep[0], c))
     i = f(gi)
-    if int(node.attr("input_forget", 0)):
+    if node.int("input_forget", 0):
         fg = ctx.op("sub", const(ctx, 1, ctx.dtype(h)), i)  # coupled: onnxruntime's 1 - i (peephole unused)
     else:
         if peep is not None:
@@ -309,15 +310,14 @@ def _peepholes(ctx, node, d, hid):
 @converter("LSTM", values=(4,))
 def lstm(ctx, node):
     """i, f, o = f(... + P . C), c~ = g(...), Ct = f . Ct-1 + i . c~, Ht = o . h(Ct); gate order i, o, f, c."""
-    if node.attr("clip") is not None:
+    if node.has("clip"):
         # the spec clips "the input of activations", h(Ct)'s too; onnxruntime clips the gates but not Ct before h
         ctx.fail(node, "its clip is not converted for LSTM: whether h's input (the cell state) is clipped differs "
                        "between the spec's wording and onnxruntime", fix="remove clip, or export the LSTM unrolled")
-    if int(node.attr("input_forget", 0)) not in (0, 1):
-        ctx.fail(node, f"its input_forget {node.attr('input_forget')} is not 0 or 1")
+    node.int("input_forget", 0, choices=(0, 1))
     p = ctx.input(node, 7)
     if p is not None:
-        x, nd = ctx.input(node, 0), 2 if node.attr("direction", "forward") == "bidirectional" else 1
+        x, nd = ctx.input(node, 0), 2 if node.string("direction", "forward") == "bidirectional" else 1
         hid = ctx.shape(ctx.input(node, 2))[-1]
         if ctx.dtype(p) != ctx.dtype(x) or tuple(ctx.shape(p)) != (nd, 3 * hid):
             ctx.fail(node, f"its P is {ctx.dtype(p).name} {ctx.shape(p)}, not {ctx.dtype(x).name} {(nd, 3 * hid)}")

@@ -18,8 +18,14 @@ FIX_CONST = "hwadapter needs static shapes: this input must be a constant (initi
 
 # --- helpers ---------------------------------------------------------------------------------------------------
 def ints(ctx, node, i, what) -> list:
-    """The node's i-th input (known at conversion) as a list of Python ints."""
-    return [int(v) for v in np.asarray(ctx.require_const(node, i, what)).reshape(-1)]
+    """The node's i-th input (known at conversion) as a list of Python ints; an error naming the node when it holds
+    other than whole numbers."""
+    arr = np.asarray(ctx.require_const(node, i, what)).reshape(-1)
+    if arr.dtype.kind not in "iub" and not (arr.dtype.kind == "f" and np.all(np.isfinite(arr))
+                                             and np.all(arr == np.round(arr))):
+        ctx.fail(node, f"its {what} input is {arr.dtype.name} {arr[:8].tolist()}, not integers",
+                 fix=f"give {what} as int64, as the onnx operator takes it")
+    return [int(v) for v in arr]
 
 
 def axis_of(ctx, node, axis, ndim: int, what="axis") -> int:
@@ -93,16 +99,16 @@ def fold(ctx, node, what, fn, *idx):
 @converter("Constant")
 def constant(ctx, node):
     """The value attribute (one of value, value_float(s), value_int(s)) as a constant."""
-    if "value" in node.attrs:
-        arr = np.asarray(node.attr("value"))
-    elif "value_float" in node.attrs:
-        arr = np.array(node.attr("value_float"), np.float32)
-    elif "value_floats" in node.attrs:
-        arr = np.array(node.attr("value_floats"), np.float32)
-    elif "value_int" in node.attrs:
-        arr = np.array(node.attr("value_int"), np.int64)
-    elif "value_ints" in node.attrs:
-        arr = np.array(node.attr("value_ints"), np.int64)
+    if node.has("value"):
+        arr = np.asarray(node.tensor("value"))
+    elif node.has("value_float"):
+        arr = np.array(node.float("value_float"), np.float32)
+    elif node.has("value_floats"):
+        arr = np.array(node.floats("value_floats"), np.float32)
+    elif node.has("value_int"):
+        arr = np.array(node.int("value_int"), np.int64)
+    elif node.has("value_ints"):
+        arr = np.array(node.ints("value_ints"), np.int64)
     else:
         ctx.fail(node, f"its value attribute ({', '.join(node.attrs) or 'none'}) is a string or sparse tensor, "
                        "which hwadapter has no dtype for")
@@ -120,8 +126,10 @@ def constant_of_shape(ctx, node):
     shape = ints(ctx, node, 0, "shape")
     if any(s < 0 for s in shape):
         ctx.fail(node, f"its shape {shape} has a negative dimension")
-    value = node.attr("value")
+    value = node.tensor("value", None)
     value = np.zeros(1, np.float32) if value is None else np.asarray(value)
+    if value.size != 1:
+        node.bad("value", f"holds {value.size} values; it must hold one")
     check_dtype(ctx, node, value.dtype, "value")
     ctx.fits(shape, value.dtype)
     return ctx.constant(np.full(shape, value.reshape(-1)[0], dtype=value.dtype))
@@ -130,7 +138,7 @@ def constant_of_shape(ctx, node):
 @converter("Shape")
 def shape_op(ctx, node):
     dims = list(ctx.shape(ctx.input(node, 0)))
-    start, end = node.attr("start", 0), node.attr("end")
+    start, end = node.int("start", 0), node.int("end", None)
     return ctx.constant(np.array(dims[start:end], INT64))  # Python slicing clamps exactly as ONNX does
 
 
@@ -147,20 +155,20 @@ def eye_like(ctx, node):
     if len(shape) != 2:
         ctx.fail(node, f"its input must be 2-D, not of shape {shape}")
     dt = ctx.dtype(x)
-    if node.attr("dtype") is not None:
-        dt = to_dtype(node.attr("dtype"), f"node {node.name!r} dtype attribute")
-    return ctx.constant(np.eye(shape[0], shape[1], k=node.attr("k", 0), dtype=dt))
+    if node.has("dtype"):
+        dt = to_dtype(node.int("dtype"), f"node {node.name!r} dtype attribute")
+    return ctx.constant(np.eye(shape[0], shape[1], k=node.int("k", 0), dtype=dt))
 
 
 @converter("Range", values=(0, 1, 2))
 def range_op(ctx, node):
     """A constant computed as ONNX's reference does (np.arange) from start, limit and delta."""
-    stash = node.attr("stash_type")
+    stash = node.int("stash_type", None)
 
     def run(start, limit, delta):
         dtype = start.dtype
         if stash is not None and dtype == np.float16:
-            comp = {1: np.float32, 11: np.float64}.get(int(stash))
+            comp = {1: np.float32, 11: np.float64}.get(stash)
             if comp is None:
                 ctx.fail(node, f"its stash_type {stash} is neither FLOAT nor DOUBLE")
             return np.arange(start.astype(comp).item(), float(limit), float(delta), dtype=comp).astype(dtype)
@@ -173,6 +181,9 @@ def range_op(ctx, node):
         return np.arange(start.item(), limit.item(), delta.item()).astype(dtype)
     # its output's shape is its inputs' values: known at conversion (per value, when they are graph inputs)
     start, limit, delta = (ctx.require_const(node, i, what) for i, what in enumerate(("start", "limit", "delta")))
+    for what, arr in (("start", start), ("limit", limit), ("delta", delta)):
+        if np.asarray(arr).ndim != 0:
+            ctx.fail(node, f"its {what} has shape {np.shape(arr)}; Range takes scalars")
     return ctx.constant(np.asarray(run(start, limit, delta)))
 
 
@@ -182,7 +193,7 @@ def reshape_op(ctx, node):
     x = ctx.input(node, 0)
     shape = list(ctx.shape(x))
     target = ints(ctx, node, 1, "shape")
-    allowzero = node.attr("allowzero", 0) if ctx.opset >= 14 else 0
+    allowzero = node.int("allowzero", 0) if ctx.opset >= 14 else 0
     if allowzero and 0 in target and -1 in target:
         ctx.fail(node, "allowzero with both 0 and -1 in the shape is invalid")
     out = []
@@ -213,7 +224,7 @@ def squeeze(ctx, node):
     if ctx.opset >= 13:
         axes = ints(ctx, node, 1, "axes") if ctx.input(node, 1) is not None else None
     else:
-        axes = node.attr("axes")
+        axes = node.ints("axes", None)
     if axes is None:
         axes = [i for i, s in enumerate(shape) if s == 1]
     axes = axes_of(ctx, node, axes, len(shape))
@@ -226,7 +237,7 @@ def squeeze(ctx, node):
 def unsqueeze(ctx, node):
     x = ctx.input(node, 0)
     shape = list(ctx.shape(x))
-    axes = ints(ctx, node, 1, "axes") if ctx.opset >= 13 else list(node.attr("axes", []))
+    axes = ints(ctx, node, 1, "axes") if ctx.opset >= 13 else node.ints("axes", [])
     rank = len(shape) + len(axes)
     axes = axes_of(ctx, node, axes, rank)
     out, it = [], iter(shape)
@@ -239,7 +250,7 @@ def unsqueeze(ctx, node):
 def transpose_op(ctx, node):
     x = ctx.input(node, 0)
     n = len(ctx.shape(x))
-    perm = node.attr("perm")
+    perm = node.ints("perm", None)
     perm = list(range(n))[::-1] if perm is None else axes_of(ctx, node, perm, n, "perm")
     if len(perm) != n:
         ctx.fail(node, f"its perm {perm} does not name each of the {n} axes once")
@@ -254,9 +265,7 @@ def concat(ctx, node):
     n = len(ctx.shape(xs[0]))
     if n == 0:
         ctx.fail(node, "it concatenates 0-d tensors, which ONNX does not allow")
-    if node.attr("axis") is None:
-        ctx.fail(node, "it has no axis attribute (required since opset 4)")
-    axis = axis_of(ctx, node, node.attr("axis"), n)
+    axis = axis_of(ctx, node, node.int("axis"), n)
     return ctx.op("concat", *xs, axis=axis)
 
 
@@ -264,18 +273,17 @@ def concat(ctx, node):
 def split(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
-    axis = axis_of(ctx, node, node.attr("axis", 0), len(shape))
+    axis = axis_of(ctx, node, node.int("axis", 0), len(shape))
     dim, n_out = shape[axis], len(node.outputs)
     if ctx.opset >= 13:
         sections = ints(ctx, node, 1, "split") if ctx.input(node, 1) is not None else None
     else:
-        sections = node.attr("split")
-        sections = list(sections) if sections else None
-    num = node.attr("num_outputs") if ctx.opset >= 18 else None
+        sections = node.ints("split", None) or None
+    num = node.int("num_outputs", None, lo=1) if ctx.opset >= 18 else None
     if sections is None:
         if num is not None:
-            if num < 1:
-                ctx.fail(node, f"its num_outputs {num} is not positive")
+            if num != n_out:
+                node.bad("num_outputs", f"is {num}; the node has {n_out} outputs")
             chunk = -(-dim // num)
             sections = [chunk] * (num - 1) + [dim - chunk * (num - 1)]
             if sections[-1] < 0:
@@ -298,9 +306,8 @@ def slice_op(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
     if ctx.opset < 10:
-        starts, ends = list(node.attr("starts")), list(node.attr("ends"))
-        axes, steps = node.attr("axes"), None
-        axes = list(axes) if axes is not None else None
+        starts, ends = node.ints("starts"), node.ints("ends")
+        axes, steps = node.ints("axes", None), None
     else:
         starts, ends = ints(ctx, node, 1, "starts"), ints(ctx, node, 2, "ends")
         axes = ints(ctx, node, 3, "axes") if ctx.input(node, 3) is not None else None
@@ -347,7 +354,7 @@ def center_crop_pad(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
     target = ints(ctx, node, 1, "shape")
-    axes = node.attr("axes")
+    axes = node.ints("axes", None)
     axes = list(range(len(shape))) if axes is None else axes_of(ctx, node, axes, len(shape))
     if len(axes) != len(target):
         ctx.fail(node, f"its shape {target} does not give one size per axis {axes}")
@@ -373,12 +380,12 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
 def pad(ctx, node):
     x = ctx.input(node, 0)
     shape, dt = ctx.shape(x), ctx.dtype(x)
-    mode = node.attr("mode", "constant")
+    mode = node.string("mode", "constant")
     if mode not in _PAD_MODES or (mode == "wrap" and ctx.opset < 19):
         ctx.fail(node, f"its mode {mode!r} is not one of {sorted(_PAD_MODES)}")
     if ctx.opset < 11:
-        raw = list(node.attr("pads", node.attr("paddings", [])))
-        value, axes = node.attr("value", 0.0), None
+        raw = node.ints("pads", None) if node.has("pads") else node.ints("paddings", [])
+        value, axes = node.float("value", 0.0), None
     else:
         raw = ints(ctx, node, 1, "pads")
         v = ctx.input(node, 2)
@@ -433,7 +440,7 @@ def index_int64(ctx, node, ref, size=None):
 def gather(ctx, node):
     x, idx = ctx.input(node, 0), ctx.input(node, 1)
     shape = ctx.shape(x)
-    axis = axis_of(ctx, node, node.attr("axis", 0), len(shape))
+    axis = axis_of(ctx, node, node.int("axis", 0), len(shape))
     return ctx.op("gather", x, index_int64(ctx, node, idx, shape[axis]), axis=axis)
 
 
@@ -441,14 +448,23 @@ def gather(ctx, node):
 def gather_elements(ctx, node):
     x, idx = ctx.input(node, 0), ctx.input(node, 1)
     shape = ctx.shape(x)
-    axis = axis_of(ctx, node, node.attr("axis", 0), len(shape))
+    axis = axis_of(ctx, node, node.int("axis", 0), len(shape))
     return ctx.op("gather_elements", x, index_int64(ctx, node, idx, shape[axis]), axis=axis)
 
 
 @converter("GatherND")
 def gather_nd(ctx, node):
     x, idx = ctx.input(node, 0), ctx.input(node, 1)
-    return ctx.op("gather_nd", x, index_int64(ctx, node, idx), batch_dims=int(node.attr("batch_dims", 0)))
+    batch = node.int("batch_dims", 0, lo=0)
+    shape, known = ctx.shape(x), ctx.const(idx)
+    if known is not None and known.ndim and np.dtype(known.dtype).kind in "iu":  # constant indices: checked here
+        depth = known.shape[-1]
+        if batch + depth > len(shape):
+            ctx.fail(node, f"its indices address {depth} axes after {batch} batch axes of a rank-{len(shape)} input")
+        sizes = np.array(shape[batch:batch + depth], np.int64)
+        if known.size and (np.any(known < -sizes) or np.any(known >= sizes)):
+            ctx.fail(node, f"an index is out of range for the axes {tuple(sizes.tolist())} it addresses")
+    return ctx.op("gather_nd", x, index_int64(ctx, node, idx), batch_dims=batch)
 
 
 _REDUCTIONS = ("none", "add", "mul", "max", "min")
@@ -458,8 +474,8 @@ _REDUCTIONS = ("none", "add", "mul", "max", "min")
 def scatter_elements(ctx, node):
     x, idx, upd = ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)
     shape = ctx.shape(x)
-    axis = axis_of(ctx, node, node.attr("axis", 0), len(shape))
-    reduction = node.attr("reduction", "none")
+    axis = axis_of(ctx, node, node.int("axis", 0), len(shape))
+    reduction = node.string("reduction", "none")
     if reduction not in _REDUCTIONS:
         ctx.fail(node, f"its reduction {reduction!r} is not one of {_REDUCTIONS}")
     return ctx.op("scatter_elements", x, index_int64(ctx, node, idx, shape[axis]), upd, axis=axis,
@@ -469,7 +485,7 @@ def scatter_elements(ctx, node):
 @converter("ScatterND")
 def scatter_nd(ctx, node):
     x, idx, upd = ctx.input(node, 0), ctx.input(node, 1), ctx.input(node, 2)
-    reduction = node.attr("reduction", "none")
+    reduction = node.string("reduction", "none")
     if reduction not in _REDUCTIONS:
         ctx.fail(node, f"its reduction {reduction!r} is not one of {_REDUCTIONS}")
     return ctx.op("scatter_nd", x, index_int64(ctx, node, idx), upd, reduction=reduction)
@@ -479,12 +495,12 @@ def scatter_nd(ctx, node):
 def topk(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
-    k = node.attr("k") if ctx.opset < 10 else ints(ctx, node, 1, "K")[0]
-    axis = axis_of(ctx, node, node.attr("axis", -1), len(shape))
+    k = node.int("k") if ctx.opset < 10 else ints(ctx, node, 1, "K")[0]
+    axis = axis_of(ctx, node, node.int("axis", -1), len(shape))
     if not 0 <= k <= shape[axis]:
         ctx.fail(node, f"its k {k} is outside [0, {shape[axis]}] of axis {axis}")
     # sorted=0 leaves the order unspecified: the sorted order is one valid order (the one onnx's reference gives)
-    return ctx.op("topk", x, n_outputs=2, k=int(k), axis=axis, largest=bool(node.attr("largest", 1)), sorted=True)
+    return ctx.op("topk", x, n_outputs=2, k=int(k), axis=axis, largest=bool(node.int("largest", 1)), sorted=True)
 
 
 @converter("CumSum", "CumProd", values=(1,))
@@ -492,8 +508,8 @@ def cumulative(ctx, node):
     x = ctx.input(node, 0)
     axis = axis_of(ctx, node, ints(ctx, node, 1, "axis")[0], len(ctx.shape(x)))
     op = "cumsum" if node.op_type == "CumSum" else "cumprod"
-    return ctx.op(op, x, axis=axis, exclusive=bool(node.attr("exclusive", 0)),
-                  reverse=bool(node.attr("reverse", 0)))
+    return ctx.op(op, x, axis=axis, exclusive=bool(node.int("exclusive", 0)),
+                  reverse=bool(node.int("reverse", 0)))
 
 
 @converter("Trilu", values=(1,))
@@ -504,7 +520,7 @@ def trilu(ctx, node):
         ctx.fail(node, f"its input must be at least 2-D, not of shape {shape}")
     k = ints(ctx, node, 1, "k")[0] if ctx.input(node, 1) is not None else 0
     ones = np.ones(shape[-2:], bool)
-    mask = np.triu(ones, k) if node.attr("upper", 1) else np.tril(ones, k)
+    mask = np.triu(ones, k) if node.int("upper", 1) else np.tril(ones, k)
     if mask.all():
         return x
     return ctx.op("where", ctx.constant(mask), x, scalar_const(ctx, 0, ctx.dtype(x)))
@@ -524,7 +540,7 @@ def one_hot(ctx, node):
     if ctx.shape(values) != (2,):
         ctx.fail(node, f"its values must be [off, on], not of shape {ctx.shape(values)}")
     rank = len(ctx.shape(idx))
-    axis = axis_of(ctx, node, node.attr("axis", -1), rank + 1)
+    axis = axis_of(ctx, node, node.int("axis", -1), rank + 1)
     dt = np.dtype(ctx.dtype(idx))
     if dt.kind == "b":
         ctx.fail(node, "its indices are bool")
@@ -548,8 +564,8 @@ def reverse_sequence(ctx, node):
     x = ctx.input(node, 0)
     shape = ctx.shape(x)
     lens = ints(ctx, node, 1, "sequence_lens")
-    b_ax = axis_of(ctx, node, node.attr("batch_axis", 1), len(shape))
-    t_ax = axis_of(ctx, node, node.attr("time_axis", 0), len(shape))
+    b_ax = axis_of(ctx, node, node.int("batch_axis", 1), len(shape))
+    t_ax = axis_of(ctx, node, node.int("time_axis", 0), len(shape))
     if b_ax == t_ax or len(lens) != shape[b_ax] or any(not 0 <= n <= shape[t_ax] for n in lens):
         ctx.fail(node, f"its sequence_lens {lens} or axes do not fit the input of shape {shape}")
     rows = []
@@ -570,7 +586,7 @@ def non_zero(ctx, node):
 
 @converter("Compress")
 def compress(ctx, node):
-    axis = node.attr("axis")
+    axis = node.int("axis", None)
     return fold(ctx, node, "its condition and input must be constant",
                 lambda x, c: np.compress(c.astype(bool), x, axis=axis), 0, 1)
 
@@ -578,7 +594,7 @@ def compress(ctx, node):
 @converter("Unique")
 def unique(ctx, node):
     """onnx's reference semantics: sorted (np.unique) or in first-occurrence order."""
-    axis, is_sorted = node.attr("axis"), node.attr("sorted", 1)
+    axis, is_sorted = node.int("axis", None), node.int("sorted", 1)
 
     def run(x):
         y, ind, inv, cnt = np.unique(x, True, True, True, axis=axis)
@@ -596,7 +612,7 @@ def unique(ctx, node):
 @converter("Einsum")
 def einsum(ctx, node):
     """Diagonals by a strided slice, letters used nowhere else summed out, operands contracted pairwise by matmul."""
-    eq = node.attr("equation", "").replace(" ", "")
+    eq = node.string("equation").replace(" ", "")
     refs = [r for r in ctx.inputs(node)]
     lhs, arrow, rhs = eq.partition("->")
     terms = lhs.split(",")
