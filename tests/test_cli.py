@@ -344,8 +344,8 @@ def test_doctor_checks_what_a_plugin_does_at_first_use(misbehaving_site):
             "which is not an op of hwadapter") in _head(out, "badop")
     assert "registered op 'add' for dtype 'complex64', which is not a dtype hwadapter supports" in \
         _head(out, "baddtype")
-    assert ("failed: create_runtime(0) failed: badrt:0: the badrt plugin could not create a runtime: OSError: "
-            "acme_open(0) failed") in _head(out, "badrt")
+    assert ("failed: create_runtime(0) failed: badrt:0: the 'badrt' plugin (distribution hwt-cli-misbehaving 1.0) "
+            "could not create a runtime: create_runtime(0) raised OSError: acme_open(0) failed") in _head(out, "badrt")
     assert _head(out, "noversion").endswith("incompatible: the plugin class NoVersionPlugin declares no api_version, "
                                             "so the plugin API it was built for is unknown")
     assert f"fix: set api_version = ({API_VERSION[0]}, {API_VERSION[1]}) in the class body of " \

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 
 from .api.config import FALLBACK_MODES, Config, config
 from .api.errors import InvalidArgumentError
+from .runtime.available import available
 from .runtime.device import Device, _current, devices
 from .runtime.discovery import registry
 
@@ -30,9 +32,10 @@ def get_all_device_type() -> list[str]:
     return [r.name for r in registry.all() if r.ok]
 
 
-def get_available_device() -> list[str]:
-    """Every usable device as "type:index"."""
-    return [f"{r.name}:{i}" for r in registry.all() if r.ok for i in range(r.device_count)]
+def get_available_device() -> Sequence[str]:
+    """Every usable device as "type:index": a list, or, past 4096 devices in all, a read-only sequence whose names are
+    made when read (a plugin may report any number of devices)."""
+    return available(registry.all())
 
 
 def device_count(device_type: str) -> int:
@@ -68,7 +71,7 @@ def _get(device) -> Device:
 
 def synchronize(device=None) -> None:
     """Wait for all work on a device (default: the current one)."""
-    _get(device).runtime.synchronize()
+    _get(device).synchronize()
 
 
 def memory_stats(device=None) -> dict:
@@ -96,7 +99,7 @@ def empty_cache(device=None) -> None:
 
 def get_device_properties(device=None):
     """The DeviceProperties a plugin reports for a device."""
-    return _get(device).runtime.properties()
+    return _get(device).properties()
 
 
 def reset_plugins() -> None:

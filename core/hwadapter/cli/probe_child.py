@@ -6,8 +6,12 @@ import json
 import os
 import time
 
+import numpy as np
+
+from hwadapter.runtime import contract
 from hwadapter.runtime.device import devices
 from hwadapter.runtime.discovery import registry
+from hwadapter.runtime.memory import DeviceArray
 
 from .common import _check, codegen_status, level_words, plugin_info
 
@@ -15,6 +19,7 @@ _PROTOCOL = "\x1ehwadapter-probe "  # starts every line the child writes for the
 #: What the child was doing at each stage it reports, for the message when it never finished.
 _STEPS = {"start": "starting the probe (before the plugin was imported)", "import": "the import of its module",
           "construct": "its constructor", "device_count": "device_count()", "create_runtime": "create_runtime(0)",
+          "round_trip": "properties() and allocate/copy/free on device 0",
           "register_kernels": "register_kernels", "codegen_backend": "codegen_backend() / available()",
           "subgraph_backend": "subgraph_backend()", "report": "reporting its result"}
 _BOOT = ("import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -40,6 +45,8 @@ def _deep_checks(record, stage) -> tuple[list, dict]:
         checks.append(_failed("create_runtime(0) failed", err, "check the device's driver; if it is fine, report "
                                                                "this to the plugin's vendor"))
         return checks, facts
+    stage("round_trip")
+    checks += _round_trip(dev)
     if "op" in levels:
         stage("register_kernels")
         try:
@@ -54,6 +61,25 @@ def _deep_checks(record, stage) -> tuple[list, dict]:
         stage("subgraph_backend")
         checks += _subgraph_checks(dev)
     return checks, facts
+
+
+def _round_trip(dev) -> list:
+    """What every tensor of the device does, through the core's checked calls: properties(), then (separate memory)
+    allocate, copy to the device and back, free. A plugin whose allocate returns None fails here, not in the user's
+    process."""
+    try:
+        dev.properties()
+        if not dev.host_memory:
+            data = np.arange(64, dtype=np.float32)
+            back = DeviceArray.from_numpy(dev, data).numpy()  # the block returns to the cache here
+            dev.allocator.empty_cache()  # and to the runtime (free)
+            if not np.array_equal(back, data):
+                raise contract.broken(dev, "Runtime.copy_h2d() then copy_d2h()", "gave back other values than were "
+                                           f"copied ({back[:4].tolist()}... for {data[:4].tolist()}...)")
+    except Exception as err:
+        return [_failed("the runtime failed the round trip (properties, allocate, copy to the device and back, free)",
+                        err, "a plugin bug: report it to its vendor")]
+    return []
 
 
 def _failed(what: str, err: Exception, fix: str) -> list:

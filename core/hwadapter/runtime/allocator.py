@@ -4,7 +4,8 @@ from __future__ import annotations
 import bisect
 import threading
 
-from ..api.errors import OutOfMemoryError
+from ..api.errors import HwAdapterError, OutOfMemoryError
+from . import contract
 
 _ROUND = 512
 
@@ -43,8 +44,10 @@ _new = object.__new__
 class CachingAllocator:
     """Best-fit reuse of freed blocks; empties itself and retries once when the device runs out."""
 
-    def __init__(self, runtime, device_name: str):
+    def __init__(self, runtime, device_name: str, device=None):
         self.runtime, self.device_name = runtime, device_name
+        #: what errors name when the runtime misbehaves: the Device (its plugin and distribution), else its name
+        self.owner = device if device is not None else device_name
         self._free: dict[int, list] = {}
         self._free_sizes: list[int] = []  # sorted sizes of self._free's buckets (some may be empty)
         self._lock = threading.Lock()
@@ -97,12 +100,12 @@ class CachingAllocator:
 
     def _allocate_device(self, size: int, nbytes: int):
         try:
-            handle = self.runtime.allocate(size)
+            handle = self._allocate(size)
         except OutOfMemoryError:
             self.oom_retries += 1
             self.empty_cache()
             try:
-                handle = self.runtime.allocate(size)
+                handle = self._allocate(size)
             except OutOfMemoryError as err:
                 raise OutOfMemoryError(
                     f"{self.device_name}: out of memory allocating {nbytes} bytes (block of {size}) even after "
@@ -112,6 +115,21 @@ class CachingAllocator:
         with self._lock:
             self.reserved += size
             self.device_allocs += 1
+        return handle
+
+    def _allocate(self, size: int):
+        """The runtime's allocate(size), checked: a raw MemoryError is an OutOfMemoryError (retried), another raw
+        exception or a None handle a PluginError naming the plugin."""
+        try:
+            handle = self.runtime.allocate(size)
+        except HwAdapterError:
+            raise
+        except MemoryError as err:
+            raise contract.out_of_memory(self.owner, f"Runtime.allocate({size})", err) from err
+        except Exception as err:
+            raise contract.raised(self.owner, f"Runtime.allocate({size})", err) from err
+        if handle is None:  # every later copy or kernel would fail on it, far from here
+            raise contract.returned(self.owner, f"Runtime.allocate({size})", handle, "a handle of device memory")
         return handle
 
     def release(self, block: Block, counted: bool = False) -> None:
@@ -134,7 +152,7 @@ class CachingAllocator:
             free, self._free, self._free_sizes = self._free, {}, []
         for size, handles in free.items():
             for handle in handles:
-                self.runtime.free(handle)
+                contract.call(self.owner, "free", self.runtime.free, handle)
                 with self._lock:
                     self.reserved -= size
                     self.device_frees += 1
@@ -153,3 +171,4 @@ class CachingAllocator:
         """Start measuring the peak from the current allocation."""
         with self._lock:
             self.peak_allocated = self.allocated
+

@@ -11,9 +11,9 @@ import numpy as np
 
 from ..api.config import config
 from ..api.errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
-from ..api.interfaces import KernelRegistrar, KernelTable
+from ..api.interfaces import DeviceProperties, KernelRegistrar, KernelTable, Runtime
 from ..api import reference
-from . import codegen
+from . import codegen, contract
 from .allocator import CachingAllocator
 from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry
 from .memory import DeviceArray
@@ -57,13 +57,32 @@ class Device:
         if self._runtime is None:
             with self._lock:
                 if self._runtime is None:
-                    try:
-                        self._runtime = self.plugin.create_runtime(self.index)
-                    except Exception as err:
-                        raise DeviceUnavailableError(
-                            f"{self}: the {self.type} plugin could not create a runtime: {type(err).__name__}: "
-                            f"{err}. Fix: run `hwadapter doctor` and check the device's driver") from err
+                    self._runtime = self._create_runtime()
         return self._runtime
+
+    def _create_runtime(self):
+        call = f"create_runtime({self.index})"
+        try:
+            runtime = self.plugin.create_runtime(self.index)
+        except Exception as err:  # most often the driver: the device cannot be opened
+            fix = getattr(err, "fix", "") or "run `hwadapter doctor` and check the device's driver"
+            raise DeviceUnavailableError(
+                f"{self}: {contract.who(self)} could not create a runtime: {call} raised {type(err).__name__}: "
+                f"{err}. Fix: {fix}", fix=fix) from err
+        if not isinstance(runtime, Runtime):  # else a raw AttributeError at its first use, far from here
+            raise contract.returned(self, f"Plugin.{call}", runtime, "a hwadapter.plugin.Runtime")
+        return runtime
+
+    def properties(self) -> DeviceProperties:
+        """The runtime's DeviceProperties, checked: a raw exception or another type is a PluginError naming it."""
+        props = contract.call(self, "properties", self.runtime.properties)
+        if not isinstance(props, DeviceProperties):
+            raise contract.returned(self, "Runtime.properties()", props, "a hwadapter.plugin.DeviceProperties")
+        return props
+
+    def synchronize(self) -> None:
+        """Wait for all work on this device (the runtime's synchronize, checked)."""
+        contract.call(self, "synchronize", self.runtime.synchronize)
 
     @property
     def host_memory(self) -> bool:
@@ -77,7 +96,7 @@ class Device:
             rt = self.runtime
             with self._lock:
                 if self._allocator is None:
-                    self._allocator = CachingAllocator(rt, self._str)
+                    self._allocator = CachingAllocator(rt, self._str, self)
         return self._allocator
 
     @property
@@ -311,13 +330,6 @@ class Devices:
     def all(self) -> list[Device]:
         """The Devices used so far."""
         return list(self._devices.values())
-
-    def constant(self, value: np.ndarray):
-        """A 0-d host array as this device's data, uploaded once per value and then shared (tensors are immutable):
-        `x * 2.0` in a loop copies 2.0 to the device once, not per call, and never waits for the device."""
-        if (self._runtime or self.runtime).host_memory:
-            return value
-        return self.constants.get_or_make((value.dtype, value.tobytes()), lambda: DeviceArray.from_numpy(self, value))
 
     def forget_routes(self, op: str | None = None) -> None:
         """Every device resolves its routes again (all, or one op's)."""

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..api import shapes
 from ..api.errors import OutOfMemoryError
+from . import contract
 
 
 def contiguous_strides(shape: tuple) -> tuple:
@@ -66,7 +67,8 @@ class DeviceArray:
     def adopt(cls, device, address: int, shape: tuple, dtype: np.dtype) -> "DeviceArray":
         """A view of memory a native host owns (Runtime.adopt), lent for the length of one call: never freed here."""
         nbytes = math.prod(shape) * dtype.itemsize
-        lent = _Lent(device.runtime.adopt(address, nbytes), nbytes) if nbytes else None
+        lent = _Lent(contract.call(device, "adopt", device.runtime.adopt, address, nbytes), nbytes) \
+            if nbytes else None
         return cls(device, lent, shape, dtype)
 
     @classmethod
@@ -75,14 +77,15 @@ class DeviceArray:
         array = np.asarray(array, order="C")  # not ascontiguousarray: it turns 0-d into 1-d
         out = cls.empty(device, array.shape, array.dtype)
         if array.nbytes:
-            device.runtime.copy_h2d(out.block.handle, 0, array, stream)
+            contract.call(device, "copy_h2d", device.runtime.copy_h2d, out.block.handle, 0, array, stream)
         return out
 
     def numpy(self, stream=None) -> np.ndarray:
         """Copy to a new host array (waits for the copy)."""
         out = np.empty(self.shape, self.dtype)
         if out.nbytes:
-            self.device.runtime.copy_d2h(out, self.block.handle, 0, stream)
+            dev = self.device
+            contract.call(dev, "copy_d2h", dev.runtime.copy_d2h, out, self.block.handle, 0, stream)
             if stream is not None:
                 stream.synchronize()
         return out
