@@ -390,3 +390,90 @@ def test_a_directory_writable_only_by_the_users_private_group_is_used(tmp_path, 
     with caplog.at_level(logging.WARNING, logger="hwadapter"):
         path = DiskCache(root).put("cpu-c", PARTS, b"payload")
     assert path is not None and path.is_relative_to(root) and not caplog.records
+
+
+# --- a full disk, or a file-size limit, while compiling ------------------------------------------------------------
+
+#: Child code: compile `exp` on each codegen device (argv[1], comma-separated) after the setup in argv[2], printing
+#: per device "<device> <error class> <words>" (each of NO_ROOM_WORDS found in the message and fix) or "<device> ok".
+NO_ROOM_CHILD = r"""
+import os, resource, signal, sys
+import numpy as np
+import hwadapter as hw
+exec(sys.argv[2])
+for device in sys.argv[1].split(","):
+    try:
+        hw.exp(hw.to_tensor(np.ones(3, np.float32), device=device)).numpy()
+        print(device, "ok", flush=True)
+    except Exception as err:
+        text = f"{err} {getattr(err, 'fix', '')}"
+        print(device, type(err).__name__, *[w.replace(" ", "_") for w in NO_ROOM_WORDS if w in text], flush=True)
+"""
+#: What an error about a full disk says (see the child above).
+NO_ROOM_WORDS = ("cannot compile", "file-size limit", "ulimit -f", "disk is full", "Nothing is wrong with the kernel")
+
+
+def _no_room_child(tmp_path, setup: str, **env) -> tuple[subprocess.CompletedProcess, dict]:
+    devices = _codegen_devices()
+    if not devices:
+        pytest.skip("no device compiles kernels here")
+    full = {**os.environ, "HWADAPTER_CPU_KERNELS": "codegen", "PYTHONDONTWRITEBYTECODE": "1",
+            "HWADAPTER_CACHE_DIR": str(tmp_path / "cache"), "POCL_CACHE_DIR": str(tmp_path / "pocl"), **env}
+    code = f"NO_ROOM_WORDS = {NO_ROOM_WORDS!r}\n" + NO_ROOM_CHILD
+    proc = subprocess.run([sys.executable, "-c", code, ",".join(devices), setup], env=full, capture_output=True,
+                          text=True, timeout=120)
+    said = {line.split()[0]: line.split()[1:] for line in proc.stdout.splitlines() if line.split()}
+    assert proc.returncode == 0 and set(said) == set(devices), proc.stdout + proc.stderr
+    return proc, said
+
+
+@pytest.mark.parametrize("sigxfsz", ["ignored", "default"])
+def test_a_file_size_limit_is_an_error_saying_so_and_never_kills_the_process(tmp_path, sigxfsz):
+    # PoCL's LLVM aborted the process ("IO failure on output stream: File too large"); gcc, killed by SIGXFSZ, was
+    # reported as a bug in the kernel. With SIGXFSZ at its default, any write past the limit would kill the process.
+    setup = ("signal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n" if sigxfsz == "default" else "") + \
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (10_000, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))"
+    _, said = _no_room_child(tmp_path, setup)
+    for device, words in said.items():
+        assert words == ["DiskFullError", "cannot_compile", "file-size_limit", "ulimit_-f",
+                         "Nothing_is_wrong_with_the_kernel"], (device, words)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A directory on a 64 KiB tmpfs filled to the last block (root only: it mounts one)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    mount = tmp_path / "full"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while os.write(fd, b"\0" * 4096):
+                pass
+        except OSError:  # full
+            pass
+        finally:
+            os.close(fd)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_is_an_error_saying_so_not_a_bug_in_the_kernel(tmp_path, full_disk):
+    # PoCL's kernel cache (POCL_CACHE_DIR), gcc's temporary files (TMPDIR) and the kernel cache on the full disk.
+    proc, said = _no_room_child(tmp_path, "", POCL_CACHE_DIR=str(full_disk / "pocl"), TMPDIR=str(full_disk),
+                                HWADAPTER_CACHE_DIR=str(full_disk / "cache"))
+    for device, words in said.items():
+        assert words[:2] == ["DiskFullError", "cannot_compile"] and "disk_is_full" in words, (device, words)
+        assert "Nothing_is_wrong_with_the_kernel" in words, (device, words)
+    # the kernel cache on the full disk: its warning says so, and what to do
+    assert "the disk is full: free space on it, or point HWADAPTER_CACHE_DIR at a directory" in proc.stderr
+
+
+def test_a_full_kernel_cache_costs_speed_only(tmp_path, full_disk):
+    proc, said = _no_room_child(tmp_path, "", HWADAPTER_CACHE_DIR=str(full_disk / "cache"))
+    assert all(words == ["ok"] for words in said.values()), said
+    assert "the disk is full: free space on it, or point HWADAPTER_CACHE_DIR at a directory" in proc.stderr

@@ -20,6 +20,7 @@ from .api import reference  # numpy kernels: every op's semantics
 from .api import shapes  # shape rules, to size outputs
 from .runtime import codegen
 from .runtime.codegen import load_source  # a plugin's hand-written source, compiled through the disk cache
+from .runtime.diskroom import DiskFullError, check_room, no_room  # compilers that write files: a full disk said as such
 from .runtime.memory import DeviceArray, contiguous_strides
 from .runtime.native import NATIVE_API_VERSION, NATIVE_INCLUDE, NativePlugin, NativeRuntime
 from .runtime.native_build import build_library  # a plugin's C device library for native hosts (native_library)
@@ -35,6 +36,6 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
            "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "NATIVE_INCLUDE", "DeviceArray", "contiguous_strides",
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
-           "node_primitive", "load_source", "build_library",
+           "node_primitive", "load_source", "build_library", "DiskFullError", "check_room", "no_room",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
            "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]

@@ -25,6 +25,7 @@ key), then the payload. Writes go to a private temporary file renamed into place
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import json
@@ -37,6 +38,7 @@ import threading
 from pathlib import Path
 
 from ..api.errors import CompileError
+from . import diskroom
 
 log = logging.getLogger("hwadapter")
 MAGIC = b"HWADAPTER-CACHE 2\n"
@@ -112,6 +114,9 @@ def _check_above(path: Path) -> None:
         _check_dir(d, os.lstat(d), above=True)
 
 
+_ROOM = "the disk is full: free space on it, or point HWADAPTER_CACHE_DIR at a directory on a disk with room"
+
+
 def _make_private(path: Path) -> None:
     """Create a directory 0700 unless it exists, then check it as the cache's own."""
     try:
@@ -119,7 +124,7 @@ def _make_private(path: Path) -> None:
     except FileExistsError:
         pass
     except OSError as err:
-        raise _Unsafe(f"{path} cannot be created ({err.strerror})",
+        raise _Unsafe(f"{path} cannot be created ({err.strerror})", _ROOM if diskroom.is_full(err) else
                       f"create it (mkdir -m 700 {path}) or point HWADAPTER_CACHE_DIR at a directory you can write")
     _check_dir(path, os.lstat(path), above=False)
 
@@ -190,7 +195,8 @@ def _secret(root: Path) -> bytes:
         try:
             _write_key(path, replace)
         except OSError as err:
-            raise _Unsafe(f"its key file {path} cannot be written ({err})", f"remove {path}") from None
+            raise _Unsafe(f"its key file {path} cannot be written ({err})",
+                          _ROOM if diskroom.is_full(err) else f"remove {path}") from None
     raise _Unsafe(f"its key file {path} cannot be set up", f"remove {path}")
 
 
@@ -253,6 +259,7 @@ def _read_entry(fd: int, size: int, key: str, secret: bytes) -> bytes:
 _fallback: tempfile.TemporaryDirectory | None = None
 _fallback_lock = threading.Lock()
 _warned: set[str] = set()
+_full_warned: set[str] = set()
 
 
 def _fallback_dir() -> Path:
@@ -383,10 +390,14 @@ class DiskCache:
                   "hmac": _mac(self._open()[1], key, len(payload), digest),
                   "parts": {k: (v if len(str(v)) < 200 else hashlib.sha256(str(v).encode()).hexdigest())
                             for k, v in parts.items()}}
+        data = MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload
+        if not diskroom.fits(len(data)):  # a write past the limit kills a process that does not ignore SIGXFSZ
+            raise OSError(errno.EFBIG, f"a {len(data)}-byte entry is over this process's file-size limit "
+                                       f"({diskroom.file_limit()} bytes, `ulimit -f`)")
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")  # 0600
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(MAGIC + json.dumps(header, sort_keys=True).encode() + b"\n" + payload)
+                f.write(data)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -404,18 +415,35 @@ class DiskCache:
         if path is not None:
             _evict(path)
 
-    def get_or_build(self, namespace: str, parts: dict, build) -> bytes:
+    def get_or_build(self, namespace: str, parts: dict, build, what: str = "") -> bytes:
         """The cached payload, or `build()`'s result stored for next time."""
         payload = self.get(namespace, parts)
-        return self._build(namespace, parts, build) if payload is None else payload
+        return self._build(namespace, parts, build, what) if payload is None else payload
 
-    def _build(self, namespace: str, parts: dict, build) -> bytes:
-        payload = build()
+    def _build(self, namespace: str, parts: dict, build, what: str = "") -> bytes:
+        try:
+            payload = build()
+        except diskroom.DiskFullError:
+            raise
+        except (CompileError, OSError) as err:  # a compiler that found no room says so, not that the kernel is wrong
+            full = diskroom.no_room(what or f"a {namespace} kernel", getattr(err, "log", "") or err,
+                                    diskroom.scratch_dir(), "TMPDIR")
+            if full is None:
+                raise
+            raise full from err
         try:
             self.put(namespace, parts, payload)
         except OSError as err:  # a read-only or full disk costs speed, never correctness
-            log.warning("could not write the kernel cache under %s: %s", self.root, err)
+            self._not_kept(err)
         return payload
+
+    def _not_kept(self, err: OSError) -> None:
+        if not diskroom.is_full(err):
+            log.warning("could not write the kernel cache under %s: %s", self.root, err)
+        elif str(self.root) not in _full_warned:  # once: every compile would say it again
+            _full_warned.add(str(self.root))
+            log.warning("hwadapter: compiled kernels are not kept in the kernel cache %s: %s. Fix: %s; until then "
+                        "each process compiles them again", self.root, err, _ROOM)
 
     def get_or_load(self, namespace: str, parts: dict, build, load, what: str):
         """`load(payload)` of the cached entry, else of `build()`'s payload, stored. A cached entry that fails to load
@@ -423,7 +451,7 @@ class DiskCache:
         `what` (the device and the kernel), the entry and the fix."""
         payload = self.get(namespace, parts)
         cached = payload is not None
-        loaded, failure = _try_load(load, payload if cached else self._build(namespace, parts, build))
+        loaded, failure = _try_load(load, payload if cached else self._build(namespace, parts, build, what))
         if failure is None:
             return loaded
         path = self.path_of(namespace, parts)
@@ -431,7 +459,7 @@ class DiskCache:
         if cached:
             log.warning("hwadapter: %s: the cached binary %s failed to load (%s: %s); removed it, compiling again",
                         what, path, type(failure).__name__, str(failure))  # str: the exception would keep its frames alive
-            loaded, failure = _try_load(load, self._build(namespace, parts, build))
+            loaded, failure = _try_load(load, self._build(namespace, parts, build, what))
             if failure is None:
                 return loaded
             self.evict(namespace, parts)

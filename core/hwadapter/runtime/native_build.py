@@ -6,6 +6,7 @@ the same checked private directory, and named by a hash of everything it is buil
 """
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -15,7 +16,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from . import cache
+from . import cache, diskroom
 from ..api.errors import CompileError
 from .native import NATIVE_INCLUDE
 
@@ -58,15 +59,34 @@ def build_library(source: str | os.PathLike, name: str, defines: dict | None = N
     with _lock:
         if path.is_file():
             return path
-        folder.mkdir(mode=0o700, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="hwadapter-native-") as tmp:
             out = Path(tmp) / path.name
             proc = subprocess.run([cc, *flags, str(source), "-o", str(out), *libs], capture_output=True, text=True)
             if proc.returncode != 0:
+                log = proc.stderr or proc.stdout
+                full = diskroom.no_room(f"{name}: the native device library", log, diskroom.scratch_dir(), "TMPDIR")
+                if full is not None:
+                    raise full
                 raise CompileError(f"{name}: {Path(cc).name} could not build the native device library from {source}",
-                                   log=proc.stderr or proc.stdout,
-                                   fix="report it to the plugin's vendor with this log")
-            staged = folder / f".tmp-{os.getpid()}-{path.name}"
-            shutil.copyfile(out, staged)
-            os.replace(staged, path)  # atomic: another process building the same library meanwhile is harmless
+                                   log=log, fix="report it to the plugin's vendor with this log")
+            _keep(out, folder, path, name)
     return path
+
+
+def _keep(out: Path, folder: Path, path: Path, name: str) -> None:
+    """Copy the built library into the cache folder as `path`: atomically, and a DiskFullError when there is no
+    room (the library must last: it cannot stay in a temporary directory)."""
+    staged = folder / f".tmp-{os.getpid()}-{path.name}"
+    try:
+        if not diskroom.fits(out.stat().st_size):  # a write past the limit kills a process not ignoring SIGXFSZ
+            raise OSError(errno.EFBIG, "over this process's file-size limit")
+        folder.mkdir(mode=0o700, exist_ok=True)
+        shutil.copyfile(out, staged)
+        os.replace(staged, path)  # atomic: another process building the same library meanwhile is harmless
+    except OSError as err:
+        if os.path.lexists(staged):
+            os.unlink(staged)
+        if not diskroom.is_full(err):
+            raise
+        raise diskroom.full_error(f"{name}: the native device library", folder, f"it cannot be kept in {folder}: "
+                                  f"{err.strerror or err}", "HWADAPTER_CACHE_DIR") from err

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 import warnings
@@ -12,7 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from hwadapter.plugin import (CompileError, DeviceProperties, DeviceUnavailableError, Event, InvalidArgumentError,
-                              OutOfMemoryError, Runtime, Stream)
+                              OutOfMemoryError, Runtime, Stream, check_room, no_room)
 
 # Errors by which OpenCL says "no memory left" (CL_MEM_OBJECT_ALLOCATION_FAILURE, CL_OUT_OF_RESOURCES,
 # CL_OUT_OF_HOST_MEMORY, CL_INVALID_BUFFER_SIZE: one buffer over CL_DEVICE_MAX_MEM_ALLOC_SIZE).
@@ -53,6 +54,15 @@ def _build_holding_compiler_warning(prg: cl.Program, options: str) -> None:
     for w in caught:
         if not issubclass(w.category, cl.CompilerWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def pocl_scratch(device: cl.Device) -> str | None:
+    """Where PoCL compiles (its kernel cache, and its temporary files beside it) for a PoCL device, else None: PoCL's
+    LLVM aborts the process when a write there fails, so it must not be asked to compile without room."""
+    if "Portable Computing Language" not in device.platform.name:
+        return None
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.environ.get("POCL_CACHE_DIR") or os.path.join(home, "pocl", "kcache")
 
 
 def build_key(source: str, options: str = "") -> str:
@@ -144,6 +154,7 @@ class OpenCLRuntime(Runtime):
         self._loaded: dict[str, cl.Program] = {}  # SHA-256 of a binary -> the program it came from or was loaded as
         self.binaries: dict[str, bytes] = {}  # build_key -> binary a deserialised subgraph brought: used, not rebuilt
         self.builds = 0  # builds from OpenCL C source (not from binaries): what a warm cache saves
+        self.scratch = pocl_scratch(self.device)
 
     def build(self, source: str, options: str = "", name: str = "kernel") -> cl.Program:
         """The program for this source and these options, built once per process (or loaded from a brought binary)."""
@@ -158,7 +169,12 @@ class OpenCLRuntime(Runtime):
                     self._built[key] = prg
         return prg
 
+    def _room(self, what: str) -> None:
+        if self.scratch is not None:
+            check_room(f"{self.name}: {what}", self.scratch, "POCL_CACHE_DIR")
+
     def _compile(self, source: str, options: str, name: str) -> cl.Program:
+        self._room(f"kernel {name!r}")
         prg = cl.Program(self.context, source)
         self.builds += 1
         try:
@@ -168,6 +184,9 @@ class OpenCLRuntime(Runtime):
                 log = prg.get_build_info(self.device, cl.program_build_info.LOG)
             except cl.Error:
                 log = str(err)
+            full = self.scratch and no_room(f"{self.name}: kernel {name!r}", log, self.scratch, "POCL_CACHE_DIR")
+            if full:
+                raise full from None
             raise CompileError(f"{self.name}: the OpenCL compiler of {self.device.name.strip()} rejected kernel "
                                f"{name!r} (options {options!r}). Fix: this is a bug in the kernel source or the "
                                f"driver; report it with the source and log below", source=source, log=log) from None
@@ -190,6 +209,7 @@ class OpenCLRuntime(Runtime):
         digest = hashlib.sha256(binary).hexdigest()
         prg = self._loaded.get(digest)
         if prg is None:
+            self._room("a program loaded from its binary")  # PoCL compiles its IR, writing as a build does
             prg = self._loaded[digest] = cl.Program(self.context, [self.device], [binary]).build()
         return prg
 
