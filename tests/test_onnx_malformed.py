@@ -53,11 +53,19 @@ def test_an_omitted_required_input_is_an_error_naming_the_node():
     assert not raw, f"{len(raw)} of {len(cases)} omitted inputs escape as raw errors:\n" + "\n".join(raw[:30])
 
 
-def _graph(nodes, inputs=("x",), inits=()):
-    vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2]) for n in inputs]
+def _graph(nodes, inputs=("x",), inits=(), twice=None, dims=(2,)):
+    if twice is not None:  # the node's attribute `twice` once more, of another value
+        nodes[0].attribute.append(helper.make_attribute(twice, "other"))
+    vis = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(dims)) for n in inputs]
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])
     g = helper.make_graph(nodes, "g", vis, [out], list(inits))
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString()
+
+
+def _negative(name):
+    t = helper.make_tensor(name, TensorProto.FLOAT, [2], [1.0, 2.0])
+    t.dims[0] = -1  # numpy would take -1 as "the rest": the data would fit, the shape is still wrong
+    return t
 
 
 _node = helper.make_node
@@ -71,7 +79,16 @@ MALFORMED = {
     "a Constant with two values": (_graph([_node("Constant", [], ["c"], name="k", value_float=1.0,
                                                  value_floats=[1.0, 2.0]), _node("Add", ["x", "c"], ["y"], name="a")]),
                                    r"'k'.*2 values"),
+    "more outputs than the op makes": (_graph([_node("Relu", ["x"], ["y", "z"], name="a")]),
+                                       r"'a'.*2 outputs.*at most 1"),
+    "an attribute given twice": (_graph([_node("LeakyRelu", ["x"], ["y"], name="a", alpha=0.5)], twice="alpha"),
+                                 r"'a'.*attribute 'alpha' 2 times"),
+    "an initializer of negative shape": (_graph([_node("Add", ["x", "w"], ["y"], name="a")], inits=[_negative("w")]),
+                                         r"initializer 'w'.*negative dimension"),
+    "a graph input of negative shape": (_graph([_node("Relu", ["x"], ["y"], name="a")], dims=[-3]),
+                                        r"graph input 'x'.*negative dimension"),
 }
+
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -118,3 +135,10 @@ def test_a_tiny_model_asking_for_more_memory_than_there_is_is_refused_naming_the
     feeds = [np.ones(1, np.float32)] if case == "Expand at run time" else []
     with pytest.raises(OutOfMemoryError, match=r"bomb.*1\.0 GiB.*128\.0 MiB"):
         model.run(feeds, devices=["cpu"])
+
+
+@pytest.mark.parametrize("shape", [(-1, 2), (2.5,), ("a",)])
+def test_a_given_input_shape_that_is_not_non_negative_ints_is_an_error_naming_the_input(shape):
+    model = hwonnx.load(_graph([_node("Relu", ["x"], ["y"], name="a")], dims=["n"]))
+    with pytest.raises(HwAdapterError, match=r"shape given for input 'x'"):
+        model.graph({"x": shape})

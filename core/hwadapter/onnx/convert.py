@@ -191,6 +191,9 @@ def tensor_array(tensor, what: str) -> np.ndarray:
     # lazy: onnx is an optional package (the onnx extra); `import hwadapter.onnx` works without it
     from onnx import numpy_helper
     from onnx.external_data_helper import uses_external_data
+    if any(d < 0 for d in tensor.dims):
+        raise InvalidArgumentError(f"onnx: {what} has a negative dimension in its shape {tuple(tensor.dims)}",
+                                   fix="the model is malformed: check it with onnx.checker.check_model")
     if uses_external_data(tensor):
         raise InvalidArgumentError(f"onnx: {what} keeps its data in an external file that was not loaded",
                                    fix="load the model with hwadapter.onnx.load(path), its data files beside it")
@@ -479,7 +482,8 @@ _CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_
 def check_graph(model) -> None:
     """Refuse, once on load and naming the node, a graph whose meaning is ambiguous: an input declared twice, two
     nodes writing one value (which one would win?), a node writing over a graph input or initializer, more inputs
-    than the operator takes (they would be ignored), a Constant with other than one value."""
+    than the operator takes (they would be ignored) or outputs than it makes, an attribute given twice, a Constant
+    with other than one value, an initializer of negative shape."""
     g = model.graph
     fix = "the model is malformed: check it with onnx.checker.check_model, and fix its exporter"
     declared, made = set(), {}
@@ -487,6 +491,10 @@ def check_graph(model) -> None:
         if vi.name in declared:
             raise UnsupportedOpError(f"onnx: graph input {vi.name!r} is declared twice", fix=fix)
         declared.add(vi.name)
+    for t in g.initializer:
+        if any(d < 0 for d in t.dims):
+            raise UnsupportedOpError(f"onnx: initializer {t.name!r} has a negative dimension in its shape "
+                                     f"{tuple(t.dims)}", fix=fix)
     fixed = declared | {t.name for t in g.initializer}
     for i, n in enumerate(g.node):
         name = n.name or f"{n.op_type}_{i}"
@@ -504,17 +512,25 @@ def check_graph(model) -> None:
             if len(values) != 1:
                 raise UnsupportedOpError(f"onnx: {where} has {len(values)} values ({', '.join(values) or 'none'}); "
                                          f"a Constant has exactly one", fix=fix)
-        most = _max_inputs(n, opset_of(model, n.domain))
-        if most is not None and len(n.input) > most:
-            raise UnsupportedOpError(f"onnx: {where} has {len(n.input)} inputs; the operator takes at most {most}, "
-                                     f"so the rest would be ignored", fix=fix)
+        names = [a.name for a in n.attribute]
+        twice = sorted({a for a in names if names.count(a) > 1})
+        if twice:
+            raise UnsupportedOpError(f"onnx: {where} gives attribute {twice[0]!r} {names.count(twice[0])} times "
+                                     f"(which one would hold?)", fix=fix)
+        schema = _schema(n, opset_of(model, n.domain))
+        if schema is not None and len(n.input) > schema.max_input:
+            raise UnsupportedOpError(f"onnx: {where} has {len(n.input)} inputs; the operator takes at most "
+                                     f"{schema.max_input}, so the rest would be ignored", fix=fix)
+        if schema is not None and len(n.output) > schema.max_output:
+            raise UnsupportedOpError(f"onnx: {where} has {len(n.output)} outputs; the operator makes at most "
+                                     f"{schema.max_output}, so the rest would never be written", fix=fix)
 
 
-def _max_inputs(node, opset: int) -> int | None:
-    """The most inputs the node's operator takes at `opset`, or None when onnx has no schema for it."""
+def _schema(node, opset: int):
+    """The node's operator schema at `opset`, or None when onnx has none for it."""
     onnx = sys.modules["onnx"]  # loaded: the model is an onnx ModelProto (onnx stays optional to import this module)
     try:
-        return onnx.defs.get_schema(node.op_type, opset, node.domain).max_input
+        return onnx.defs.get_schema(node.op_type, opset, node.domain)
     except Exception:  # noqa: BLE001 - no schema: an unknown op, refused by check_supported
         return None
 

@@ -26,6 +26,7 @@ class OnnxModel:
         check_graph(proto)
         check_supported(proto)
         check_opset(proto)
+        self.declared()  # the inputs' declared types and shapes, checked once
 
     def declared(self) -> dict:
         """{input name: (shape with None for unknown dims, dtype)} as the model declares them; the shape is None
@@ -35,6 +36,10 @@ class OnnxModel:
             tt = vi.type.tensor_type
             dims = None if not tt.HasField("shape") else \
                 tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+            if dims is not None and any(d is not None and d < 0 for d in dims):
+                raise InvalidArgumentError(f"onnx: graph input {vi.name!r} declares a negative dimension "
+                                           f"{tuple('?' if d is None else d for d in dims)}",
+                                           fix="the model is malformed: check it with onnx.checker.check_model")
             out[vi.name] = (dims, value_dtype(vi, f"graph input {vi.name!r}"))
         return out
 
@@ -44,7 +49,7 @@ class OnnxModel:
         out = {}
         for name, (dims, _) in self.declared().items():
             if name in shapes:
-                out[name] = tuple(shapes[name])
+                out[name] = _shape(name, shapes[name])
             elif dims is None:
                 raise InvalidArgumentError(f"onnx: input {name!r} has no declared shape, so the model cannot be "
                                            "converted before it runs", fix=f"pass input_shapes={{{name!r}: (...)}} to "
@@ -141,6 +146,19 @@ class OnnxModel:
 def load(source, input_shapes: dict | None = None) -> OnnxModel:
     """Load an ONNX model (a path, bytes or a ModelProto); `input_shapes` fixes dims the model leaves open."""
     return OnnxModel(read_model(source), input_shapes)
+
+
+def _shape(name: str, shape) -> tuple:
+    """A given input shape as a tuple of non-negative ints, or an error naming the input."""
+    try:
+        dims = tuple(int(d) for d in shape)
+        ok = all(d >= 0 and d == s for d, s in zip(dims, shape))
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise InvalidArgumentError(f"onnx: the shape given for input {name!r} is {shape!r}, not non-negative ints",
+                                   fix=f"pass input_shapes={{{name!r}: (2, 3, ...)}}")
+    return dims
 
 
 def _values_key(values: dict | None) -> tuple:
