@@ -559,7 +559,23 @@ def check_opset(model) -> None:
                                                                     f"(version {MIN_OPSET} or newer)")
     if min(versions) < MIN_OPSET:
         raise UnsupportedOpError(f"onnx: the model's default-domain opset is {min(versions)}; hwadapter converts "
-                                 f"opset {MIN_OPSET} and newer (older ops had other semantics)", fix=fix)
+                                 f"opset {MIN_OPSET} and newer (older ops had other semantics"
+                                 f"{_legacy(model, min(versions))})", fix=fix)
+
+
+def _legacy(model, opset: int) -> str:
+    """'; node ... takes legacy broadcast attributes' for the model's first node that does (before opset 7 the
+    arithmetic ops broadcast their own way, with `broadcast`/`axis`), else ''."""
+    for i, n in enumerate(model.graph.node):
+        if n.domain in DEFAULT_DOMAINS and n.op_type in _LEGACY_BROADCAST and \
+                {"broadcast", "axis"} & {a.name for a in n.attribute}:
+            return f"; node {n.name or f'{n.op_type}_{i}'!r} ({n.op_type}, opset {opset}) takes the legacy " \
+                   "broadcast/axis attributes"
+    return ""
+
+
+_LEGACY_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal", "Greater", "Less",
+                               "PRelu", "Gemm"})
 
 
 def opset_of(model, domain: str = "") -> int:

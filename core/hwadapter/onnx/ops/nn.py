@@ -66,10 +66,7 @@ def _pads(ctx, node, in_sizes, kernel, strides, dilations):
     k = len(in_sizes)
     auto = node.string("auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
-        pads = _ints(node, "pads", 0, 2 * k, lo=0)
-        if len(pads) != 2 * k or min(pads) < 0:
-            ctx.fail(node, f"its pads {pads} are not {2 * k} non-negative ints")
-        return pads
+        return _ints(node, "pads", 0, 2 * k, lo=0)
     if auto == "VALID":
         return [0] * (2 * k)
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
@@ -91,8 +88,6 @@ def _window_attrs(ctx, node, x, kernel=None):
     if len(kernel) != k:
         ctx.fail(node, f"its kernel_shape {kernel} does not match the {k} spatial axes of its input")
     strides, dilations = _ints(node, "strides", 1, k, lo=1), _ints(node, "dilations", 1, k, lo=1)
-    if len(strides) != k or len(dilations) != k or min(strides + dilations) < 1:
-        ctx.fail(node, f"its strides {strides} or dilations {dilations} are not {k} positive ints")
     return kernel, strides, dilations, _pads(ctx, node, sizes, kernel, strides, dilations)
 
 
