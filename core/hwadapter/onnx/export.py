@@ -7,6 +7,7 @@ node and op before anything is written.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -15,7 +16,7 @@ import numpy as np
 
 from .. import __version__
 from ..api.errors import HwAdapterError, InvalidArgumentError
-from . import export_types
+from . import export_fold, export_nan, export_types
 from .export_types import OPSET
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
@@ -43,6 +44,7 @@ class _Writer:
         self.owner = {}  # ONNX node name -> the hwadapter node it was written for
         self.types = {k: np.dtype(v.dtype) for k, v in graph.values.items()}  # every ONNX value's dtype
         self.types.update({k: np.asarray(a).dtype for k, a in graph.constants.items()})
+        self.shapes = {}  # the static shape of a value made by the exporter that stands for a graph value
 
     def fresh(self, stem: str) -> str:
         self._count += 1
@@ -63,11 +65,8 @@ class _Writer:
                 bound[param] = self.types[ref]
                 wide[param] = export_types.choose(op_type, bound[param], allowed[param])
                 if wide[param] is None:
-                    names = ", ".join(sorted(d.name for d in allowed[param])) or "no type hwadapter has"
-                    self.fail(f"it is written as ONNX {op_type}, which takes {names} at opset {OPSET}, not "
-                              f"{bound[param].name}", fix=f"cast the {bound[param].name} tensor to one of {names} "
-                                                          f"before this op")
-        ins = [self._cast(ref, wide[p]) if ref and p in wide and wide[p] != bound[p] else ref
+                    self._untyped(op_type, bound[param], allowed[param])
+        ins = [self.cast(ref, wide[p]) if ref and p in wide and wide[p] != bound[p] else ref
                for ref, p in zip(inputs, export_types.input_params(in_strs, len(inputs)))]
         outs = [self.fresh(op_type) if p in wide and wide[p] != bound[p] else o
                 for o, p in zip(outputs, export_types.input_params(out_strs, len(outputs)))]
@@ -79,15 +78,25 @@ class _Writer:
             self.types[narrow] = export_types.output_dtype(p, bound, allowed)
         return outputs[0]
 
+    def _untyped(self, op_type: str, dt, allowed) -> None:
+        names = ", ".join(d.name for d in allowed if export_types.usable(op_type, d, allowed))
+        why = (f"onnxruntime has no {dt.name} kernel for ONNX {op_type}" if dt in allowed else
+               f"ONNX {op_type} does not take {dt.name} at opset {OPSET}")
+        self.fail(f"{why}, nor a wider type that holds {dt.name} exactly",
+                  fix=f"cast the {dt.name} tensor to one of {names or 'the types ONNX allows'} before this op")
+
     def _emit(self, op_type: str, inputs, outputs, attrs) -> None:
         name = self.fresh(op_type)
         self.owner[name] = self.current
         self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
 
-    def _cast(self, ref: str, dt) -> str:
+    def cast(self, ref: str, dt) -> str:
+        """ref as dtype dt (a new value)."""
         out = self.fresh("Cast")
         self._emit("Cast", [ref], [out], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt))})
         self.types[out] = np.dtype(dt)
+        if ref in self.shapes or ref in self.graph.values:
+            self.shapes[out] = self.shape(ref)
         return out
 
     def const(self, array, dtype=None) -> str:
@@ -105,7 +114,7 @@ class _Writer:
         return self.types[ref]
 
     def shape(self, ref) -> tuple:
-        return tuple(self.graph.values[ref].shape)
+        return self.shapes[ref] if ref in self.shapes else tuple(self.graph.values[ref].shape)
 
     def fail(self, why: str, fix: str = "", node=None) -> None:
         n = node or self.current
@@ -135,7 +144,9 @@ def _gelu(w, x, out: str, approximate: bool, dt=None) -> None:
         core = w.node("Tanh", [inner])
     else:
         core = w.node("Erf", [w.node("Div", [x, c(math.sqrt(2.0))])])
-    w.node("Mul", [w.node("Mul", [x, c(0.5)]), w.node("Add", [core, c(1.0)])], [out])
+    value = w.node("Mul", [w.node("Mul", [x, c(0.5)]), w.node("Add", [core, c(1.0)])])
+    # at +-inf the formulas are inf * 1 and -inf * 0 (nan); eager's gelu is its limit there, x or 0
+    w.node("Where", [w.node("IsInf", [x]), w.node("Relu", [x]), value], [out])
 
 
 def _binary(w, n):
@@ -203,13 +214,17 @@ def _where(w, n):
 
 
 def _cast(w, n):
-    w.node("Cast", [n.inputs[0]], list(n.outputs), to=w.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(n.attrs["dtype"])))
+    to = w.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(n.attrs["dtype"]))
+    w.node("Cast", [n.inputs[0]], list(n.outputs), to=to)
 
 
 def _clip(w, n):
     x = n.inputs[0]
     lo, hi = n.attrs.get("min"), n.attrs.get("max")
-    bound = lambda v: "" if v is None else w.const(np.asarray(v).astype(w.dtype(x)))  # noqa: E731
+    dt = w.dtype(x)
+    if dt.kind == "f":  # onnxruntime reads a missing bound as the largest finite one, which would clamp inf
+        lo, hi = -np.inf if lo is None else lo, np.inf if hi is None else hi
+    bound = lambda v: "" if v is None else w.const(np.asarray(v).astype(dt))  # noqa: E731
     ins = [x, bound(lo), bound(hi)]
     while ins[-1] == "":
         ins.pop()
@@ -230,19 +245,30 @@ def _reduce(w, n):
         return
     if n.op == "mean" and w.dtype(x).kind in "biu":
         w.fail("the mean of an integer tensor has no exact ONNX form", fix="cast it to a float dtype first")
-    w.node(REDUCE[n.op], [x, w.ints(axes)], [out], keepdims=int(bool(n.attrs.get("keepdim", False))))
+    keep, dt = int(bool(n.attrs.get("keepdim", False))), w.dtype(x)
+    if n.op in ("max", "min") and dt.kind == "f":
+        export_nan.reduce(w, REDUCE[n.op], x, axes, out, keep)
+    elif n.op in ("sum", "prod") and dt.kind in "biu":
+        export_fold.reduce(w, REDUCE[n.op], x, axes, out, keep)
+    elif n.op == "mean" and any(w.shape(x)[a] == 0 for a in axes):  # 0 / 0, where ONNX's mean of nothing is 0
+        w.node("Identity", [w.const(np.full(w.shape(out), np.nan, dt))], [out])
+    else:
+        w.node(REDUCE[n.op], [x, w.ints(axes)], [out], keepdims=keep)
 
 
 def _argreduce(w, n):
     x, (out,) = n.inputs[0], n.outputs
     op = "ArgMax" if n.op == "argmax" else "ArgMin"
     axis, keep = n.attrs.get("axis"), bool(n.attrs.get("keepdim", False))
-    if axis is None:  # over the flattened tensor, as numpy
-        flat = w.node("Reshape", [x, w.ints([-1])])
-        idx = w.node(op, [flat], axis=0, keepdims=1, select_last_index=0)
-        w.node("Reshape", [idx, w.ints([1] * len(w.shape(x)) if keep else [])], [out])
-        return
-    w.node(op, [x], [out], axis=int(axis), keepdims=int(keep), select_last_index=0)
+    flat = axis is None  # over the flattened tensor, as numpy
+    src, target = (w.node("Reshape", [x, w.ints([-1])]), w.fresh(op)) if flat else (x, out)
+    axis, k = (0, 1) if flat else (int(axis), int(keep))
+    if w.dtype(x).kind == "f":
+        export_nan.arg(w, op, src, target, axis, k)
+    else:
+        w.node(op, [src], [target], axis=axis, keepdims=k, select_last_index=0)
+    if flat:
+        w.node("Reshape", [target, w.ints([1] * len(w.shape(x)) if keep else [])], [out])
 
 
 def _matmul(w, n):
@@ -261,8 +287,9 @@ def _swap_last(w, ref) -> str:
 
 
 def _softmax(w, n):
-    w.node("Softmax" if n.op == "softmax" else "LogSoftmax", [n.inputs[0]], list(n.outputs),
-           axis=int(n.attrs.get("axis", -1)))
+    x = n.inputs[0]
+    axis = int(n.attrs.get("axis", -1)) % max(len(w.shape(x)), 1)
+    export_nan.softmax(w, "Softmax" if n.op == "softmax" else "LogSoftmax", x, n.outputs[0], axis)
 
 
 def _layer_norm(w, n):
@@ -281,12 +308,10 @@ def _broadcast_to(w, ref, shape) -> str:
 
 
 def _batch_norm(w, n):
+    """The reference kernel's formula, (x - mean) / sqrt(var + eps) * weight + bias: ONNX BatchNormalization folds it
+    into x * scale + shift, which gives nan where eager gives inf (an inf x times a scale, minus an inf shift)."""
     x, mean, var, weight, bias = n.inputs
     eps, axis = float(n.attrs.get("epsilon", 1e-5)), int(n.attrs.get("channel_axis", 1)) % len(w.shape(x))
-    if axis == 1:
-        w.node("BatchNormalization", [x, weight, bias, mean, var], list(n.outputs), epsilon=eps)
-        return
-    # another channel axis: the reference kernel's formula, (x - mean) / sqrt(var + eps) * weight + bias
     shape = [1] * len(w.shape(x))
     shape[axis] = w.shape(x)[axis]
     r = lambda ref: w.node("Reshape", [ref, w.ints(shape)])  # noqa: E731
@@ -332,7 +357,14 @@ def _pool2d(w, n):
             w.fail("an inclusive average pool in ceil mode with end padding is divided differently in ONNX")
         w.node("AveragePool", [x], list(n.outputs), count_include_pad=int(not a.get("exclusive", True)), **attrs)
     else:
-        w.node("MaxPool", [x], list(n.outputs), **attrs)
+        _max_or_avg(w, "MaxPool", x, n.outputs[0], **attrs)
+
+
+def _max_or_avg(w, op_type: str, x, out: str, **attrs) -> None:
+    if "Max" in op_type and w.dtype(x).kind == "f":
+        export_nan.pool(w, op_type, x, out, **attrs)
+    else:
+        w.node(op_type, [x], [out], **attrs)
 
 
 def _adaptive(w, n):
@@ -341,10 +373,10 @@ def _adaptive(w, n):
     _, _, h, wd = w.shape(x)
     avg = n.op == "adaptive_avg_pool2d"
     if (oh, ow) == (1, 1):
-        w.node("GlobalAveragePool" if avg else "GlobalMaxPool", [x], [out])
+        _max_or_avg(w, "GlobalAveragePool" if avg else "GlobalMaxPool", x, out)
     elif h % oh == 0 and wd % ow == 0:  # equal windows, side by side: a plain pool
         k = [h // oh, wd // ow]
-        w.node("AveragePool" if avg else "MaxPool", [x], [out], kernel_shape=k, strides=k)
+        _max_or_avg(w, "AveragePool" if avg else "MaxPool", x, out, kernel_shape=k, strides=k)
     else:
         w.fail(f"adaptive pooling of {h}x{wd} to {oh}x{ow} has windows of unequal size, which ONNX cannot say",
                fix="pool to a size that divides the input")
@@ -427,10 +459,13 @@ def _shift(w, n):
 
 
 def _topk(w, n):
-    a = n.attrs
+    a, x = n.attrs, n.inputs[0]
+    axis, largest = int(a.get("axis", -1)) % len(w.shape(x)), int(bool(a.get("largest", True)))
+    if w.dtype(x).kind == "f":
+        export_nan.topk(w, x, int(a["k"]), axis, largest, n.outputs)
+        return
     # ONNX TopK also puts the lower index first among equal values; its results are always sorted here
-    w.node("TopK", [n.inputs[0], w.ints([a["k"]])], list(n.outputs), axis=int(a.get("axis", -1)),
-           largest=int(bool(a.get("largest", True))), sorted=1)
+    w.node("TopK", [x, w.ints([a["k"]])], list(n.outputs), axis=axis, largest=largest, sorted=1)
 
 
 def _cumulative(w, n):
@@ -457,9 +492,20 @@ def _gather_scatter(w, n):
 
 
 def _lrn(w, n):
-    a = n.attrs
-    w.node("LRN", [n.inputs[0]], list(n.outputs), size=int(a["size"]), alpha=float(a.get("alpha", 1e-4)),
-           beta=float(a.get("beta", 0.75)), bias=float(a.get("bias", 1.0)))
+    """The reference kernel's formula, x / (bias + alpha / size * the sum of x**2 over the window) ** beta, as adds
+    of shifted slices: onnxruntime's LRN slides a running sum, which turns an inf in the window into nan."""
+    a, x = n.attrs, n.inputs[0]
+    size, shape = int(a["size"]), w.shape(x)
+    c = lambda v: w.const(np.asarray(v, w.dtype(x)))  # noqa: E731
+    pads = [0] * (2 * len(shape))
+    pads[1], pads[len(shape) + 1] = (size - 1) // 2, size // 2
+    padded = w.node("Pad", [w.node("Mul", [x, x]), w.ints(pads), c(0)], mode="constant")
+    total = None
+    for k in range(size):
+        part = w.node("Slice", [padded, w.ints([k]), w.ints([k + shape[1]]), w.ints([1])])
+        total = part if total is None else w.node("Add", [total, part])
+    scale = w.node("Add", [c(float(a.get("bias", 1.0))), w.node("Mul", [c(float(a.get("alpha", 1e-4)) / size), total])])
+    w.node("Div", [x, w.node("Pow", [scale, c(float(a.get("beta", 0.75)))])], list(n.outputs))
 
 
 def _conv_transpose2d(w, n):
@@ -489,6 +535,22 @@ WRITERS.update(dict.fromkeys(("cumsum", "cumprod"), _cumulative))
 WRITERS.update(dict.fromkeys(("gather_elements", "scatter_elements", "gather_nd", "scatter_nd"), _gather_scatter))
 
 
+# ops written as several ONNX nodes, which eager computes in float32 for float16 and rounds once
+_FORMULAS = frozenset({"gelu", "batch_norm", "lrn", "conv2d", "layer_norm"})
+
+
+def _in_float32(w, n) -> None:
+    """Write n's formula on float32 copies of its float16 inputs, and cast its outputs back once."""
+    f16, f32 = np.dtype("float16"), np.dtype("float32")
+    wide = [w.cast(i, f32) if w.dtype(i) == f16 else i for i in n.inputs]
+    outs = [w.fresh("float32") for _ in n.outputs]
+    for o, f in zip(n.outputs, outs):
+        w.types[f], w.shapes[f] = f32, w.shape(o)
+    WRITERS[n.op](w, dataclasses.replace(n, inputs=tuple(wide), outputs=tuple(outs)))
+    for o, f in zip(n.outputs, outs):
+        w.node("Cast", [f], [o], to=w.onnx.helper.np_dtype_to_tensor_dtype(f16))
+
+
 def _value_info(helper, graph, name: str, as_name: str | None = None):
     v = graph.values[name]
     return helper.make_tensor_value_info(as_name or name, helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype)),
@@ -512,7 +574,10 @@ def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
     for node in graph.nodes:
         w.current = node
         try:
-            WRITERS[node.op](w, node)
+            if node.op in _FORMULAS and np.dtype("float16") in {w.dtype(i) for i in node.inputs}:
+                _in_float32(w, node)
+            else:
+                WRITERS[node.op](w, node)
         except HwAdapterError:
             raise
         except Exception as err:  # an attribute or dtype the writer did not foresee: ours, naming the node

@@ -12,11 +12,20 @@ _NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 _ONNX_NAME = {"float32": "float", "float64": "double"}
 BY_TYPE_STR = {f"tensor({_ONNX_NAME.get(n, n)})": np.dtype(n) for n in _NAMES}
 
-# onnxruntime's CPU kernels leave out int8, int16, uint8 and float16 for many ops whose schemas allow them (Min,
-# Where, Relu, ...): ops that compute run in these types, ops that only move elements run in any type they allow
-PORTABLE = frozenset(np.dtype(n) for n in ("bool", "int32", "int64", "uint32", "uint64", "float32", "float64"))
+# Narrow types (int8, int16, uint8, bool, float16) are computed in a wider type where the schema allows one: the
+# types every runtime implements, and what eager does for float16. Ops that only move elements keep any type, and
+# a type a constraint allows alone (And's bool) is taken as it is.
+PORTABLE = frozenset(np.dtype(n) for n in ("int32", "int64", "uint32", "uint64", "float32", "float64"))
 MOVES = frozenset({"Reshape", "Transpose", "Concat", "Split", "Slice", "Gather", "Expand", "Identity",
                    "GatherElements", "GatherND", "Cast"})
+# the types a schema allows that onnxruntime's CPU provider has no kernel for (onnxruntime 1.31, probed per op)
+_LACKS = {"ArgMax": "int16 uint32 uint64", "ArgMin": "int16 uint32 uint64", "CumSum": "uint32 uint64",
+          "Max": "int16", "Min": "int16", "Pad": "int16", "Relu": "int16", "Where": "bool int16 uint64",
+          "TopK": "uint32 uint64", "GlobalMaxPool": "float64", "GlobalAveragePool": "float64",
+          "AveragePool": "float64", "Conv": "float64", "ConvTranspose": "float64", "Erf": "float64",
+          **dict.fromkeys(("ReduceMax", "ReduceMin", "ReduceSum", "ReduceProd", "ReduceMean"), "uint32 uint64"),
+          **dict.fromkeys(("Acos", "Acosh", "Asin", "Asinh", "Atan", "Atanh", "Cosh", "Sinh", "Tan"), "float64")}
+LACKS = {op: frozenset(np.dtype(n) for n in names.split()) for op, names in _LACKS.items()}
 
 # Wider types that hold every value of the narrow one. Integer results cast back keep the low bits, which is the
 # wrap-around eager integer arithmetic has; float16 through float32 rounds once, as numpy's float16 kernels do.
@@ -36,12 +45,18 @@ def signature(defs, op_type: str):
     return tuple(i.type_str for i in s.inputs), tuple(o.type_str for o in s.outputs), allowed
 
 
+def usable(op_type: str, dtype: np.dtype, allowed) -> bool:
+    """Whether op_type's schema allows dtype and onnxruntime has a kernel for it (LACKS names the data's type, not a
+    constraint's one type: Where's bool condition)."""
+    return dtype in allowed and (len(allowed) == 1 or dtype not in LACKS.get(op_type, ()))
+
+
 def choose(op_type: str, dtype: np.dtype, allowed) -> np.dtype | None:
-    """The type to compute in: dtype where the op allows it, else the first exact wider type it allows; None if none."""
-    for d in (dtype, *WIDER.get(dtype, ())):
-        if d in allowed and (op_type in MOVES or d in PORTABLE):
-            return d
-    return None
+    """The type to compute in: dtype if it is portable, else the first exact wider type usable, else dtype itself
+    where usable (MaxPool has int8 but no int32); None if none is."""
+    first = op_type in MOVES or dtype in PORTABLE or len(allowed) == 1
+    order = (dtype, *WIDER.get(dtype, ())) if first else (*WIDER.get(dtype, ()), dtype)
+    return next((d for d in order if usable(op_type, d, allowed)), None)
 
 
 def input_params(in_strs, n_inputs: int) -> list:
