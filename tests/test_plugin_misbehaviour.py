@@ -57,7 +57,8 @@ def _synchronize(fault):
 
 #: fault -> (what the user does, the error class, what the message says about the call)
 CASES = {
-    "allocate_none": (_upload, HwAdapterError, "Runtime.allocate(512) on misb:0 returned None (NoneType), not a handle"),
+    "allocate_none": (_upload, HwAdapterError, "Runtime.allocate(512) on misb:0 returned None (NoneType), not a "
+                                               "handle"),
     "allocate_raises": (_upload, HwAdapterError, "Runtime.allocate(512) on misb:0 raised ValueError: acme_malloc"),
     "allocate_memoryerror": (_upload, OutOfMemoryError, "Runtime.allocate(512) on misb:0 ran out of memory"),
     "copy_h2d_raises": (_upload, HwAdapterError, "Runtime.copy_h2d() on misb:0 raised OSError: DMA engine timeout"),

@@ -98,7 +98,7 @@ class DiskFullError(CompileError):
 def full_error(what: str, path: str | os.PathLike, why: str, setting: str) -> DiskFullError:
     """The error for a compile of `what` that has no room under `path`; `setting` moves that directory."""
     if "file-size limit" in why and "disk is full" not in why:
-        fix = "raise this process's file-size limit (`ulimit -f unlimited` in the shell that starts it, or RLIMIT_FSIZE)"
+        fix = "raise this process's file-size limit (`ulimit -f unlimited` in the shell that starts it; RLIMIT_FSIZE)"
     else:
         fix = (f"free space on the disk holding {path}, or point {setting} at a directory on a disk with room; where "
                f"a file-size limit is set (`ulimit -f`), raise it")
