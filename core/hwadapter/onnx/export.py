@@ -2,22 +2,25 @@
 
 `to_model(graph)` is what `hwadapter.jit.save` writes. Graphs come from `hwadapter.jit.get_graph`, which is taken
 before the optimisation passes, so pass-made ops (`fused`) never reach it; an op without an exact ONNX form (a
-custom kernel-primitive op, a pass-made node, an attribute value ONNX cannot say) raises `ExportError` naming the
-node and op before anything is written.
+custom kernel-primitive op, a pass-made node, an attribute value ONNX cannot say, a dtype neither the ONNX op nor
+onnxruntime's kernel takes, even widened) raises `ExportError` naming the node and op before anything is written.
+Each ONNX node is written in a type its schema allows (export_writer); where onnxruntime's own op computes
+something else than eager (nan in max, integer overflow, x % 0), eager's form is written (export_nan, export_int).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
-import re
 
 import numpy as np
 
 from .. import __version__
-from ..api.errors import HwAdapterError, InvalidArgumentError
-from . import export_fold, export_nan, export_types
+from ..api.errors import HwAdapterError
+from . import export_int, export_nan
 from .export_types import OPSET
+from .export_writer import ExportError, Writer, refuse_checked
+
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
 UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
@@ -29,98 +32,6 @@ BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div", "pow": "Pow", 
           "equal": "Equal", "less": "Less", "less_equal": "LessOrEqual", "greater": "Greater",
           "greater_equal": "GreaterOrEqual", "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor"}
 REDUCE = {"sum": "ReduceSum", "prod": "ReduceProd", "max": "ReduceMax", "min": "ReduceMin", "mean": "ReduceMean"}
-
-
-class ExportError(InvalidArgumentError):
-    """A graph holds an op (or an attribute value) that has no exact ONNX form."""
-
-
-class _Writer:
-    """Collects ONNX nodes and initializers; `node` adds one node, `const` one initializer."""
-
-    def __init__(self, graph, onnx):
-        self.graph, self.onnx, self.nodes, self.inits, self._count = graph, onnx, [], [], 0
-        self.current = None  # the hwadapter node being written (names and errors)
-        self.owner = {}  # ONNX node name -> the hwadapter node it was written for
-        self.types = {k: np.dtype(v.dtype) for k, v in graph.values.items()}  # every ONNX value's dtype
-        self.types.update({k: np.asarray(a).dtype for k, a in graph.constants.items()})
-        self.shapes = {}  # the static shape of a value made by the exporter that stands for a graph value
-
-    def fresh(self, stem: str) -> str:
-        self._count += 1
-        return f"{self.current.name if self.current else 'export'}/{stem}_{self._count}"
-
-    def node(self, op_type: str, inputs, outputs=None, **attrs) -> str:
-        """Add an ONNX node computing in a type its schema allows (inputs widened, outputs cast back); its (first)
-        output name."""
-        inputs, outputs = list(inputs), list(outputs) if outputs is not None else [self.fresh(op_type)]
-        if op_type == "Cast":
-            self._emit(op_type, inputs, outputs, attrs)
-            self.types[outputs[0]] = self.onnx.helper.tensor_dtype_to_np_dtype(attrs["to"])
-            return outputs[0]
-        in_strs, out_strs, allowed = export_types.signature(self.onnx.defs, op_type)
-        bound, wide = {}, {}  # type parameter -> eager's dtype, and the dtype the node computes in
-        for ref, param in zip(inputs, export_types.input_params(in_strs, len(inputs))):
-            if ref and param in allowed and param not in bound and self.types.get(ref) is not None:
-                bound[param] = self.types[ref]
-                wide[param] = export_types.choose(op_type, bound[param], allowed[param])
-                if wide[param] is None:
-                    self._untyped(op_type, bound[param], allowed[param])
-        ins = [self.cast(ref, wide[p]) if ref and p in wide and wide[p] != bound[p] else ref
-               for ref, p in zip(inputs, export_types.input_params(in_strs, len(inputs)))]
-        outs = [self.fresh(op_type) if p in wide and wide[p] != bound[p] else o
-                for o, p in zip(outputs, export_types.input_params(out_strs, len(outputs)))]
-        self._emit(op_type, ins, outs, attrs)
-        for o, narrow, p in zip(outs, outputs, export_types.input_params(out_strs, len(outputs))):
-            if o != narrow:  # computed wider: back to eager's dtype (integers keep their low bits, as eager wraps)
-                self.types[o] = wide[p]
-                self._emit("Cast", [o], [narrow], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(bound[p])})
-            self.types[narrow] = export_types.output_dtype(p, bound, allowed)
-        return outputs[0]
-
-    def _untyped(self, op_type: str, dt, allowed) -> None:
-        names = ", ".join(d.name for d in allowed if export_types.usable(op_type, d, allowed))
-        why = (f"onnxruntime has no {dt.name} kernel for ONNX {op_type}" if dt in allowed else
-               f"ONNX {op_type} does not take {dt.name} at opset {OPSET}")
-        self.fail(f"{why}, nor a wider type that holds {dt.name} exactly",
-                  fix=f"cast the {dt.name} tensor to one of {names or 'the types ONNX allows'} before this op")
-
-    def _emit(self, op_type: str, inputs, outputs, attrs) -> None:
-        name = self.fresh(op_type)
-        self.owner[name] = self.current
-        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
-
-    def cast(self, ref: str, dt) -> str:
-        """ref as dtype dt (a new value)."""
-        out = self.fresh("Cast")
-        self._emit("Cast", [ref], [out], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt))})
-        self.types[out] = np.dtype(dt)
-        if ref in self.shapes or ref in self.graph.values:
-            self.shapes[out] = self.shape(ref)
-        return out
-
-    def const(self, array, dtype=None) -> str:
-        """A new initializer holding `array`."""
-        arr = np.asarray(array, dtype=dtype)
-        name = self.fresh("const")
-        self.inits.append(self.onnx.numpy_helper.from_array(arr, name))
-        self.types[name] = arr.dtype
-        return name
-
-    def ints(self, values) -> str:
-        return self.const(np.asarray(list(values), np.int64).reshape(-1))
-
-    def dtype(self, ref) -> np.dtype:
-        return self.types[ref]
-
-    def shape(self, ref) -> tuple:
-        return self.shapes[ref] if ref in self.shapes else tuple(self.graph.values[ref].shape)
-
-    def fail(self, why: str, fix: str = "", node=None) -> None:
-        n = node or self.current
-        raise ExportError(f"onnx export: node {n.name!r} (op {n.op!r}): {why}",
-                          fix=fix or "export the function without this op, or write it with ops that have an ONNX "
-                                     "form (docs/onnx.md lists them)")
 
 
 # --- one function per op family: (writer, node) -> writes ONNX nodes whose outputs are node.outputs -------------
@@ -157,7 +68,7 @@ def _binary(w, n):
     elif n.op == "mod":
         _mod(w, a, b, out)
     elif n.op == "pow" and w.dtype(a).kind in "iu":
-        _int_pow(w, a, b, out)
+        export_int.power(w, a, b, out)
     elif n.op == "div" and w.dtype(a).kind in "iu":
         w.fail("integer division has no one ONNX form (ONNX Div truncates, numpy floors)",
                fix="cast to a float dtype before dividing")
@@ -166,47 +77,16 @@ def _binary(w, n):
 
 
 def _mod(w, a, b, out: str) -> None:
-    """numpy's mod (the result has the divisor's sign): ONNX Mod(fmod=0) for integers; for floats C's fmod, plus
+    """numpy's mod (the result has the divisor's sign): export_int.mod for integers; for floats C's fmod, plus
     the divisor where the remainder is non-zero and its sign differs from the divisor's (what numpy does)."""
-    dt = w.dtype(a)
-    if dt.kind in "iu":
-        # eager's x % 0 and x % -1 are 0, which is x % 1; onnxruntime fails on % 0 and traps on INT_MIN % -1
-        zero = w.node("Equal", [b, w.const(np.zeros((), dt))])
-        if dt.kind == "i":
-            zero = w.node("Or", [zero, w.node("Equal", [b, w.const(np.asarray(-1, dt))])])
-        w.node("Mod", [a, w.node("Where", [zero, w.const(np.ones((), dt)), b])], [out], fmod=0)
+    if w.dtype(a).kind in "iu":
+        export_int.mod(w, a, b, out)
         return
     r = w.node("Mod", [a, b], fmod=1)
     zero = w.const(np.zeros((), w.dtype(a)))
     fix = w.node("And", [w.node("Not", [w.node("Equal", [r, zero])]),
                          w.node("Xor", [w.node("Less", [r, zero]), w.node("Less", [b, zero])])])
     w.node("Where", [fix, w.node("Add", [r, b]), r], [out])
-
-
-def _int_pow(w, a, b, out: str) -> None:
-    """Integer x ** y as eager computes it: by squaring, wrapping as the dtype does (ONNX Pow goes through double,
-    which is inexact beyond 2**53 and undefined past the dtype's range); for y < 0, 1 / x**|y| truncated: 1 for
-    x == 1, +-1 for x == -1, else 0."""
-    dt = w.dtype(a)
-    wide = dt if dt in export_types.PORTABLE else np.dtype("int32")  # the low bits of a wider product are dt's
-    x, y = (r if dt == wide else _cast_to(w, r, wide) for r in (a, b))
-    c = lambda v: w.const(np.asarray(v, wide))  # noqa: E731
-    negative = w.node("Less", [y, c(0)]) if dt.kind == "i" else None
-    e = y if negative is None else w.node("Where", [negative, c(0), y])
-    result, power = c(1), x
-    bits = dt.itemsize * 8 - (dt.kind == "i")
-    for k in range(bits):  # result *= x ** 2**k where bit k of e is set
-        unset = w.node("Equal", [w.node("BitwiseAnd", [e, c(1 << k)]), c(0)])
-        result = w.node("Where", [unset, result, w.node("Mul", [result, power])])
-        if k + 1 < bits:
-            power = w.node("Mul", [power, power])
-    if negative is not None:
-        odd = w.node("Not", [w.node("Equal", [w.node("BitwiseAnd", [y, c(1)]), c(0)])])
-        minus_one = w.node("Where", [odd, c(-1), c(1)])
-        one_over = w.node("Where", [w.node("Equal", [x, c(1)]), c(1),
-                                    w.node("Where", [w.node("Equal", [x, c(-1)]), minus_one, c(0)])])
-        result = w.node("Where", [negative, one_over, result])
-    w.node("Cast", [result], [out], to=w.onnx.helper.np_dtype_to_tensor_dtype(dt))
 
 
 def _where(w, n):
@@ -249,7 +129,7 @@ def _reduce(w, n):
     if n.op in ("max", "min") and dt.kind == "f":
         export_nan.reduce(w, REDUCE[n.op], x, axes, out, keep)
     elif n.op in ("sum", "prod") and dt.kind in "biu":
-        export_fold.reduce(w, REDUCE[n.op], x, axes, out, keep)
+        export_int.reduce(w, REDUCE[n.op], x, axes, out, keep)
     elif n.op == "mean" and any(w.shape(x)[a] == 0 for a in axes):  # 0 / 0, where ONNX's mean of nothing is 0
         w.node("Identity", [w.const(np.full(w.shape(out), np.nan, dt))], [out])
     else:
@@ -563,7 +443,7 @@ def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
     # lazy: onnx is an optional package, and jit.save imports this module before it checks onnx is installed
     import onnx
     helper = onnx.helper
-    w = _Writer(graph, onnx)
+    w = Writer(graph, onnx)
     unsupported = sorted({n.op for n in graph.nodes if n.op not in WRITERS})
     if unsupported:
         first = next(n for n in graph.nodes if n.op not in WRITERS)
@@ -601,22 +481,8 @@ def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as err:  # InferenceError, ValidationError: a node written wrong, named by ONNX's node name
-        _refuse_checked(w, err)
+        refuse_checked(w, err)
     return model
-
-
-def _refuse_checked(w, err: Exception) -> None:
-    """onnx.checker's error as an ExportError naming the hwadapter node whose ONNX node it rejects."""
-    text = str(err)
-    culprit = next((w.owner[t] for t in re.findall(r"[\w./:-]+", text) if w.owner.get(t) is not None), None)
-    if culprit is None:
-        raise ExportError(f"onnx export: onnx.checker rejects the written model: {text}",
-                          fix="report this as a bug of hwadapter's exporter, with the function exported") from err
-    try:
-        w.fail(f"onnx.checker rejects the ONNX written for it: {text}",
-               fix="report this as a bug of hwadapter's exporter; meanwhile export without this op", node=culprit)
-    except ExportError as ours:
-        raise ours from err
 
 
 def save(graph, path, name: str = "hwadapter") -> str:

@@ -1,0 +1,117 @@
+"""The ONNX writer of the exporter: nodes each in a type its schema allows and onnxruntime runs, and ExportError."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..api.errors import InvalidArgumentError
+from . import export_types
+from .export_types import OPSET
+
+
+class ExportError(InvalidArgumentError):
+    """A graph holds an op (an attribute value, a dtype) that has no exact ONNX form onnxruntime runs."""
+
+
+class Writer:
+    """Collects ONNX nodes and initializers; `node` adds one node, `const` one initializer."""
+
+    def __init__(self, graph, onnx):
+        self.graph, self.onnx, self.nodes, self.inits, self._count = graph, onnx, [], [], 0
+        self.current = None  # the hwadapter node being written (names and errors)
+        self.owner = {}  # ONNX node name -> the hwadapter node it was written for
+        self.types = {k: np.dtype(v.dtype) for k, v in graph.values.items()}  # every ONNX value's dtype
+        self.types.update({k: np.asarray(a).dtype for k, a in graph.constants.items()})
+        self.shapes = {}  # the static shape of a value made by the exporter that stands for a graph value
+
+    def fresh(self, stem: str) -> str:
+        self._count += 1
+        return f"{self.current.name if self.current else 'export'}/{stem}_{self._count}"
+
+    def node(self, op_type: str, inputs, outputs=None, **attrs) -> str:
+        """Add an ONNX node computing in a type its schema allows (inputs widened, outputs cast back); its (first)
+        output name."""
+        inputs, outputs = list(inputs), list(outputs) if outputs is not None else [self.fresh(op_type)]
+        if op_type == "Cast":
+            self._emit(op_type, inputs, outputs, attrs)
+            self.types[outputs[0]] = self.onnx.helper.tensor_dtype_to_np_dtype(attrs["to"])
+            return outputs[0]
+        in_strs, out_strs, allowed = export_types.signature(self.onnx.defs, op_type)
+        bound, wide = {}, {}  # type parameter -> eager's dtype, and the dtype the node computes in
+        for ref, param in zip(inputs, export_types.input_params(in_strs, len(inputs))):
+            if ref and param in allowed and param not in bound and self.types.get(ref) is not None:
+                bound[param] = self.types[ref]
+                wide[param] = export_types.choose(op_type, bound[param], allowed[param])
+                if wide[param] is None:
+                    self._untyped(op_type, bound[param], allowed[param])
+        ins = [self.cast(ref, wide[p]) if ref and p in wide and wide[p] != bound[p] else ref
+               for ref, p in zip(inputs, export_types.input_params(in_strs, len(inputs)))]
+        outs = [self.fresh(op_type) if p in wide and wide[p] != bound[p] else o
+                for o, p in zip(outputs, export_types.input_params(out_strs, len(outputs)))]
+        self._emit(op_type, ins, outs, attrs)
+        for o, narrow, p in zip(outs, outputs, export_types.input_params(out_strs, len(outputs))):
+            if o != narrow:  # computed wider: back to eager's dtype (integers keep their low bits, as eager wraps)
+                self.types[o] = wide[p]
+                self._emit("Cast", [o], [narrow], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(bound[p])})
+            self.types[narrow] = export_types.output_dtype(p, bound, allowed)
+        return outputs[0]
+
+    def _untyped(self, op_type: str, dt, allowed) -> None:
+        names = ", ".join(d.name for d in allowed if export_types.usable(op_type, d, allowed))
+        why = (f"onnxruntime has no {dt.name} kernel for ONNX {op_type}" if dt in allowed else
+               f"ONNX {op_type} does not take {dt.name} at opset {OPSET}")
+        self.fail(f"{why}, nor a wider type that holds {dt.name} exactly",
+                  fix=f"cast the {dt.name} tensor to one of {names or 'the types ONNX allows'} before this op")
+
+    def _emit(self, op_type: str, inputs, outputs, attrs) -> None:
+        name = self.fresh(op_type)
+        self.owner[name] = self.current
+        self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
+
+    def cast(self, ref: str, dt) -> str:
+        """ref as dtype dt (a new value)."""
+        out = self.fresh("Cast")
+        self._emit("Cast", [ref], [out], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt))})
+        self.types[out] = np.dtype(dt)
+        if ref in self.shapes or ref in self.graph.values:
+            self.shapes[out] = self.shape(ref)
+        return out
+
+    def const(self, array, dtype=None) -> str:
+        """A new initializer holding `array`."""
+        arr = np.asarray(array, dtype=dtype)
+        name = self.fresh("const")
+        self.inits.append(self.onnx.numpy_helper.from_array(arr, name))
+        self.types[name] = arr.dtype
+        return name
+
+    def ints(self, values) -> str:
+        return self.const(np.asarray(list(values), np.int64).reshape(-1))
+
+    def dtype(self, ref) -> np.dtype:
+        return self.types[ref]
+
+    def shape(self, ref) -> tuple:
+        return self.shapes[ref] if ref in self.shapes else tuple(self.graph.values[ref].shape)
+
+    def fail(self, why: str, fix: str = "", node=None) -> None:
+        """Raise the ExportError of the node being written (or `node`)."""
+        n = node or self.current
+        raise ExportError(f"onnx export: node {n.name!r} (op {n.op!r}): {why}",
+                          fix=fix or "export the function without this op, or write it with ops that have an ONNX "
+                                     "form (docs/onnx.md lists them)")
+
+
+def refuse_checked(w, err: Exception) -> None:
+    """onnx.checker's error as an ExportError naming the hwadapter node whose ONNX node it rejects."""
+    text = str(err)
+    culprit = next((w.owner[t] for t in re.findall(r"[\w./:-]+", text) if w.owner.get(t) is not None), None)
+    if culprit is None:
+        raise ExportError(f"onnx export: onnx.checker rejects the written model: {text}",
+                          fix="report this as a bug of hwadapter's exporter, with the function exported") from err
+    try:
+        w.fail(f"onnx.checker rejects the ONNX written for it: {text}",
+               fix="report this as a bug of hwadapter's exporter; meanwhile export without this op", node=culprit)
+    except ExportError as ours:
+        raise ours from err
