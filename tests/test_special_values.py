@@ -298,6 +298,42 @@ def _where(path, dtype):
     assert_agrees(got, np.where(cond, a, b), "where", (a, b), f"({dtype}) on {path}", nan_sign=True)
 
 
+def _ieee_pow(a, e):
+    """IEEE 754's pow (C's): numpy's elementwise loop, the exponent an array of a's shape (numpy takes a single
+    exponent of 0.5 for sqrt, whose sqrt(-inf) = nan and sqrt(-0) = -0 are not pow's)."""
+    return quiet(np.power, a, np.full(a.shape, e, a.dtype))
+
+
+def test_pow_with_a_number_a_0d_or_a_full_exponent_is_ieee_pow(path):
+    """Every special base to every special exponent given three ways: a Python number, a 0-d tensor and a tensor of
+    the base's shape (and `**`); each is IEEE pow on every path (pow(-inf, 0.5) was nan with a number on cpu)."""
+    def check(dtype):
+        base = specials(dtype)
+        x = hw.to_tensor(base, device=path)
+        for e in specials(dtype):
+            want = _ieee_pow(base, e)
+            full = hw.to_tensor(np.full(base.shape, e, base.dtype), device=path)
+            zero_d = hw.to_tensor(np.asarray(e, base.dtype), device=path)
+            for how, got in (("number", hw.pow(x, float(e))), ("**", x ** float(e)), ("0-d", hw.pow(x, zero_d)),
+                             ("tensor", hw.pow(x, full))):
+                assert_agrees(got.numpy(), want, "pow", (base,), f"({dtype}, exponent {e} as {how}) on {path}")
+    each(FLOATS, check)
+
+
+def test_float16_pow_is_float32_pow_rounded_once(path):
+    """float16 pow is numpy's: the float32 pow, correctly rounded, rounded to float16 once; exactly, so that an ulp
+    of float32 error cannot move a result across a float16 tie (pow(65504, 0.5) was 256 on opencl:0, not 255.9)."""
+    rng = np.random.default_rng(7)
+    a = np.concatenate([[65504, 65504, 2, 10, 255.9], rng.uniform(0, 300, 4000)]).astype(np.float16)
+    b = np.concatenate([[0.5, 0.25, 0.5, 1.5, 2], rng.uniform(-4, 4, 4000)]).astype(np.float16)
+    got = hw.pow(hw.to_tensor(a, device=path), hw.to_tensor(b, device=path)).numpy()
+    want = quiet(np.power, a, b)
+    wrong = (got.view(np.uint16) != want.view(np.uint16)) & ~(np.isnan(got) & np.isnan(want))
+    assert not wrong.any(), f"{int(wrong.sum())} differ, e.g. {a[wrong][:4]} ** {b[wrong][:4]} -> {got[wrong][:4]}, " \
+        f"not {want[wrong][:4]}"
+    assert hw.pow(hw.to_tensor(np.float16([65504]), device=path), 0.5).numpy()[0] == np.float16(255.9)
+
+
 # --- cast and clip -----------------------------------------------------------------------------------------------
 def _defined(x, target):
     """Where numpy defines x.astype(target): float to int only for finite values whose truncation fits."""

@@ -284,6 +284,16 @@ def _float_fn(name, doc, numpy, render=None):
     return _f(name, 1, doc, _floating(name), numpy, render or _math(name))
 
 
+def _fpow(a, b):
+    """C's (IEEE 754's) pow: numpy's x ** 0.5 for a broadcast exponent is sqrt, whose sqrt(-inf) = nan and
+    sqrt(-0) = -0 are not pow's +inf and +0."""
+    out = np.power(a, b)
+    half = np.asarray(b) == 0.5
+    if half.any():
+        out = np.where(half & ((a == -np.inf) | (a == 0)), np.abs(a), out).astype(out.dtype, copy=False)
+    return out
+
+
 _FUNCTORS = [
     _f("add", 2, "a + b", _numeric("add"), np.add, _wrapping("+")),
     _f("sub", 2, "a - b", _numeric("sub"), np.subtract, _wrapping("-")),
@@ -293,7 +303,7 @@ _FUNCTORS = [
     _f("max", 2, "numpy.maximum (NaN propagates)", _any_same("max"), np.maximum, _maximum),
     _f("min", 2, "numpy.minimum (NaN propagates)", _any_same("min"), np.minimum, _minimum),
     _f("pow", 2, "a ** b (ints: wrapping; negative exponent truncates toward 0)", _numeric("pow"),
-       lambda a, b: np.power(a, b) if a.dtype.kind == "f" else _ipow(a, b), _pow),
+       lambda a, b: _fpow(a, b) if a.dtype.kind == "f" else _ipow(a, b), _pow),
     _f("mod", 2, "floor modulo, sign of the divisor (numpy %, x % 0 == 0 for ints)", _numeric("mod"),
        np.remainder, _mod),
     _f("neg", 1, "-a", _numeric("neg"), np.negative, _neg),

@@ -141,6 +141,8 @@ def relu(x):
 
 def power(x, y):
     """x ** y; for integers a negative exponent gives 1 / x**|y| truncated toward zero (1, -1 or 0), as C does."""
+    if x.dtype.kind == "f":
+        return _ieee_pow(x, y)
     if x.dtype.kind != "i":
         return np.power(x, y)
     negative = y < 0
@@ -149,6 +151,17 @@ def power(x, y):
     out = np.power(x, np.where(negative, 0, y))  # x ** 0 == 1 where y < 0, filled in below
     one_over = np.where(x == 1, 1, np.where(x == -1, np.where(y % 2 == 0, 1, -1), 0)).astype(x.dtype)
     return np.where(negative, one_over, out)
+
+
+def _ieee_pow(x, y):
+    """IEEE 754's pow, which C and every device compute: numpy takes x ** 0.5 for sqrt when the exponent is one
+    number for a whole row (a scalar or broadcast y), so that sqrt(-inf) = nan and sqrt(-0) = -0 would make the result
+    depend on y's shape; pow(-inf, 0.5) is +inf and pow(-0, 0.5) is +0."""
+    out = np.power(x, y)
+    half = np.asarray(y) == 0.5
+    if half.any():
+        out = np.where(half & ((x == -np.inf) | (x == 0)), np.abs(x), out).astype(out.dtype, copy=False)
+    return out
 
 
 UNARY = {

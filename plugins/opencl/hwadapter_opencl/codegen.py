@@ -17,6 +17,19 @@ class Dialect(kp.OpenCLDialect):
     """hwadapter_kp's OpenCL C, one work unit per work item instead of a grid-stride loop: CPU drivers (PoCL)
     vectorise across the work items of a group only when the kernel body has no loop of its own."""
 
+    #: The device has double precision (cl_khr_fp64): float pow is then computed in it (see call).
+    fp64: bool = False
+
+    def call(self, fn, d, *args):
+        # OpenCL's float pow may be 16 ulp off (PoCL's is off by half an ulp at sqrt(65504)), and one ulp decides how
+        # a float16 result rounds: in double and rounded to float once, it is the correctly rounded float pow of numpy
+        if fn == "pow" and self.fp64 and kp.dtypes.register(d) == "float32":
+            return "(float)pow({}, {})".format(*(f"(double)({a})" for a in args))
+        return super().call(fn, d, *args)
+
+    def features_prelude(self, uses):
+        return ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"] if self.fp64 else super().features_prelude(uses)
+
     def grid_loop(self, vectorizable, work="n_units"):
         if self.schedule.elems_per_item != 1:
             return super().grid_loop(vectorizable, work)
@@ -60,6 +73,8 @@ class OpenCLCodegenBackend(CodegenBackend):
 
     def __init__(self, runtime):
         self.runtime = runtime
+        if getattr(runtime, "fp64", False):
+            self.dialect = Dialect(fp64=True)
 
     def cache_key(self) -> dict:
         d = self.runtime.device
