@@ -2,11 +2,13 @@
 required input omitted (named ''), as a hostile or broken exporter writes it."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, defs, helper  # noqa: E402
 
+import hwadapter as hw  # noqa: E402
 import hwadapter.onnx as hwonnx  # noqa: E402
 from hwadapter.api.errors import HwAdapterError  # noqa: E402
 from hwadapter.onnx.ops import CONVERTERS, load_all  # noqa: E402
@@ -142,3 +144,22 @@ def test_a_given_input_shape_that_is_not_non_negative_ints_is_an_error_naming_th
     model = hwonnx.load(_graph([_node("Relu", ["x"], ["y"], name="a")], dims=["n"]))
     with pytest.raises(HwAdapterError, match=r"shape given for input 'x'"):
         model.graph({"x": shape})
+
+
+@pytest.mark.parametrize("dev", ["cpu:0", "opencl:0"])
+def test_a_value_a_kernel_refuses_at_run_time_names_the_onnx_node(dev):
+    """Indices fed at run time are checked by the kernel; its error names the ONNX node (the plan step), on the
+    first run and on the warm runs of the plan's generated function."""
+    if dev not in hw.device.get_available_device():
+        pytest.skip(f"{dev} is not available here")
+    data = helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 2])
+    idx = helper.make_tensor_value_info("idx", TensorProto.INT64, [2])
+    node = helper.make_node("Gather", ["data", "idx"], ["y"], name="lookup_victim", axis=0)
+    graph = helper.make_graph([node], "g", [data, idx], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = hwonnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)]).SerializeToString())
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    np.testing.assert_array_equal(model.run({"data": x, "idx": np.array([2, 0])}, [dev])[0], x[[2, 0]])
+    for _ in range(2):
+        with pytest.raises(HwAdapterError, match="lookup_victim") as err:
+            model.run({"data": x, "idx": np.array([0, 7])}, [dev])
+        assert "7" in str(err.value)

@@ -88,11 +88,20 @@ def execute(sched, staged, record=None) -> list:
                 env[s] = None
             if record is not None:
                 record(st, start, _clock() - start)
-    except HwAdapterError:
-        raise
+    except HwAdapterError as err:
+        raise located(st, err)
     except Exception as err:
         raise failed(st, err) from err
     return [env[s] for s, _ in sched.outputs]
+
+
+def located(st, err: HwAdapterError) -> HwAdapterError:
+    """`err`, raised by step `st` (a kernel refusing its values, say), with the step named first: the graph node
+    (an ONNX node's name for an imported model) is what the user can find, the kernel's op alone is not."""
+    head = f"plan step {st.name!r}" if st is not None else ""
+    if head and err.args and isinstance(err.args[0], str) and head not in err.args[0]:
+        err.args = (f"{head} (op {st.op!r}) on {st.device}: {err.args[0]}",) + err.args[1:]
+    return err
 
 
 def judge(st, j: int, data):

@@ -5,7 +5,7 @@ at batch 1); delete this module and plans run through the loop alone."""
 from __future__ import annotations
 
 from ..api.errors import HwAdapterError
-from .executor import failed, judge
+from .executor import failed, judge, located
 from .steps import Run
 
 
@@ -62,15 +62,19 @@ class Straight:
         """The function on the staged inputs; a failing step is a KernelExecutionError naming it."""
         try:
             return self.function(staged)
-        except HwAdapterError:
-            raise
+        except HwAdapterError as err:
+            raise located(self.steps[self._failing(err)], err)
         except Exception as err:
-            tb, k = err.__traceback__, 0
-            while tb is not None:  # the generated function's frame says which line, hence which step, failed
-                if tb.tb_frame.f_code.co_filename == self.filename:
-                    k = self.where.get(tb.tb_lineno, 0)
-                tb = tb.tb_next
-            raise failed(self.steps[k], err) from err
+            raise failed(self.steps[self._failing(err)], err) from err
+
+    def _failing(self, err: BaseException) -> int:
+        """The index of the step whose line of the generated function raised `err`."""
+        tb, k = err.__traceback__, 0
+        while tb is not None:  # the generated function's frame says which line, hence which step, failed
+            if tb.tb_frame.f_code.co_filename == self.filename:
+                k = self.where.get(tb.tb_lineno, 0)
+            tb = tb.tb_next
+        return k
 
 
 def _inline(k: int, chain, ins, outs, names: dict) -> list:
