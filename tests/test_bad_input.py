@@ -167,6 +167,21 @@ BAD = {
     "getitem float": ("index", lambda d: _x(d)[1.5]),
     "getitem slice of floats": ("slice", lambda d: _x(d)[0.5:2]),
     "getitem float array": ("gather", lambda d: _x(d)[np.array([0.5])]),
+    # more axes than a tensor has (numpy's 64): refused before any kernel runs, never blamed on the plugin
+    "zeros of rank 65": ("zeros", lambda d: hw.zeros([1] * 65, device=d)),
+    "full of rank 65": ("full", lambda d: hw.full([1] * 65, 2.0, device=d)),
+    "reshape to rank 65": ("reshape", lambda d: _x(d).reshape([1] * 63 + [3, 4])),
+    "unsqueeze to rank 65": ("unsqueeze", lambda d: hw.zeros([1] * 64, device=d).unsqueeze(0)),
+    "x[None] to rank 65": ("indexing", lambda d: hw.zeros([1] * 64, device=d)[None]),
+    "expand to rank 65": ("expand", lambda d: _x(d).expand([1] * 63 + [3, 4])),
+    "gather to rank 65": ("gather", lambda d: hw.gather(_x(d), hw.zeros([1] * 64, "int64", device=d), axis=1)),
+    # numpy's rules refuse it: the fix says what to use instead
+    "matmul of a 0-d tensor": ("matmul", lambda d: hw.matmul(_x(d), hw.to_tensor(np.float32(2), device=d))),
+    "0-d @ x": ("matmul", lambda d: hw.to_tensor(np.float32(2), device=d) @ _x(d)),
+    # indices outside the axis, held by a tensor: checked by the kernels, which never read outside x
+    "gather index 4 of 4": ("gather", lambda d: hw.gather(_x(d), hw.to_tensor([4], device=d), axis=1)),
+    "gather index -4 of 3": ("gather", lambda d: hw.gather(_x(d), hw.to_tensor([-4], device=d))),
+    "x[tensor] out of range": ("gather", lambda d: _x(d)[hw.to_tensor([0, 3], device=d)]),
     # other libraries' spellings
     "softmax dim=-1": ("softmax", lambda d: F.softmax(_x(d), dim=-1)),
     "sum dim=0": ("sum", lambda d: hw.sum(_x(d), dim=0)),
@@ -188,6 +203,40 @@ def test_bad_input_is_our_error_naming_the_op_and_the_fix(case, device):
     assert op in message, f"{case}: the message does not name {op!r}: {message}"
     assert "Fix" in message or info.value.fix, f"{case}: the message gives no fix: {message}"
     assert "vendor" not in message, f"{case}: an input mistake blamed on a plugin: {message}"
+
+
+# Every binary operator and its reflected form, as (op named, call(x, scalar)).
+OPERATORS = {
+    "+": ("add", lambda x, s: x + s), "r+": ("add", lambda x, s: s + x),
+    "-": ("subtract", lambda x, s: x - s), "r-": ("subtract", lambda x, s: s - x),
+    "*": ("multiply", lambda x, s: x * s), "r*": ("multiply", lambda x, s: s * x),
+    "/": ("divide", lambda x, s: x / s), "r/": ("divide", lambda x, s: s / x),
+    "**": ("pow", lambda x, s: x ** s), "r**": ("pow", lambda x, s: s ** x),
+    "%": ("remainder", lambda x, s: x % s), "r%": ("remainder", lambda x, s: s % x),
+    "<": ("less_than", lambda x, s: x < s), "r<": ("greater_than", lambda x, s: s < x),
+    "==": ("equal", lambda x, s: x == s), "!=": ("not_equal", lambda x, s: x != s),
+    "&": ("logical_and", lambda x, s: x & s), "|": ("logical_or", lambda x, s: x | s),
+    "maximum": ("maximum", lambda x, s: hw.maximum(x, s)), "minimum": ("minimum", lambda x, s: hw.minimum(s, x)),
+    "where": ("where", lambda x, s: hw.where(x > 1, s, x)),
+}
+
+
+@pytest.mark.parametrize("scalar", [np.longdouble(1), np.clongdouble(1), np.complex64(1), np.datetime64(1, "s")],
+                         ids=lambda s: type(s).__name__)
+def test_numpy_scalars_no_dtype_holds_are_refused_naming_the_op(scalar, device):
+    """numpy's longdouble, complex and datetime scalars on either side of every operator: our error naming the op,
+    the tensor's dtype and the scalar's type, with a fix; never 'cannot combine a tensor with a longdouble'."""
+    x = _x(device)
+    failures = []
+    for case, (op, call) in OPERATORS.items():
+        try:
+            call(x, scalar)
+            failures.append(f"{case}: accepted")
+        except hw.UnsupportedDTypeError as err:
+            text = str(err)
+            if not (text.startswith(f"{op}:") and type(scalar).__name__ in text and "Fix:" in text):
+                failures.append(f"{case}: {text}")
+    assert not failures, "\n".join(failures)
 
 
 @pytest.mark.parametrize("keyword, right", [("dim", "axis="), ("keepdims", "keepdim=")])

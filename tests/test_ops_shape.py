@@ -430,7 +430,7 @@ def test_getitem_errors(device):
 
 # --- slicing: the frontend's normalised bounds against numpy --------------------------------------------------
 _BOUND = st.one_of(st.none(), st.integers(-12, 12), st.sampled_from([-(1 << 70), 1 << 70]))
-_STEP = st.one_of(st.none(), st.integers(-4, 4).filter(bool), st.sampled_from([-(1 << 62), 1 << 62]))
+_STEP = st.one_of(st.none(), st.integers(-4, 4).filter(bool), st.sampled_from([-(1 << 62), 1 << 62, 1 << 70]))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -460,6 +460,19 @@ def test_slice_of_an_empty_range_is_empty(size, start, stop, step, device):
     out = hw.slice(hw.to_tensor(arr, device=device), [0], [start], [stop], [step])
     np.testing.assert_array_equal(out.numpy(), arr[start:stop:step])
     np.testing.assert_array_equal(hw.to_tensor(arr, device=device)[start:stop:step].numpy(), arr[start:stop:step])
+
+
+@pytest.mark.parametrize("start, stop, step", [(0, 1 << 70, None), (-(1 << 70), 3, None), (1 << 70, None, -1),
+                                               (-(1 << 70), 1 << 70, 2), (None, None, 1 << 70), (1, None, -(1 << 64)),
+                                               (1 << 63, -(1 << 63) - 1, -3), (2, 1 << 70, 1 << 63)])
+def test_slice_bounds_beyond_int64_clamp_as_pythons(start, stop, step, device):
+    """Bounds and steps of any size, as the docs say (out-of-range bounds clamp): hw.slice and x[...] give numpy's
+    x[start:stop:step]; they were refused beyond int64."""
+    arr = np.arange(14).reshape(7, 2)
+    x = hw.to_tensor(arr, device=device)
+    np.testing.assert_array_equal(x[start:stop:step].numpy(), arr[start:stop:step])
+    out = hw.slice(x, [0], [start], [stop], None if step is None else [step])
+    np.testing.assert_array_equal(out.numpy(), arr[start:stop:step])
 
 
 @given(size=st.integers(0, 8), start=_BOUND, stop=_BOUND, step=_STEP)

@@ -80,16 +80,25 @@ def result_type(*dts: np.dtype) -> np.dtype:
     return out
 
 
-def scalar_dtype(value, other: np.dtype) -> np.dtype:
-    """The dtype a Python scalar takes next to a tensor: weak, it adopts the tensor's kind when it fits."""
+def scalar_dtype(value, other: np.dtype, op: str = "op") -> np.dtype:
+    """The dtype a Python scalar takes next to a tensor of `other`: weak, it adopts the tensor's kind when it fits."""
     if isinstance(value, bool):
         return other
     if isinstance(value, int):
         return other if other != bool_ else DEFAULT_INT
     if isinstance(value, float):
         return other if other.kind == "f" else DEFAULT_FLOAT
-    raise UnsupportedDTypeError(f"cannot combine a tensor with a {type(value).__name__}. Fix: use a tensor or a "
-                                f"Python number")
+    raise unsupported_scalar(op, value, other)
+
+
+def unsupported_scalar(op: str, value, other: np.dtype) -> UnsupportedDTypeError:
+    """The error for a scalar of a type no tensor holds (numpy's longdouble, complex, ...) next to an `other` tensor."""
+    kind = f"numpy {type(value).__name__}" if isinstance(value, np.generic) else type(value).__name__
+    fix = "pass float(value), rounded to float64" if isinstance(value, np.floating) else \
+        "pass value.real if its imaginary part is 0" if isinstance(value, np.complexfloating) else \
+        "pass a Python int, float or bool"
+    return UnsupportedDTypeError(f"{op}: cannot combine a {other.name} tensor with a {kind} scalar "
+                                 f"({_cut(repr(value))}): no supported dtype holds it. Fix: {fix}")
 
 
 def value_range(d: np.dtype) -> tuple:

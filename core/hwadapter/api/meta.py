@@ -218,8 +218,12 @@ GRAPH_RULES: dict = {"fused": _fused}
 
 def result_meta(op: str, shapes: tuple, dtypes: tuple, attrs: dict | None = None) -> tuple | None:
     """((shape, dtype), ...) of op's outputs for inputs of `shapes` and `dtypes`, or None for an op without a rule
-    (a custom kernel-primitive op). Raises what the shape rules raise for inputs the op cannot take."""
+    (a custom kernel-primitive op). Raises what the shape rules raise for inputs the op cannot take, and for a result
+    of more axes than a tensor has."""
     rule = RULES.get(op) or GRAPH_RULES.get(op)
     if rule is None:
         return None
-    return rule(tuple(tuple(s) for s in shapes), tuple(np.dtype(d) for d in dtypes), attrs or {})
+    out = rule(tuple(tuple(s) for s in shapes), tuple(np.dtype(d) for d in dtypes), attrs or {})
+    for shape, _ in out:  # graphs are typed here before anything runs: no kernel meets a result it cannot hold
+        _shapes.check_rank(op, shape)
+    return out

@@ -403,12 +403,16 @@ def slice(x, axes, starts, ends, steps):  # noqa: A001  the op's name
     return _contiguous(x[tuple(index)])
 
 
+#: What to do about an index out of range (the kernels check every index: none reads outside its input).
+INDEX_FIX = "pass indices within the axis (negative ones count from its end), e.g. clip them to that range"
+
+
 def gather(x, index, axis=0):
     n = x.shape[axis]
     if index.size and (index.max() >= n or index.min() < -n):
         bad = index.max() if index.max() >= n else index.min()
         raise InvalidArgumentError(f"gather: index {int(bad)} is out of range for axis {axis} of size {n} "
-                                   f"(valid: {-n}..{n - 1})")
+                                   f"(valid: {-n}..{n - 1}). Fix: {INDEX_FIX}")
     return np.take(x, index, axis=axis)
 
 
@@ -512,7 +516,7 @@ def _checked_index(op, index, n, axis):
     if index.size and (index.max() >= n or index.min() < -n):
         bad = index.max() if index.max() >= n else index.min()
         raise InvalidArgumentError(f"{op}: index {int(bad)} is out of range for axis {axis} of size {n} "
-                                   f"(valid: {-n}..{n - 1})")
+                                   f"(valid: {-n}..{n - 1}). Fix: {INDEX_FIX}")
     return np.where(index < 0, index + n, index)
 
 

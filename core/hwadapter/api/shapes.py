@@ -9,6 +9,18 @@ import numpy as np
 from .errors import InvalidArgumentError
 
 
+#: The most axes a tensor has: numpy's limit (NPY_MAXDIMS), which host kernels and every tensor's .numpy() share.
+MAX_RANK = 64
+
+
+def check_rank(op: str, shape: tuple, what: str = "the result") -> tuple:
+    """`shape`, refused before anything runs when it has more axes than any tensor can have."""
+    if len(shape) > MAX_RANK:
+        raise InvalidArgumentError(f"{op}: {what} would have {len(shape)} axes; a tensor has at most {MAX_RANK} "
+                                   f"(numpy's limit). Fix: merge axes with reshape, or add fewer new axes")
+    return shape
+
+
 def broadcast(op: str, *shapes: tuple) -> tuple:
     """numpy broadcasting of `shapes`, or an InvalidArgumentError naming the op."""
     ndim = max(len(s) for s in shapes)
@@ -127,7 +139,7 @@ def _plain(items: tuple, low: int, high: int) -> bool:
 
 def dims(op: str, name: str, value, scalar_ok: bool = True) -> tuple:
     """A shape: non-negative ints (one int when scalar_ok) whose element count numpy can index."""
-    return _indexable(op, name, int_list(op, name, value, low=0, scalar_ok=scalar_ok))
+    return _indexable(op, name, check_rank(op, int_list(op, name, value, low=0, scalar_ok=scalar_ok), name))
 
 
 def _indexable(op: str, name: str, shape: tuple) -> tuple:
@@ -173,7 +185,8 @@ def reduce(shape: tuple, axes: tuple, keepdim: bool) -> tuple:
 def matmul(x: tuple, y: tuple, transpose_x=False, transpose_y=False) -> tuple:
     """Result shape of a batched, broadcast matmul with numpy's 1-D rules."""
     if not x or not y:
-        raise InvalidArgumentError(f"matmul: inputs must be at least 1-D, got shapes {x} and {y}")
+        raise InvalidArgumentError(f"matmul: inputs must be at least 1-D (as numpy's), got shapes {x} and {y}. Fix: "
+                                   f"to scale by a 0-d tensor use multiply (x * y); else reshape it to [1] or [1, 1]")
     if transpose_x and len(x) >= 2:
         x = x[:-2] + (x[-1], x[-2])
     if transpose_y and len(y) >= 2:
@@ -194,7 +207,7 @@ def matmul(x: tuple, y: tuple, transpose_x=False, transpose_y=False) -> tuple:
 
 def reshape(op: str, shape: tuple, target) -> tuple:
     """Resolve -1 (inferred) and 0 (copy that dimension, as in paddle) in a target shape."""
-    target = int_list(op, "shape", target, scalar_ok=True)
+    target = check_rank(op, int_list(op, "shape", target, scalar_ok=True), "the target shape")
     size = math.prod(shape)
     if min(target, default=1) > 0 and math.prod(target) == size:
         return target  # the usual case: every size given
@@ -284,8 +297,11 @@ def pool_out(size: int, k: int, s: int, lo: int, hi: int, ceil_mode: bool) -> in
 def slice_bounds(size: int, start, stop, step: int) -> tuple:
     """(start, stop, step) of `x[start:stop:step]` on an axis of `size`, in the one form kernels receive: Python's
     slice rules applied, an empty slice as (0, 0, 1), else 0 <= start < size and stop in [0, size] or None (past
-    the beginning, for a negative step)."""
+    the beginning, for a negative step); a step beyond the axis (any int: Python's) takes one element, as step 1."""
     start, stop, step = slice(start, stop, step).indices(size)
-    if not len(range(start, stop, step)):
+    n = len(range(start, stop, step))
+    if not n:
         return (0, 0, 1)
+    if n == 1:  # the one form of a one-element slice, whatever its step: kernels' attributes stay within int64
+        return (start, start + 1, 1)
     return (start, None if stop < 0 else stop, step)

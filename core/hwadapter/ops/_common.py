@@ -24,7 +24,7 @@ _INT_RANGE = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in _dt.INTEG
 
 def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
     """A 0-d tensor on `like`'s device (Python numbers are weakly typed: they take the tensor's dtype)."""
-    dt = dtype or _dt.scalar_dtype(value, like._dtype)
+    dt = dtype or _dt.scalar_dtype(value, like._dtype, op or "op")
     bounds = _INT_RANGE.get(dt)
     if bounds is not None and not isinstance(value, float) and not bounds[0] <= value <= bounds[1]:
         raise InvalidArgumentError(
@@ -85,15 +85,25 @@ def _promote(op: str, *xs):
     for x in xs:
         if isinstance(x, Tensor):
             out.append(x if x._dtype == dt else cast(x, dt))
-        elif isinstance(x, _NUMBER):
-            v = x.item() if isinstance(x, np.generic) else x  # numpy scalars are weak, like Python numbers
-            sdt = _dt.scalar_dtype(v, dt)
-            out.append(_scalar(v, tensors[0], sdt, op))
+        elif isinstance(x, (_NUMBER, np.generic)):
+            v = plain_number(op, x, dt)  # numpy scalars are weak, like Python numbers
+            out.append(_scalar(v, tensors[0], _dt.scalar_dtype(v, dt, op), op))
         else:
             raise InvalidArgumentError(f"{op}: cannot use {type(x).__name__} as an operand. Fix: use a Tensor or a "
                                        f"number")
     dt = _dt.result_type(*(t._dtype for t in out))
     return [t if t._dtype == dt else cast(t, dt) for t in out]
+
+
+def plain_number(op: str, x, dtype: np.dtype):
+    """A numpy scalar as the Python number it holds (x itself when it is one); a numpy scalar no tensor dtype holds
+    (longdouble, complex, datetime) is refused naming `op` and the `dtype` of the tensor it meets."""
+    if not isinstance(x, np.generic):
+        return x
+    v = x.item() if isinstance(x, _NUMBER) else x  # longdouble's item() is a longdouble: no Python number holds it
+    if not isinstance(v, (bool, int, float)):
+        raise _dt.unsupported_scalar(op, x, dtype)
+    return v
 
 
 def _check_shapes(op: str, *xs: Tensor) -> None:
@@ -129,7 +139,9 @@ def fill_value(op: str, name: str, value, dtype: np.dtype):
 # --- sizes that cannot exist -------------------------------------------------------------------------------------
 def check_size(op: str, shape: tuple, dtype: np.dtype, dev, staged: bool = False, what: str = "the result") -> None:
     """Refuse, before anything is allocated, a result (or `what` else the op allocates) larger than `dev`'s memory,
-    and than the machine's RAM when it is made on the host first (`staged`): the device floor's check_fits."""
+    and than the machine's RAM when it is made on the host first (`staged`): the device floor's check_fits; and a
+    result of more axes than a tensor has."""
+    shapes.check_rank(op, shape, what)
     check_fits(f"{op} on {dev}", shape, dtype, dev, staged=staged, what=what)
 
 

@@ -12,7 +12,7 @@ from ..api.errors import InvalidArgumentError
 from ..tensor import Tensor
 from ..api import shapes
 from ._common import (_FLOAT, _FLOAT64_MAX, _INTEGER, _NUMBER, _NUMERIC, _as_float, _check, _check_shapes, _promote,
-                      _scalar, _tensor, cast, number_arg)
+                      _scalar, _tensor, cast, number_arg, plain_number)
 
 astype = cast  # cast itself sits with the helpers, which promote with it
 
@@ -141,10 +141,10 @@ def where(condition, x, y):
     if cond._dtype is not _dt.bool_:
         cond = cast(cond, _dt.bool_)
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):  # two numbers: x takes its own default dtype
-        if not isinstance(x, _NUMBER):
+        if not isinstance(x, (_NUMBER, np.generic)):
             raise InvalidArgumentError(f"where: cannot use {type(x).__name__} as an operand. Fix: use a Tensor or a "
                                        f"number")
-        v = x.item() if isinstance(x, np.generic) else x
+        v = plain_number("where", x, cond._dtype)
         x = _scalar(v, cond, _dt.bool_ if isinstance(v, bool) else _dt.DEFAULT_INT if isinstance(v, int)
                     else _dt.DEFAULT_FLOAT, "where")
     x, y = _promote("where", x, y)

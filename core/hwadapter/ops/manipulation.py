@@ -20,11 +20,12 @@ def reshape(x, shape):
     return _reshape(x, shapes.reshape("reshape", x.shape, shape))
 
 
-def _reshape(x: Tensor, target: tuple) -> Tensor:
-    """x in a resolved shape of the same size (sizes taken literally: 0 is 0)."""
+def _reshape(x: Tensor, target: tuple, op: str = "reshape") -> Tensor:
+    """x in a resolved shape of the same size (sizes taken literally: 0 is 0); `op` is the op the user called."""
     target = tuple(target)
     if target == x.shape:
         return x
+    shapes.check_rank(op, target)  # unsqueeze and x[None, ...] grow the rank here
     return dispatch("reshape", (x,), {"shape": target})
 
 
@@ -59,7 +60,7 @@ def unsqueeze(x, axis):
     out = list(x.shape)
     for a in positions:
         out.insert(a, 1)
-    return _reshape(x, out)
+    return _reshape(x, out, "unsqueeze")
 
 
 def transpose(x, perm=None):
@@ -127,7 +128,8 @@ def slice(x, axes, starts, ends, strides=None):  # noqa: A001
     x = _tensor("slice", x)
     axes = [shapes.normalize_axis("slice", a, x.ndim) for a in shapes.int_list("slice", "axes", axes)]
     starts, ends = _bounds("starts", starts), _bounds("ends", ends)
-    steps = [1] * len(axes) if strides is None else shapes.int_list("slice", "strides", strides)
+    steps = [1] * len(axes) if strides is None else shapes.int_list("slice", "strides", strides, low=-math.inf,
+                                                                      high=math.inf)
     if not len(axes) == len(starts) == len(ends) == len(steps):
         raise InvalidArgumentError(f"slice: axes, starts, ends and strides must have the same length, got "
                                    f"{len(axes)}, {len(starts)}, {len(ends)} and {len(steps)}. Fix: one value of "
@@ -141,8 +143,8 @@ def slice(x, axes, starts, ends, strides=None):  # noqa: A001
 
 
 def _bounds(name: str, values) -> list:
-    """Slice starts or ends: ints or None."""
-    return [None if v is None else shapes.int_arg("slice", f"{name}[{i}]", v)
+    """Slice starts or ends: ints of any size (they clamp to the axis, as Python's) or None."""
+    return [None if v is None else shapes.int_arg("slice", f"{name}[{i}]", v, low=-math.inf, high=math.inf)
             for i, v in enumerate(shapes.sequence("slice", name, values))]
 
 
@@ -263,7 +265,7 @@ def getitem(x: Tensor, key):
         dim += 1
     out_shape += list(x.shape[dim:])
     out = _slice(x, axes, bounds) if axes else x
-    return _reshape(out, out_shape)
+    return _reshape(out, out_shape, "indexing")
 
 
 def expand(x, shape):

@@ -310,7 +310,8 @@ def plan_gather(rt, shapes, dtypes, axis=0) -> Plan:
         found, index = temps[0].numpy()
         if found:
             raise InvalidArgumentError(f"gather on {rt.name}: index {index} is out of range for axis {axis} of size "
-                                       f"{n} (valid: {-n}..{n - 1}). Fix: check the indices")
+                                       f"{n} (valid: {-n}..{n - 1}). Fix: pass indices within the axis (negative "
+                                       f"ones count from its end), e.g. clip them to that range")
     if total:
         plan.check = check
         plan.steps.append(make_step(rt, "move", "gather", bits_options(dtypes[0]), total,
