@@ -242,7 +242,7 @@ def _chain(rng, dtype):
         return len(arrays) - 1
 
     steps, names, x = [], [], hw.to_tensor(arrays[0])
-    seen = {x.dtype}
+    seen, scale = {x.dtype}, 0.0
     ops = sorted(RECIPES)
     for _ in range(int(rng.integers(2, 5))):
         for _ in range(20):  # an op eager refuses for this input (dtype, shape) is drawn again
@@ -259,6 +259,7 @@ def _chain(rng, dtype):
             steps.append(step)
             names.append(name)
             seen.update([y.dtype, *(a.dtype for a in arrays)])
+            scale = max(scale, *(_magnitude(v) for v in (x.numpy(), y.numpy(), *arrays)))
             x = y
             break
 
@@ -268,8 +269,17 @@ def _chain(rng, dtype):
             out = s(out, ts)
         return out
     floats = [d for d in seen if d in TOLERANCE]
-    tolerance = max((TOLERANCE[d] for d in floats), default=(0, 0))
-    return fn, arrays, names, tolerance
+    rtol, atol = max((TOLERANCE[d] for d in floats), default=(0, 0))
+    # a sum in another order is off by some units in the last place of the largest value summed (cancellation)
+    eps = max((float(np.finfo(d).eps) for d in floats), default=0.0)
+    return fn, arrays, names, (rtol, max(atol, 64 * eps * scale))
+
+
+def _magnitude(a: np.ndarray) -> float:
+    """The largest finite |value| of a."""
+    with np.errstate(all="ignore"):
+        finite = np.abs(a[np.isfinite(a)].astype(np.float64)) if a.dtype.kind == "f" else np.abs(a.astype(np.float64))
+    return float(finite.max(initial=0.0))
 
 
 def _differs(got: np.ndarray, expected: np.ndarray, tolerance) -> str:
@@ -278,7 +288,7 @@ def _differs(got: np.ndarray, expected: np.ndarray, tolerance) -> str:
     if expected.dtype.kind != "f":
         bad = got != expected
     else:
-        rtol, atol = max(tolerance, TOLERANCE[expected.dtype])  # the least precise float dtype of the chain
+        rtol, atol = (max(a, b) for a, b in zip(tolerance, TOLERANCE[expected.dtype]))
         g, e = got.astype(np.float64), expected.astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
             bad = (np.isnan(g) != np.isnan(e)) | ~(np.isclose(g, e, rtol=rtol, atol=atol) | np.isnan(e))
