@@ -13,9 +13,9 @@ import importlib
 
 from .api import dtypes, errors  # hw.dtypes, hw.errors: public names for the bottom of the plugin API
 from .api.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
-from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,  # noqa: F401
-                         InvalidDeviceError, KernelExecutionError, KernelNotFoundError, OutOfMemoryError,
-                         PluginLoadError, TracingError, UnsupportedDTypeError)
+from .api.errors import (CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError,  # noqa: F401
+                         InvalidArgumentError, InvalidDeviceError, KernelExecutionError, KernelNotFoundError,
+                         OutOfMemoryError, PluginError, PluginLoadError, TracingError, UnsupportedDTypeError)
 
 __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype

@@ -20,7 +20,8 @@ from .api import reference  # numpy kernels: every op's semantics
 from .api import shapes  # shape rules, to size outputs
 from .runtime import codegen
 from .runtime.codegen import load_source  # a plugin's hand-written source, compiled through the disk cache
-from .runtime.diskroom import DiskFullError, check_room, no_room  # compilers that write files: a full disk said as such
+from .api.errors import DiskFullError  # noqa: F401 - raised by compilers that write files: a full disk said as such
+from .runtime.diskroom import check_room, no_room  # compilers that write files: a full disk said as such
 from .runtime.memory import DeviceArray, contiguous_strides
 from .runtime.native import NATIVE_API_VERSION, NATIVE_INCLUDE, NativePlugin, NativeRuntime
 from .runtime.native_build import build_library  # a plugin's C device library for native hosts (native_library)

@@ -51,6 +51,15 @@ class CompileError(HwAdapterError, RuntimeError):
         super().__init__("\n".join(parts), fix=fix)
 
 
+class DiskFullError(CompileError):
+    """A compile found no room to write its files (a full disk, or the file-size limit); the kernel is not at fault."""
+
+
+class PluginError(HwAdapterError, RuntimeError):
+    """A plugin broke its contract at run time: a call into it raised a non-hwadapter error or returned the wrong
+    type. A bug of the plugin, to report to its vendor."""
+
+
 class KernelExecutionError(HwAdapterError, RuntimeError):
     """A device kernel raised while running an op."""
 

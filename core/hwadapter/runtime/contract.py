@@ -6,12 +6,8 @@ from the host, frees, properties, synchronize): an op served from the caching al
 """
 from __future__ import annotations
 
-from ..api.errors import HwAdapterError, OutOfMemoryError, short_repr
+from ..api.errors import HwAdapterError, OutOfMemoryError, PluginError, short_repr
 
-
-class PluginError(HwAdapterError, RuntimeError):
-    """A plugin broke its contract at run time: a call into it raised a non-hwadapter error or returned the wrong
-    type. A bug of the plugin, to report to its vendor."""
 
 
 def who(device) -> str:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..api.errors import CompileError
+from ..api.errors import DiskFullError
 from .memory import human
 
 try:
@@ -90,9 +90,6 @@ def scratch_dir() -> str:
     """Where compilers started by hwadapter write their temporary files: $TMPDIR, else Python's temporary directory."""
     return os.environ.get("TMPDIR") or tempfile.gettempdir()
 
-
-class DiskFullError(CompileError):
-    """A compile found no room to write its files (a full disk, or the file-size limit); the kernel is not at fault."""
 
 
 def full_error(what: str, path: str | os.PathLike, why: str, setting: str) -> DiskFullError:
