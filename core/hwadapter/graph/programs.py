@@ -17,7 +17,7 @@ def graph_key(graph) -> str:
 
 def key_parts(device, graph) -> dict:
     """Everything a compiled subgraph depends on: graph, shapes, dtypes, device properties, plugin and its target."""
-    props = device.runtime.properties()
+    props = device.properties()
     backend = device.subgraph
     target = backend.target() if hasattr(backend, "target") else None
     return {"kind": "subgraph", "graph": graph_key(graph),
