@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import __version__
 from ..api.errors import HwAdapterError
+from ..api.ir import Node
 from . import export_int, export_nan
 from .export_types import OPSET
 from .export_writer import ExportError, Writer, refuse_checked
@@ -241,7 +242,10 @@ def _pool2d(w, n):
 
 
 def _max_or_avg(w, op_type: str, x, out: str, **attrs) -> None:
-    if "Max" in op_type and w.dtype(x).kind == "f":
+    if op_type.startswith("Global"):  # a reduction over H and W, which onnxruntime also has in float64
+        _reduce(w, Node(w.current.name, "max" if "Max" in op_type else "mean", (x,), (out,),
+                        {"axis": (2, 3), "keepdim": True}))
+    elif "Max" in op_type and w.dtype(x).kind == "f":
         export_nan.pool(w, op_type, x, out, **attrs)
     else:
         w.node(op_type, [x], [out], **attrs)

@@ -31,11 +31,17 @@ def arg(w, op_type: str, x, out: str, axis: int, keep: int) -> None:
 
 
 def pool(w, op_type: str, x, out: str, **attrs) -> None:
-    """MaxPool / GlobalMaxPool, nan where a window holds one."""
+    """MaxPool / GlobalMaxPool, nan where a window holds one and -inf where it holds only -inf (onnxruntime starts
+    from the lowest finite value, and pads with it)."""
     result = w.node(op_type, [x], **attrs)
-    hit = w.node("Greater", [w.node(op_type, [_nan_mask(w, x, np.dtype("float32"))], **attrs),
-                             w.const(np.zeros((), np.float32))])
-    _nan_where(w, hit, result, out)
+    c = lambda v, dt=np.float32: w.const(np.asarray(v, dt))  # noqa: E731
+    # per element 2 for nan, 0 for -inf, else 1: the window's max says which the window's result is
+    kind = w.node("Where", [w.node("IsNaN", [x]), c(2.0),
+                            w.node("Where", [w.node("Equal", [x, c(-np.inf, w.dtype(x))]), c(0.0), c(1.0)])])
+    worst = w.node(op_type, [kind], **attrs)
+    dt = w.dtype(result)
+    low = w.node("Where", [w.node("Greater", [worst, c(0.5)]), result, c(-np.inf, dt)])
+    w.node("Where", [w.node("Greater", [worst, c(1.5)]), c(np.nan, dt), low], [out])
 
 
 def topk(w, x, k: int, axis: int, largest: int, outs) -> None:
