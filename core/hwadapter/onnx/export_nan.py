@@ -1,4 +1,4 @@
-"""ONNX forms of the float max-like ops that give nan where eager does: onnxruntime's own drop or misplace it."""
+"""Float max, argmax, topk, max pool and softmax as eager computes them at nan and inf: onnxruntime drops those."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +6,8 @@ import numpy as np
 _I32, _BOOL = np.dtype("int32"), np.dtype("bool")
 
 
-def _nan_mask(w, x, dt=_I32) -> str:
-    return w.cast(w.node("IsNaN", [x]), dt)
+def _nan_mask(w, x) -> str:
+    return w.cast(w.node("IsNaN", [x]), _I32)
 
 
 def _nan_where(w, hit, result: str, out: str) -> None:
