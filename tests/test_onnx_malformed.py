@@ -87,9 +87,15 @@ MALFORMED = {
                                  r"'a'.*attribute 'alpha' 2 times"),
     "an initializer of negative shape": (_graph([_node("Add", ["x", "w"], ["y"], name="a")], inits=[_negative("w")]),
                                          r"initializer 'w'.*negative dimension"),
-    "a graph input of negative shape": (_graph([_node("Relu", ["x"], ["y"], name="a")], dims=[-3]),
-                                        r"graph input 'x'.*negative dimension"),
 }
+
+
+def test_a_negative_declared_input_dim_is_open_as_onnxruntime_reads_it():
+    """Exporters write -1 for a dynamic dim; onnxruntime takes any size there, and so does hwadapter."""
+    model = hwonnx.load(_graph([_node("Relu", ["x"], ["y"], name="a")], dims=[-3]))
+    assert model.declared()["x"][0] == (None,)
+    x = np.array([-1.0, 2.0, -3.0], np.float32)
+    np.testing.assert_array_equal(model.run({"x": x})[0], np.maximum(x, 0))
 
 
 

@@ -30,16 +30,13 @@ class OnnxModel:
 
     def declared(self) -> dict:
         """{input name: (shape with None for unknown dims, dtype)} as the model declares them; the shape is None
-        when the model does not declare the input's rank."""
+        when the model does not declare the input's rank. A negative dim is unknown, as onnxruntime reads it:
+        exporters write -1 for a dynamic dim."""
         out = {}
         for vi in self._inputs:
             tt = vi.type.tensor_type
             dims = None if not tt.HasField("shape") else \
-                tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
-            if dims is not None and any(d is not None and d < 0 for d in dims):
-                raise InvalidArgumentError(f"onnx: graph input {vi.name!r} declares a negative dimension "
-                                           f"{tuple('?' if d is None else d for d in dims)}",
-                                           fix="the model is malformed: check it with onnx.checker.check_model")
+                tuple(d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None for d in tt.shape.dim)
             out[vi.name] = (dims, value_dtype(vi, f"graph input {vi.name!r}"))
         return out
 
