@@ -1,6 +1,7 @@
 """The reference plugins can be copied: the same plugin class under another entry-point name, with the original
 disabled, passes the device-generic op suites, the Runtime contract (and, for OpenCL, the OpenCL and subgraph tests)
-on the clone's device exactly as on the original's.
+on the clone's device exactly as on the original's (the OpenCL clone runs a slice of the device-generic suites in
+`make test` and all of them in `make test-slow`).
 
 A plugin must never name its own device type: the core tells it (`Plugin.name`, the runtime's index), because the
 entry point's name, which a vendor or a user may change, is the device type. Each case runs a child pytest with
@@ -42,6 +43,10 @@ class Clone:
     fixture: str
     env: dict = field(default_factory=dict)
     modules: list = field(default_factory=list)  # device-specific suites, run whole on the clone
+    generic: list = field(default_factory=lambda: list(GENERIC))  # the device-generic suites it runs
+    #: the fewest device-generic tests it must get: catches a -k that selects nothing
+    min_generic: int = 150
+    slow: bool = False  # a sweep for `make test-slow`; `make test` runs a slice of it as another Clone
     #: skips that are about the device's kind, not about its absence: they happen on the original too
     allowed_skips: tuple = ()
 
@@ -50,12 +55,17 @@ class Clone:
         return f"{self.name}:0"
 
 
+_OPENCL_SKIPS = (r"POCL_MEMORY_LIMIT needs PoCL", r"allows only \d+ work items per group")
 CLONES = [
     # opencl stays the plugin it is; only its entry point's name changes. test_opencl*.py read the device under
-    # test from HWADAPTER_TEST_OPENCL (default opencl:0).
+    # test from HWADAPTER_TEST_OPENCL (default opencl:0). `make test` runs the OpenCL suites and a slice of the
+    # device-generic ones on the clone (the cpu clone below runs them all); `make test-slow` runs them all here too.
     Clone("opencl", "clone", "hwadapter_opencl:OpenCLPlugin", "opencl",
-          env={"HWADAPTER_TEST_OPENCL": "clone:0"}, modules=OPENCL,
-          allowed_skips=(r"POCL_MEMORY_LIMIT needs PoCL", r"allows only \d+ work items per group")),
+          env={"HWADAPTER_TEST_OPENCL": "clone:0"}, modules=OPENCL, allowed_skips=_OPENCL_SKIPS,
+          generic=["tests/test_ops_reduce.py", "tests/test_ops_nn.py", "tests/test_runtime_contract.py"],
+          min_generic=40),
+    Clone("opencl", "clone", "hwadapter_opencl:OpenCLPlugin", "opencl",
+          env={"HWADAPTER_TEST_OPENCL": "clone:0"}, allowed_skips=_OPENCL_SKIPS, slow=True),
     # The CPU plugin is also the fallback device: HWADAPTER_FALLBACK_DEVICE moves that role to the clone.
     Clone("cpu", "host", "hwadapter_cpu:CpuPlugin", "cpu", env={"HWADAPTER_FALLBACK_DEVICE": "host"},
           allowed_skips=(r"keeps tensors in host memory",)),
@@ -64,8 +74,6 @@ CLONES = [
 #: device does not exist, so they cannot run on host:0 (they still run on every device in the normal suite).
 CPU_LITERAL = ["tests/test_ops_elementwise.py::test_binary_errors[host:0]",
                "tests/test_ops_shape.py::test_gather_errors[host:0]"]
-#: The smallest number of device-generic tests a device gets (about 200 today): catches a -k that selects nothing.
-MIN_GENERIC = 150
 
 
 def _available(device_type: str) -> bool:
@@ -91,7 +99,9 @@ def _tail(text: str, lines: int = 80) -> str:
 
 
 @pytest.mark.timeout(1800)
-@pytest.mark.parametrize("clone", CLONES, ids=[f"{c.original}-as-{c.name}" for c in CLONES])
+@pytest.mark.parametrize("clone", [pytest.param(c, marks=[pytest.mark.slow] if c.slow else [],
+                                                id=f"{c.original}-as-{c.name}" + ("-all-ops" if c.slow else ""))
+                                   for c in CLONES])
 def test_a_reference_plugin_works_under_another_entry_point_name(clone, tmp_path):
     if clone.modules == OPENCL:
         pytest.importorskip("pyopencl", reason="pyopencl is not installed: pip install -e plugins/opencl")
@@ -103,7 +113,7 @@ def test_a_reference_plugin_works_under_another_entry_point_name(clone, tmp_path
     keyword = " or ".join([clone.device] + [Path(m).stem for m in clone.modules])
     left_out = CPU_LITERAL if clone.original == "cpu" else []
     deselect = [a for t in left_out for a in ("--deselect", t)]
-    args = ["-q", "-p", "no:cacheprovider", "--tb=short", "--maxfail=25", "-k", keyword, *deselect, *GENERIC,
+    args = ["-q", "-p", "no:cacheprovider", "--tb=short", "--maxfail=25", "-k", keyword, *deselect, *clone.generic,
             *clone.modules]
     command = [sys.executable, "-m", "pytest", "-p", "clone_report", *args]
     start = time.monotonic()
@@ -143,7 +153,7 @@ def test_a_reference_plugin_works_under_another_entry_point_name(clone, tmp_path
     wanted = max(per_device.values(), default=0)
     expected = wanted - sum(t in rep["items"] for t in left_out)
     ran_generic = sum(1 for n in selected if rep["items"][n]["device"] == clone.device)
-    assert ran_generic == expected >= MIN_GENERIC, \
+    assert ran_generic == expected >= clone.min_generic, \
         f"{ran_generic} device-generic tests on {clone.device}, every device gets {wanted}: {per_device}: {where}"
     for module in clone.modules:
         items = [n for n, i in rep["items"].items() if i["module"] == module]
