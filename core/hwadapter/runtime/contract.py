@@ -9,7 +9,6 @@ from __future__ import annotations
 from ..api.errors import HwAdapterError, OutOfMemoryError, PluginError, short_repr
 
 
-
 def who(device) -> str:
     """"the 'acme' plugin (distribution acme-hw 1.2)" for a Device (or a "type:index" string), for messages."""
     record = getattr(device, "record", None)

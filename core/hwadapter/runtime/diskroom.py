@@ -91,7 +91,6 @@ def scratch_dir() -> str:
     return os.environ.get("TMPDIR") or tempfile.gettempdir()
 
 
-
 def full_error(what: str, path: str | os.PathLike, why: str, setting: str) -> DiskFullError:
     """The error for a compile of `what` that has no room under `path`; `setting` moves that directory."""
     if "file-size limit" in why and "disk is full" not in why:
