@@ -20,7 +20,7 @@ from ..api.errors import HwAdapterError
 from ..api.ir import Node
 from . import export_int, export_nan
 from .export_types import OPSET
-from .export_writer import ExportError, Writer, refuse_checked
+from .export_writer import ExportError, Writer, refuse_checked  # noqa: F401 - export.ExportError, as before
 
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 

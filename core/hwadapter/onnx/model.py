@@ -5,7 +5,8 @@ import numpy as np
 
 from ..api.errors import InvalidArgumentError
 from ..graph.partitioner import partition
-from .convert import Conversion, check_graph, check_opset, check_supported, convert, inline_functions, value_dtype
+from .convert import Conversion, check_graph, check_opset, check_supported, convert, inline_functions
+from .node import value_dtype
 from .reader import read_model
 
 

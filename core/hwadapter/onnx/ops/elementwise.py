@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...api.errors import UnsupportedDTypeError
-from ..convert import to_dtype
+from ..node import to_dtype
 from . import converter
 
 BOOL = np.dtype(np.bool_)

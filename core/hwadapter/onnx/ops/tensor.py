@@ -8,7 +8,7 @@ import numpy as np
 
 from ...api import dtypes as _dt
 from ...api import shapes as _shapes
-from ..convert import to_dtype
+from ..node import to_dtype
 from . import converter
 
 INT64 = np.dtype(np.int64)
