@@ -1,8 +1,8 @@
 """hwadapter: plug accelerators into a deep-learning runtime through pip-installable plugins.
 
 `import hwadapter` loads the plugin API's bottom floor only (errors, dtypes); the frontend (tensors, ops, devices,
-jit, nn, profiler) is imported on first use of any of its names, so that a plugin's `import hwadapter.plugin` loads
-no frontend, graph or dispatch module.
+jit, nn, profiler, save/load) is imported on first use of any of its names, so that a plugin's
+`import hwadapter.plugin` loads no frontend, graph or dispatch module.
 
 No logging handler is installed: with none configured, Python prints hwadapter's WARNINGs (CPU fallback)
 to stderr, so fallback is never silent by default.
@@ -21,24 +21,26 @@ __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 #: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
-_PACKAGES = ("graph", "onnx", "host", "plugin")
+_PACKAGES = ("graph", "onnx", "host", "plugin", "io")
 
 
 def _frontend() -> dict:
     """The frontend's public names, imported once and then set on the package (they never change)."""
     # lazy: the frontend is what `import hwadapter.plugin` must not load (import_module: `from . import name` would
     # ask this module's __getattr__ for the name first)
-    device, jit, nn, profiler, ops, tensor = (importlib.import_module(f".{m}", __name__) for m in
-                                              ("device", "jit", "nn", "profiler", "ops.api", "tensor"))
+    device, jit, nn, profiler, ops, tensor, serialize = (importlib.import_module(f".{m}", __name__) for m in
+                                                         ("device", "jit", "nn", "profiler", "ops.api", "tensor",
+                                                          "serialize"))
     configure, device_guard, get_device, set_device = (device.configure, device.device_guard, device.get_device,
                                                        device.set_device)
     Tensor, from_dlpack, to_tensor = tensor.Tensor, tensor.from_dlpack, tensor.to_tensor
     names = {"Tensor": Tensor, "to_tensor": to_tensor, "from_dlpack": from_dlpack, "set_device": set_device,
              "get_device": get_device, "device_guard": device_guard, "configure": configure, "device": device,
-             "jit": jit, "nn": nn, "profiler": profiler}
+             "jit": jit, "nn": nn, "profiler": profiler, "save": serialize.save, "load": serialize.load}
     names.update({n: getattr(ops, n) for n in ops.__all__})
     names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
-                        "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError"] + list(ops.__all__)
+                        "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError", "save", "load",
+                        "io"] + list(ops.__all__)
     globals().update(names)
     return names
 
