@@ -16,6 +16,7 @@ import numpy as np
 from .api.config import config
 from .api import dtypes as _dt
 from .api.errors import HwAdapterError, InvalidArgumentError
+from .api.shapes import check_rank
 from . import trace as _trace
 from .runtime.device import current
 from .runtime.memory import check_fits
@@ -29,7 +30,6 @@ _MANY = 16  # traces of one function after which retracing is worth a warning
 #: Traces one function keeps by default; past it the least recently called is dropped (each holds a plan and its
 #: constants on the device), so a function called with ever new signatures does not grow without end.
 CACHE_SIZE = 64
-MAX_RANK = 64  # the most dims a numpy array (and so an example input) may have
 _tick = itertools.count()  # when each entry was last called (the least recent is dropped first)
 _FAST = ("tensors",)  # the key prefix of calls with tensor arguments only (see StaticFunction.__call__)
 
@@ -292,8 +292,7 @@ def _example(spec, i: int):
         dims = tuple(shape)
         if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in dims):
             raise ValueError(f"shape {dims}")
-        if len(dims) > MAX_RANK:
-            raise ValueError(f"rank {len(dims)}, more than the {MAX_RANK} dims an array may have")
+        check_rank("jit.save", dims, f"input_spec[{i}]")
         kind = _dt.as_dtype(dtype)
     except (TypeError, ValueError, HwAdapterError) as err:
         raise InvalidArgumentError(f"jit.save: input_spec[{i}] is not a shape and dtype hwadapter can trace with "

@@ -10,6 +10,7 @@ import struct
 import numpy as np
 
 from .api import dtypes as _dt
+from .api.shapes import MAX_RANK
 from .api.errors import HwAdapterError, InvalidArgumentError
 from .dispatch.tensor import Tensor
 from .runtime.memory import check_fits
@@ -20,7 +21,6 @@ VERSION = 1
 _PREAMBLE = struct.Struct("<8sQQ")  # magic, format version, header length: 24 bytes
 ALIGN = 64
 MAX_HEADER = 100 * 1024 * 1024  # far above any real header; stops a forged length from allocating gigabytes
-MAX_RANK = 64
 _DTYPES = {d.name: d for d in _dt.ALL}
 _PLAIN = (type(None), bool, int, float, str)
 _TENSOR_FIELDS = {"key", "kind", "dtype", "shape", "offset", "nbytes"}

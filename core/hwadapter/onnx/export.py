@@ -130,7 +130,7 @@ def _reduce(w, n):
     if n.op in ("max", "min") and dt.kind == "f":
         export_nan.reduce(w, REDUCE[n.op], x, axes, out, keep)
     elif n.op in ("sum", "prod") and dt.kind in "biu":
-        export_int.reduce(w, REDUCE[n.op], x, axes, out, keep)
+        export_int.reduce(w, REDUCE[n.op], x, axes, out)
     elif n.op == "mean" and any(w.shape(x)[a] == 0 for a in axes):  # 0 / 0, where ONNX's mean of nothing is 0
         w.node("Identity", [w.const(np.full(w.shape(out), np.nan, dt))], [out])
     else:
@@ -277,12 +277,8 @@ def _transpose(w, n):
 
 def _concat(w, n):
     dt = w.dtype(n.outputs[0])
-    ins = [i if w.dtype(i) == dt else _cast_to(w, i, dt) for i in n.inputs]
+    ins = [i if w.dtype(i) == dt else w.cast(i, dt) for i in n.inputs]
     w.node("Concat", ins, list(n.outputs), axis=int(n.attrs.get("axis", 0)))
-
-
-def _cast_to(w, ref, dt) -> str:
-    return w.node("Cast", [ref], to=w.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt)))
 
 
 def _split(w, n):

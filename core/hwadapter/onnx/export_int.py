@@ -44,7 +44,7 @@ def power(w, a, b, out: str) -> None:
     w.node("Cast", [result], [out], to=w.onnx.helper.np_dtype_to_tensor_dtype(dt))
 
 
-def reduce(w, op_type: str, x, axes, out: str, keep: int) -> None:
+def reduce(w, op_type: str, x, axes, out: str) -> None:
     """ReduceSum / ReduceProd of an integer tensor as a tree of elementwise Add / Mul, which wrap where onnxruntime's
     int64 reductions saturate (shapes are static: each axis is halved until one is left)."""
     step, identity = _STEP[op_type]
@@ -63,5 +63,4 @@ def reduce(w, op_type: str, x, axes, out: str, keep: int) -> None:
         if shape[axis] == 0:  # nothing to fold: the identity
             shape[axis] = 1
             x = w.node("Expand", [w.const(np.asarray(identity, dt)), w.ints(shape)])
-    final = [s for i, s in enumerate(shape) if keep or i not in axes]
-    w.node("Reshape", [x, w.ints(final)], [out], allowzero=1)
+    w.node("Reshape", [x, w.ints(w.shape(out))], [out], allowzero=1)

@@ -24,6 +24,7 @@ class Writer:
         self.types = {k: np.dtype(v.dtype) for k, v in graph.values.items()}  # every ONNX value's dtype
         self.types.update({k: np.asarray(a).dtype for k, a in graph.constants.items()})
         self.shapes = {}  # the static shape of a value made by the exporter that stands for a graph value
+        self._casts = {}  # (ref, dtype) -> the value `cast` made: a value widened for several nodes is cast once
 
     def fresh(self, stem: str) -> str:
         self._count += 1
@@ -38,19 +39,21 @@ class Writer:
             self.types[outputs[0]] = self.onnx.helper.tensor_dtype_to_np_dtype(attrs["to"])
             return outputs[0]
         in_strs, out_strs, allowed = export_types.signature(self.onnx.defs, op_type)
+        in_params = export_types.input_params(in_strs, len(inputs))
+        out_params = export_types.input_params(out_strs, len(outputs))
         bound, wide = {}, {}  # type parameter -> eager's dtype, and the dtype the node computes in
-        for ref, param in zip(inputs, export_types.input_params(in_strs, len(inputs))):
+        for ref, param in zip(inputs, in_params):
             if ref and param in allowed and param not in bound and self.types.get(ref) is not None:
                 bound[param] = self.types[ref]
                 wide[param] = export_types.choose(op_type, bound[param], allowed[param])
                 if wide[param] is None:
                     self._untyped(op_type, bound[param], allowed[param])
         ins = [self.cast(ref, wide[p]) if ref and p in wide and wide[p] != bound[p] else ref
-               for ref, p in zip(inputs, export_types.input_params(in_strs, len(inputs)))]
+               for ref, p in zip(inputs, in_params)]
         outs = [self.fresh(op_type) if p in wide and wide[p] != bound[p] else o
-                for o, p in zip(outputs, export_types.input_params(out_strs, len(outputs)))]
+                for o, p in zip(outputs, out_params)]
         self._emit(op_type, ins, outs, attrs)
-        for o, narrow, p in zip(outs, outputs, export_types.input_params(out_strs, len(outputs))):
+        for o, narrow, p in zip(outs, outputs, out_params):
             if o != narrow:  # computed wider: back to eager's dtype (integers keep their low bits, as eager wraps)
                 self.types[o] = wide[p]
                 self._emit("Cast", [o], [narrow], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(bound[p])})
@@ -70,8 +73,11 @@ class Writer:
         self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
 
     def cast(self, ref: str, dt) -> str:
-        """ref as dtype dt (a new value)."""
-        out = self.fresh("Cast")
+        """ref as dtype dt (a new value, made once per ref and dtype)."""
+        key = (ref, np.dtype(dt))
+        if key in self._casts:
+            return self._casts[key]
+        out = self._casts[key] = self.fresh("Cast")
         self._emit("Cast", [ref], [out], {"to": self.onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dt))})
         self.types[out] = np.dtype(dt)
         if ref in self.shapes or ref in self.graph.values:
