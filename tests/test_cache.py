@@ -3,11 +3,14 @@ are native code we load, the care of ssh with its key files: unsafe files and di
 rejected, an entry that fails to load rebuilt once."""
 from __future__ import annotations
 
+import collections
+import errno
 import hashlib
 import json
 import logging
 import multiprocessing as mp
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -16,6 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hwadapter.api.errors import DiskFullError
+from hwadapter.runtime import diskroom
 from hwadapter.runtime.cache import DiskCache, default, default_dir
 
 PARTS = {"source": "int main(){}", "compiler": "gcc 12", "flags": "-O2", "target": "x86_64"}
@@ -477,3 +482,26 @@ def test_a_full_kernel_cache_costs_speed_only(tmp_path, full_disk):
     proc, said = _no_room_child(tmp_path, "", HWADAPTER_CACHE_DIR=str(full_disk / "cache"))
     assert all(words == ["ok"] for words in said.values()), said
     assert "the disk is full: free space on it, or point HWADAPTER_CACHE_DIR at a directory" in proc.stderr
+
+
+# --- diskroom in-process: its verdicts with the disk and the limit faked (the children above check the real thing) --
+def test_diskroom_says_which_is_short_and_only_when_it_is(monkeypatch, tmp_path):
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(diskroom, "file_limit", lambda: None)
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 40, 0, 1 << 40))
+    assert diskroom.shortage(tmp_path / "not" / "made") is None
+    diskroom.check_room("k", tmp_path, "POCL_CACHE_DIR")  # room: nothing raised
+    assert diskroom.no_room("k", OSError(errno.EACCES, "denied"), tmp_path, "S") is None  # not about room
+    err = diskroom.no_room("k", "ld: write failed: No space left on device\nmore", tmp_path, "S")
+    assert isinstance(err, DiskFullError) and "No space left on device" in str(err) and "S" in err.fix
+    assert isinstance(diskroom.no_room("k", OSError(errno.ENOSPC, "full"), tmp_path, "S"), DiskFullError)
+
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(1 << 40, 0, diskroom.NEED - 1))
+    with pytest.raises(DiskFullError, match="the disk is full") as info:
+        diskroom.check_room("kernel add", tmp_path, "POCL_CACHE_DIR")
+    assert "kernel add" in str(info.value) and "POCL_CACHE_DIR" in info.value.fix
+
+    monkeypatch.setattr(diskroom, "file_limit", lambda: 1 << 20)
+    with pytest.raises(DiskFullError, match="file-size limit") as info:
+        diskroom.check_room("kernel add", tmp_path, "POCL_CACHE_DIR")
+    assert "ulimit -f" in info.value.fix

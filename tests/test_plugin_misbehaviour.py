@@ -2,14 +2,13 @@
 the plugin, its distribution and the call, never a raw exception; `hwadapter doctor` finds it first."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hwadapter as hw
-from hwadapter.api.errors import DeviceUnavailableError, HwAdapterError, OutOfMemoryError
+from hwadapter.api.errors import DeviceUnavailableError, OutOfMemoryError, PluginError
 
 from test_cli import hwadapter_cli
 
@@ -57,20 +56,20 @@ def _synchronize(fault):
 
 #: fault -> (what the user does, the error class, what the message says about the call)
 CASES = {
-    "allocate_none": (_upload, HwAdapterError, "Runtime.allocate(512) on misb:0 returned None (NoneType), not a "
+    "allocate_none": (_upload, PluginError, "Runtime.allocate(512) on misb:0 returned None (NoneType), not a "
                                                "handle"),
-    "allocate_raises": (_upload, HwAdapterError, "Runtime.allocate(512) on misb:0 raised ValueError: acme_malloc"),
+    "allocate_raises": (_upload, PluginError, "Runtime.allocate(512) on misb:0 raised ValueError: acme_malloc"),
     "allocate_memoryerror": (_upload, OutOfMemoryError, "Runtime.allocate(512) on misb:0 ran out of memory"),
-    "copy_h2d_raises": (_upload, HwAdapterError, "Runtime.copy_h2d() on misb:0 raised OSError: DMA engine timeout"),
-    "copy_d2h_raises": (_download, HwAdapterError, "Runtime.copy_d2h() on misb:0 raised OSError: DMA engine timeout"),
-    "free_raises": (_free, HwAdapterError, "Runtime.free() on misb:0 raised RuntimeError: acme_free: double free"),
-    "properties_raises": (_properties, HwAdapterError, "Runtime.properties() on misb:0 raised KeyError"),
-    "properties_wrong": (_properties, HwAdapterError, "Runtime.properties() on misb:0 returned {'name': 'misb'} "
+    "copy_h2d_raises": (_upload, PluginError, "Runtime.copy_h2d() on misb:0 raised OSError: DMA engine timeout"),
+    "copy_d2h_raises": (_download, PluginError, "Runtime.copy_d2h() on misb:0 raised OSError: DMA engine timeout"),
+    "free_raises": (_free, PluginError, "Runtime.free() on misb:0 raised RuntimeError: acme_free: double free"),
+    "properties_raises": (_properties, PluginError, "Runtime.properties() on misb:0 raised KeyError"),
+    "properties_wrong": (_properties, PluginError, "Runtime.properties() on misb:0 returned {'name': 'misb'} "
                                                       "(dict), not a hwadapter.plugin.DeviceProperties"),
-    "synchronize_raises": (_synchronize, HwAdapterError, "Runtime.synchronize() on misb:0 raised RuntimeError"),
-    "runtime_none": (_upload, HwAdapterError, "Plugin.create_runtime(0) on misb:0 returned None (NoneType), not a "
+    "synchronize_raises": (_synchronize, PluginError, "Runtime.synchronize() on misb:0 raised RuntimeError"),
+    "runtime_none": (_upload, PluginError, "Plugin.create_runtime(0) on misb:0 returned None (NoneType), not a "
                                               "hwadapter.plugin.Runtime"),
-    "runtime_int": (_upload, HwAdapterError, "Plugin.create_runtime(0) on misb:0 returned 7 (int)"),
+    "runtime_int": (_upload, PluginError, "Plugin.create_runtime(0) on misb:0 returned 7 (int)"),
     "runtime_raises": (_upload, DeviceUnavailableError, "create_runtime(0) raised OSError: acme_open(0) failed"),
 }
 
@@ -88,10 +87,9 @@ def test_a_misbehaving_runtime_is_an_error_naming_the_plugin_its_distribution_an
 def test_a_plugin_with_a_billion_devices_lists_them_without_making_each(misb):
     misb("many_devices")
     hw.device.reset_plugins()
-    start = time.perf_counter()
-    available = hw.device.get_available_device()
-    assert time.perf_counter() - start < 2
-    assert len(available) == 1 + 10 ** 9 and {available[0], available[-1]} & {"cpu:0", "misb:999999999"}
+    available = hw.device.get_available_device()  # a list of 10**9 names would exhaust memory here
+    assert len(available) == 1 + 10 ** 9
+    assert (available[0], available[-1]) in (("cpu:0", "misb:999999999"), ("misb:0", "cpu:0"))
     assert "misb:123456789" in available and "cpu:0" in available
     assert "misb:1000000000" not in available and "misb:07" not in available and "cpu:1" not in available
     assert repr(available) in ("[cpu:0, misb:0..misb:999999999 (1000000000 devices)]",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .api import dtypes
 from .api.config import cpu_kernels
-from .api.errors import (CompileError, DeviceUnavailableError, HwAdapterError, InvalidArgumentError,
+from .api.errors import (CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError, InvalidArgumentError,
                          KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
 from .api.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
 from .runtime.fused import node_primitive  # a node's kernel-primitive program, "fused" nodes included
@@ -20,7 +20,6 @@ from .api import reference  # numpy kernels: every op's semantics
 from .api import shapes  # shape rules, to size outputs
 from .runtime import codegen
 from .runtime.codegen import load_source  # a plugin's hand-written source, compiled through the disk cache
-from .api.errors import DiskFullError  # noqa: F401 - raised by compilers that write files: a full disk said as such
 from .runtime.diskroom import check_room, no_room  # compilers that write files: a full disk said as such
 from .runtime.memory import DeviceArray, contiguous_strides
 from .runtime.native import NATIVE_API_VERSION, NATIVE_INCLUDE, NativePlugin, NativeRuntime

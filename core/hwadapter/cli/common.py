@@ -97,14 +97,20 @@ def _usage(parser) -> int:
     return 2
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
-    return value
+def _whole_number(low: int, words: str):
+    """An argparse type: a whole number of at least `low` (`words` says which, for the error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {words}")
+        return value
+    return parse
+
+
+_positive_int = _whole_number(1, "a positive whole number")
 
 
 def _positive_seconds(text: str) -> float:

@@ -5,7 +5,6 @@ onnxruntime is never needed to run: `--compare` says so clearly when it is missi
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -18,7 +17,7 @@ from hwadapter.api.errors import HwAdapterError
 from hwadapter.device import synchronize
 from hwadapter.runtime.device import devices
 
-from .common import _console, _positive_int, _text
+from .common import _console, _positive_int, _text, _whole_number
 
 #: The IR version a model is given for onnxruntime when it refuses a newer one (what onnxruntime 1.2x reads).
 ORT_IR_VERSION = 10
@@ -61,15 +60,7 @@ def _add_run(sub) -> None:
     p.set_defaults(func=_cmd_run)
 
 
-def _seed(text: str) -> int:
-    """A seed for numpy's generator: a whole number, not negative (numpy refuses those)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of zero or more")
-    return value
+_seed = _whole_number(0, "a whole number of zero or more")  # numpy's generators refuse negative seeds
 
 
 # --- inputs ----------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ..api.errors import CompileError
+from ..api.errors import CompileError, DiskFullError
 from . import diskroom
 
 log = logging.getLogger("hwadapter")
@@ -423,7 +423,7 @@ class DiskCache:
     def _build(self, namespace: str, parts: dict, build, what: str = "") -> bytes:
         try:
             payload = build()
-        except diskroom.DiskFullError:
+        except DiskFullError:
             raise
         except (CompileError, OSError) as err:  # a compiler that found no room says so, not that the kernel is wrong
             full = diskroom.no_room(what or f"a {namespace} kernel", getattr(err, "log", "") or err,

@@ -73,7 +73,7 @@ class OpenCLCodegenBackend(CodegenBackend):
 
     def __init__(self, runtime):
         self.runtime = runtime
-        if getattr(runtime, "fp64", False):
+        if runtime.fp64:
             self.dialect = Dialect(fp64=True)
 
     def cache_key(self) -> dict:
