@@ -28,19 +28,23 @@ def _frontend() -> dict:
     """The frontend's public names, imported once and then set on the package (they never change)."""
     # lazy: the frontend is what `import hwadapter.plugin` must not load (import_module: `from . import name` would
     # ask this module's __getattr__ for the name first)
-    device, jit, nn, profiler, ops, tensor, serialize = (importlib.import_module(f".{m}", __name__) for m in
-                                                         ("device", "jit", "nn", "profiler", "ops.api", "tensor",
-                                                          "serialize"))
+    device, jit, nn, profiler, ops, tensor, serialize, autograd = (
+        importlib.import_module(f".{m}", __name__) for m in
+        ("device", "jit", "nn", "profiler", "ops.api", "tensor", "serialize", "autograd"))
     configure, device_guard, get_device, set_device = (device.configure, device.device_guard, device.get_device,
                                                        device.set_device)
     Tensor, from_dlpack, to_tensor = tensor.Tensor, tensor.from_dlpack, tensor.to_tensor
     names = {"Tensor": Tensor, "to_tensor": to_tensor, "from_dlpack": from_dlpack, "set_device": set_device,
              "get_device": get_device, "device_guard": device_guard, "configure": configure, "device": device,
-             "jit": jit, "nn": nn, "profiler": profiler, "save": serialize.save, "load": serialize.load}
+             "jit": jit, "nn": nn, "profiler": profiler, "save": serialize.save, "load": serialize.load,
+             "autograd": autograd, "grad": autograd.grad, "no_grad": autograd.no_grad,
+             "enable_grad": autograd.enable_grad, "is_grad_enabled": autograd.is_grad_enabled,
+             "set_grad_enabled": autograd.set_grad_enabled, "create_parameter": autograd.create_parameter}
     names.update({n: getattr(ops, n) for n in ops.__all__})
     names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
                         "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError", "save", "load",
-                        "io"] + list(ops.__all__)
+                        "io", "autograd", "grad", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
+                        "create_parameter"] + list(ops.__all__)
     globals().update(names)
     return names
 

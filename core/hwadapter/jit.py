@@ -18,6 +18,7 @@ from .api import dtypes as _dt
 from .api.errors import HwAdapterError, InvalidArgumentError
 from .api.shapes import check_rank
 from . import trace as _trace
+from .autograd.engine import is_grad_enabled
 from .runtime.device import current
 from .runtime.memory import check_fits
 from .tensor import Tensor, to_tensor
@@ -52,26 +53,34 @@ def executor(graph, device):
 
 
 class _Entry:
-    """One traced signature: its graph, how its outputs are shaped, and the runner (made on first run)."""
+    """One traced signature: its graph, how its outputs are shaped, its device state (parameters, optimizer state and
+    gradients it reads and writes: hwadapter.trace.State), and the runner (made on first run)."""
 
-    __slots__ = ("graph", "structure", "device", "runner", "lock", "keys", "used")
+    __slots__ = ("graph", "structure", "device", "state", "runner", "lock", "keys", "used", "eager")
 
-    def __init__(self, graph, structure, device):
-        self.graph, self.structure, self.device, self.runner = graph, structure, device, None
+    def __init__(self, graph, structure, device, state, eager=None):
+        self.graph, self.structure, self.device, self.state, self.runner = graph, structure, device, state, None
         self.lock = threading.Lock()
         self.keys: list = []  # its keys in the cache (the full one, and the fast one of tensor-only calls)
         self.used = next(_tick)
+        self.eager = eager  # the function itself, run as is: its results need gradients outside (see _entry)
 
-    def run(self, tensors: list):
+    def run(self, tensors: list, args=(), kwargs=None):
         self.used = next(_tick)
+        if self.eager is not None and is_grad_enabled():
+            return self.eager(*args, **(kwargs or {}))
         if self.runner is None:
             with self.lock:
                 if self.runner is None:
                     self.runner = executor(self.graph, self.device)
-        out = self.runner(tensors)
+        state = self.state
+        out = self.runner(tensors + state.inputs() if state.reads else tensors)
         if isinstance(out, dict):
             out = [out[o] for o in self.graph.outputs]
-        return _trace.unflatten(self.structure, list(out))
+        out = list(out)
+        if len(out) > state.results:
+            out = state.update(out)
+        return _trace.unflatten(self.structure, out)
 
 
 def _key(fn_name: str, path: str, value):
@@ -134,13 +143,13 @@ class StaticFunction:
             except AttributeError:  # not all tensors
                 entry = None
             if entry is not None:
-                return entry.run(list(args))
+                return entry.run(list(args), args)
         leaves: list = []
         _trace.flatten((args, kwargs), "", leaves)
         tensors = [t for _, t in leaves]
         if any(_trace.is_symbolic(t) for t in tensors):  # called inside another traced function: inlined
             return self._fn(*args, **kwargs)
-        return self._entry(args, kwargs, tensors).run(tensors)
+        return self._entry(args, kwargs, tensors).run(tensors, args, kwargs)
 
     def get_graph(self, *args, **kwargs):
         """The Graph traced for these arguments (traced now unless this signature was seen before)."""
@@ -162,9 +171,16 @@ class StaticFunction:
             with self._lock:
                 entry = self._cache.get(key)
                 if entry is None:
-                    graph, structure = _trace.trace(self._fn, args, kwargs, device)
+                    graph, structure, state = _trace.trace(self._fn, args, kwargs, device)
                     self._make_room(name)
-                    entry = _Entry(graph, structure, device)
+                    eager = None
+                    if state.needs_grad and is_grad_enabled():
+                        eager = self._fn
+                        log.warning("to_static %s returns tensors that need gradients, and a graph's results carry "
+                                    "no tape: it runs eagerly so that backward() outside works. Fix: call "
+                                    "backward() and the optimizer's step() inside the function (one captured train "
+                                    "step), or call it under hw.no_grad() for inference", name)
+                    entry = _Entry(graph, structure, device, state, eager)
                     entry.keys.append(key)
                     if not kwargs and all(type(a) is Tensor for a in args):
                         entry.keys.append(_FAST + tuple([(a._data.shape, a._dtype, a._device) for a in args]))

@@ -20,6 +20,7 @@ from .api.errors import InvalidArgumentError, TracingError
 from .api import meta
 from .runtime.device import Device
 from .runtime.memory import DeviceArray
+from .dispatch.tensor import wrap
 from .tensor import Tensor, _make
 from .api.ir import Graph, Node, Value
 
@@ -95,6 +96,13 @@ def read_error(symbol: Symbol | None = None) -> TracingError:
 
 #: The read errors raised during the trace in progress (None outside a trace).
 _raised: contextvars.ContextVar = contextvars.ContextVar("hwadapter_trace_errors", default=None)
+#: The Tracer of the trace in progress (None outside a trace).
+_active: contextvars.ContextVar = contextvars.ContextVar("hwadapter_tracer", default=None)
+
+
+def active():
+    """The Tracer recording now, or None."""
+    return _active.get()
 
 
 # --- the tracing device -----------------------------------------------------------------------------------------
@@ -168,6 +176,11 @@ class Tracer:
         self.device = TracingDevice(base, self)
         self.nodes, self.values, self.inputs, self.constants = [], {}, [], {}
         self._scalars, self._lifted, self._count = {}, {}, 0
+        # device state (tensors with autograd state: parameters, buffers, optimizer state, grads): read as extra
+        # graph inputs each call, and what the traced call set them to written back after it
+        self.state: list = []  # (input name, tensor) read
+        self.writes: dict = {}  # id(tensor) -> (tensor, its data, device and dtype before the trace)
+        self.grads: dict = {}  # id(tensor) -> (tensor, its .grad before the trace)
 
     def _name(self) -> str:
         name = str(self._count)
@@ -196,12 +209,55 @@ class Tracer:
         return s
 
     def lift(self, tensor: Tensor) -> Tensor:
-        """`tensor` (concrete) as a symbolic constant, once per tensor however often it is used."""
+        """`tensor` (concrete) as a symbolic constant, once per tensor however often it is used; a tensor with
+        autograd state (a parameter, buffer or gradient: it changes between calls) as a state input instead, sharing
+        that state, so that gradients reach the tensor itself."""
         hit = self._lifted.get(id(tensor))
         if hit is None:
-            symbol = self.constant(tensor.numpy())
-            hit = self._lifted[id(tensor)] = (tensor, _make(symbol, self.device))  # holds tensor: its id stays its
+            if tensor._ag is not None:
+                name = f"state{len(self.state)}"
+                while name in self.values:
+                    name += "_"
+                self.values[name] = Value(name, tuple(tensor.shape), tensor.dtype)
+                self.inputs.append(name)
+                self.state.append((name, tensor))
+                lifted = _make(_symbol(self.device, name, tensor.shape, tensor.dtype), self.device)
+                lifted._ag = tensor._ag
+            else:
+                lifted = _make(self.constant(tensor.numpy()), self.device)
+            hit = self._lifted[id(tensor)] = (tensor, lifted)  # holds tensor: its id stays its
         return hit[1]
+
+    def assign(self, tensor: Tensor, value: Tensor) -> None:
+        """tensor.set_value(value) inside the trace: from here on `tensor` is the symbolic value; after the trace it
+        gets its own data back, and each run of the graph writes the value into it."""
+        if value._device is not self.device:
+            value = self.lift(value)
+        if id(tensor) not in self.writes:
+            if tensor._device is not self.device:
+                self.lift(tensor)  # read before it is written: its value on entry is a state input
+            self.writes[id(tensor)] = (tensor, tensor._data, tensor._device, tensor._dtype)
+        tensor._data, tensor._device, tensor._dtype = value._data, value._device, value._dtype
+
+    def grad_changing(self, tensor: Tensor) -> None:
+        """tensor's .grad is about to change inside the trace: keep what it was, to restore and to write back."""
+        ag = tensor._ag  # keyed by the state, which a lifted tensor shares with the tensor it stands for
+        if id(ag) not in self.grads:
+            self.grads[id(ag)] = (tensor, ag.grad)
+
+    def restore(self) -> tuple[list, list]:
+        """Give every written tensor and .grad back what it held before the trace: ([(tensor, output name)] of the
+        writes, [(tensor, output name or None)] of the grads) for the graph's outputs."""
+        writes = []
+        for tensor, data, device, dtype in self.writes.values():
+            writes.append((tensor, self.output(tensor)))
+            tensor._data, tensor._device, tensor._dtype = data, device, dtype
+        grads = []
+        for tensor, old in self.grads.values():
+            now = tensor._ag.grad
+            grads.append((tensor, None if now is None else self.output(now)))
+            tensor._ag.grad = old
+        return writes, grads
 
     def record(self, op: str, datas, attrs: dict):
         """Append a node of op over `datas` (symbols) and return its output symbols, shaped by ops/meta."""
@@ -317,7 +373,8 @@ def trace(fn, args: tuple, kwargs: dict, device: Device):
         symbolic.append(tracer.input(name, t))
     sargs, skwargs = unflatten(structure, symbolic)
     raised = []
-    token = _raised.set(raised)
+    token, active_token = _raised.set(raised), _active.set(tracer)
+    done = False
     try:
         result = fn(*sargs, **skwargs)
         if raised:  # the function caught a read error (try/except around a value-dependent branch): the trace would
@@ -325,9 +382,14 @@ def trace(fn, args: tuple, kwargs: dict, device: Device):
             first = raised[0]
             raise TracingError(f"{first} (the traced function caught this error and went on: a trace then records "
                                f"whatever the handler did, not what the values decide)", fix=first.fix)
-        return _finish(fn, tracer, result)
+        out = _finish(fn, tracer, result)
+        done = True
+        return out
     finally:
+        _active.reset(active_token)
         _raised.reset(token)
+        if not done:
+            tracer.restore()
         tracer._lifted.clear()  # the captured tensors: their values are copied into the graph
 
 
@@ -345,7 +407,38 @@ def _finish(fn, tracer: Tracer, result):
             raise TracingError(f"{_where(fn)}: returned a tensor of another trace. Fix: return tensors computed "
                                f"from this function's arguments", fix="return tensors of this trace")
         outputs.append(tracer.output(t))
-    return tracer.graph(outputs), out_structure
+    needs_grad = any(t._ag is not None and t._ag.node is not None and not t._ag.node.freed for _, t in out_leaves)
+    writes, grads = tracer.restore()
+    state = State([t for _, t in tracer.state], [t for t, _ in writes], [t for t, _ in grads],
+                  [name is not None for _, name in grads], len(outputs), needs_grad)
+    outputs += [name for _, name in writes] + [name for _, name in grads if name is not None]
+    return tracer.graph(outputs), out_structure, state
+
+
+class State:
+    """The device state of one trace: tensors read as extra inputs (after the arguments), written back from extra
+    outputs (after the function's own), and whose .grad each run sets (to an output, or to None)."""
+
+    __slots__ = ("reads", "writes", "grads", "grad_set", "results", "needs_grad")
+
+    def __init__(self, reads, writes, grads, grad_set, results, needs_grad):
+        self.reads, self.writes, self.grads, self.grad_set = reads, writes, grads, grad_set
+        self.results, self.needs_grad = results, needs_grad  # the function's own outputs; one needs a gradient
+
+    def inputs(self) -> list:
+        """The state tensors to pass after the arguments, as they are now."""
+        return [wrap(t._data, t._device) for t in self.reads]
+
+    def update(self, outs: list) -> list:
+        """Write the run's state outputs back; the function's own outputs."""
+        extra = iter(outs[self.results:])
+        for t in self.writes:
+            new = next(extra)
+            t._data, t._device, t._dtype = new._data, new._device, new._dtype
+            t._ag.version += 1
+        for t, has in zip(self.grads, self.grad_set):
+            t._ag.grad = next(extra) if has else None
+        return outs[:self.results]
 
 
 def _where(fn) -> str:

@@ -24,6 +24,9 @@ from .tensor import Tensor, wrap
 
 #: Set by hwadapter.profiler while profiling: called with (op, device, dtypes, route, seconds).
 profile_hook = None
+#: Set by hwadapter.autograd: called with (op, inputs, attrs, result) when an input has autograd state (`_ag`); it
+#: records what backward needs. Tensors without that state (all of inference) pay one attribute test.
+grad_hook = None
 
 
 def _map(out, fn):
@@ -281,9 +284,13 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
     if profile_hook:
         profile_hook(op, dev, dtypes, fn, time.perf_counter() - start)
     out = _checked(op, dev, out, datas, dtypes, attrs)
-    if type(out) is tuple:
-        return tuple(wrap(o, dev) for o in out)
-    return wrap(out, dev)
+    result = tuple(wrap(o, dev) for o in out) if type(out) is tuple else wrap(out, dev)
+    if grad_hook is not None:
+        for t in tensors:
+            if t._ag is not None:
+                grad_hook(op, tensors, attrs, result)
+                break
+    return result
 
 
 def dispatch_binary(op: str, x, y):
@@ -306,7 +313,9 @@ def dispatch_binary(op: str, x, y):
             data = _checked_binary(op, dev, fn, data, x, y)
             dtype = data.dtype
         t = _new(Tensor)
-        t._data, t._device, t._dtype = data, dev, dtype
+        t._data, t._device, t._dtype, t._ag = data, dev, dtype, None
+        if (x._ag is not None or y._ag is not None) and grad_hook is not None:
+            grad_hook(op, (x, y), None, t)
         return t
     except HwAdapterError:
         raise
@@ -336,7 +345,10 @@ def dispatch_unary(op: str, x):
         if data.__class__ is not x._data.__class__ or data.dtype is not (_bool if op in _BOOL_RESULT else x._dtype) \
                 or data.shape != x._data.shape or (data.__class__ is _DeviceArray and data.device is not dev):
             data = _checked(op, dev, data, (x._data,), (x._dtype,), None)  # as in dispatch_binary
-        return wrap(data, dev)
+        t = wrap(data, dev)
+        if x._ag is not None and grad_hook is not None:
+            grad_hook(op, (x,), None, t)
+        return t
     except HwAdapterError:
         raise
     except Exception as err:

@@ -39,7 +39,7 @@ class _op:
 def bind_ops(ops: dict) -> None:
     """Called once by hwadapter.ops.api: each operator and method of Tensor becomes its op function from `ops`."""
     for attr, marker in list(vars(Tensor).items()):
-        if isinstance(marker, _op):
+        if isinstance(marker, _op) and marker.name in ops:  # autograd's methods are bound by hwadapter.autograd
             fn = ops[marker.name]
             if attr.startswith("__"):  # an operator takes no keywords: the op itself, without the keyword check
                 fn = getattr(fn, "__wrapped__", fn)
@@ -54,10 +54,21 @@ def _reflected(fn):
     return reflected
 
 
-class Tensor:
-    """A dense array on a device. Ops return new tensors; tensors are never changed in place."""
+class GradState:
+    """A tensor's autograd state, made on first need (most tensors have none: `Tensor._ag` is None)."""
 
-    __slots__ = ("_data", "_device", "_dtype", "__weakref__")
+    __slots__ = ("stop", "grad", "node", "index", "version", "persistable", "parameter", "name")
+
+    def __init__(self, stop: bool = True, node=None, index: int = 0):
+        self.stop, self.grad, self.node, self.index = stop, None, node, index
+        self.version, self.persistable, self.parameter, self.name = 0, False, False, None
+
+
+class Tensor:
+    """A dense array on a device. Ops return new tensors; only set_value and the in-place methods (autograd's, which
+    count versions) change one."""
+
+    __slots__ = ("_data", "_device", "_dtype", "_ag", "__weakref__")
     __array_priority__ = 100  # numpy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __init__(self, *args, **kwargs):
@@ -101,6 +112,70 @@ class Tensor:
 
     def is_contiguous(self) -> bool:
         return True
+
+    # --- autograd state (hwadapter.autograd computes with it) -------------------------------------------------
+    @property
+    def stop_gradient(self) -> bool:
+        """True (the default) when no gradient flows to this tensor; False for parameters and their results."""
+        ag = self._ag
+        return ag is None or ag.stop
+
+    @stop_gradient.setter
+    def stop_gradient(self, value) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise InvalidArgumentError(f"stop_gradient must be True or False, not {value!r}. Fix: pass a bool")
+        if not value and self._dtype.kind != "f":
+            raise UnsupportedDTypeError(f"stop_gradient=False on a {self._dtype.name} tensor: only floating-point "
+                                        f"tensors have gradients. Fix: cast it first, e.g. x.astype('float32')")
+        ag = self._ag
+        if ag is None:
+            if value:
+                return
+            ag = self._ag = GradState()
+        elif not value and ag.node is not None:
+            return  # a result of ops on tensors that need gradients already has one
+        ag.stop = bool(value)
+
+    @property
+    def grad(self):
+        """The gradient accumulated by backward() (a Tensor of this shape), or None."""
+        ag = self._ag
+        return None if ag is None else ag.grad
+
+    @property
+    def is_leaf(self) -> bool:
+        """True unless this tensor is the result of ops on tensors that need gradients."""
+        ag = self._ag
+        return ag is None or ag.node is None
+
+    @property
+    def persistable(self) -> bool:
+        """True for parameters and buffers: state that to_static keeps on the device across calls."""
+        ag = self._ag
+        return ag is not None and ag.persistable
+
+    @persistable.setter
+    def persistable(self, value) -> None:
+        if self._ag is None:
+            self._ag = GradState()
+        self._ag.persistable = bool(value)
+
+    @property
+    def is_parameter(self) -> bool:
+        """True for tensors made by create_parameter (what layers train)."""
+        ag = self._ag
+        return ag is not None and ag.parameter
+
+    @property
+    def inplace_version(self) -> int:
+        """How many times set_value or an in-place method changed this tensor."""
+        ag = self._ag
+        return 0 if ag is None else ag.version
+
+    @property
+    def name(self):
+        ag = self._ag
+        return None if ag is None else ag.name
 
     # --- host and device movement -----------------------------------------------------------------
     def numpy(self) -> np.ndarray:
@@ -262,11 +337,24 @@ class Tensor:
     expand = _op("expand")
     broadcast_to = _op("broadcast_to")
 
+    # --- autograd: hwadapter.autograd binds these --------------------------------------------------------------
+    backward = _op("backward")
+    clear_grad = _op("clear_grad")
+    clear_gradient = _op("clear_grad")  # paddle's older name
+    detach = _op("detach")
+    set_value = _op("set_value")
+    zero_ = _op("zero_")
+    fill_ = _op("fill_")
+    add_ = _op("add_")
+    subtract_ = _op("subtract_")
+    multiply_ = _op("multiply_")
+    scale_ = _op("scale_")
+
 
 def wrap(data, dev) -> Tensor:
     """Device data as a Tensor on `dev`: the one constructor (dispatch's warm paths write the same three fields)."""
     t = _new(Tensor)
-    t._data, t._device, t._dtype = data, dev, data.dtype
+    t._data, t._device, t._dtype, t._ag = data, dev, data.dtype, None
     return t
 
 
