@@ -101,20 +101,26 @@ def _is_float(t) -> bool:
     return t._dtype.kind == "f"
 
 
-def record(op: str, inputs: tuple, attrs, result) -> None:
-    """The dispatcher's grad hook: give `result` a Node when an input needs a gradient and recording is on."""
+def record(op: str, inputs: tuple, attrs, result):
+    """The dispatcher's grad hook: give `result` a Node when an input needs a gradient and recording is on. Inside a
+    to_static trace, an op whose inputs are all concrete but read device state (a parameter, a buffer) is recorded
+    into the trace instead, and that result returned: state changes between calls, so it is never a constant."""
+    tracer = _tracing()
+    if tracer is not None and inputs[0]._device is not tracer.device:
+        return dispatch(op, tuple(tracer.lift(t) if t._ag is not None else t for t in inputs), attrs)
     if not _mode.enabled:
-        return
+        return None
     needs = tuple(t._ag is not None and not t._ag.stop and _is_float(t) for t in inputs)
     if not any(needs):
-        return
+        return None
     outs = result if type(result) is tuple else (result,)
     if not any(_is_float(o) for o in outs):  # comparisons, argmax, integer results: no gradient flows
-        return
+        return None
     node = Node(op, tuple(inputs), attrs, needs, tuple(o._data for o in outs))
     for i, o in enumerate(outs):
         if _is_float(o):
             o._ag = GradState(stop=False, node=node, index=i)
+    return None
 
 
 dispatcher.grad_hook = record

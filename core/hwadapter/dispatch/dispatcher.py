@@ -25,7 +25,8 @@ from .tensor import Tensor, wrap
 #: Set by hwadapter.profiler while profiling: called with (op, device, dtypes, route, seconds).
 profile_hook = None
 #: Set by hwadapter.autograd: called with (op, inputs, attrs, result) when an input has autograd state (`_ag`); it
-#: records what backward needs. Tensors without that state (all of inference) pay one attribute test.
+#: records what backward needs, and returns None, or the result to use instead (inside a to_static trace, an op on
+#: device state is recorded, not run). Tensors without that state (all of inference) pay one attribute test.
 grad_hook = None
 
 
@@ -288,8 +289,8 @@ def dispatch(op: str, tensors: tuple, attrs: dict | None = None):
     if grad_hook is not None:
         for t in tensors:
             if t._ag is not None:
-                grad_hook(op, tensors, attrs, result)
-                break
+                instead = grad_hook(op, tensors, attrs, result)
+                return result if instead is None else instead
     return result
 
 
@@ -315,7 +316,8 @@ def dispatch_binary(op: str, x, y):
         t = _new(Tensor)
         t._data, t._device, t._dtype, t._ag = data, dev, dtype, None
         if (x._ag is not None or y._ag is not None) and grad_hook is not None:
-            grad_hook(op, (x, y), None, t)
+            instead = grad_hook(op, (x, y), None, t)
+            return t if instead is None else instead
         return t
     except HwAdapterError:
         raise
@@ -347,7 +349,8 @@ def dispatch_unary(op: str, x):
             data = _checked(op, dev, data, (x._data,), (x._dtype,), None)  # as in dispatch_binary
         t = wrap(data, dev)
         if x._ag is not None and grad_hook is not None:
-            grad_hook(op, (x,), None, t)
+            instead = grad_hook(op, (x,), None, t)
+            return t if instead is None else instead
         return t
     except HwAdapterError:
         raise
