@@ -140,19 +140,11 @@ GROUPS: dict[str, str] = {
     'an optional as a graph input: hwadapter converts tensors only': """
         test_identity_opt
     """,
-    ('op Adagrad (domain ai.onnx.preview.training): training ops (gradients, optimizers) are not '
-     'converted: hwadapter runs inference'): """
-        test_adagrad test_adagrad_multiple
-    """,
-    ('op Adam (domain ai.onnx.preview.training): training ops (gradients, optimizers) are not converted: '
-     'hwadapter runs inference'): """
-        test_adam test_adam_multiple
-    """,
     'op AffineGrid: no converter: sampling grids (spatial transformers) are not implemented': """
         test_affine_grid_2d test_affine_grid_2d_align_corners test_affine_grid_3d test_affine_grid_3d_align_corners
     """,
-    ('op ArrayFeatureExtractor (domain ai.onnx.ml): hwadapter converts only the default onnx domain, not '
-     'ai.onnx.ml'): """
+    ('op ArrayFeatureExtractor (domain ai.onnx.ml): hwadapter converts only the default onnx domain and '
+     "ai.onnx.preview.training's optimizers, not ai.onnx.ml"): """
         test_ai_onnx_ml_array_feature_extractor
     """,
     ('op AveragePool: its input has 5 axes (3 spatial); hwadapter converts 1-D and 2-D AveragePool only '
@@ -163,14 +155,11 @@ GROUPS: dict[str, str] = {
         test_averagepool_3d_dilations_large_count_include_pad_is_1_ceil_mode_is_True
         test_averagepool_3d_dilations_small
     """,
-    ('op BatchNormalization: training_mode=1 (batch statistics) is not converted: hwadapter runs inference '
-     'only'): """
-        test_batchnorm_epsilon_training_mode test_batchnorm_example_training_mode
-    """,
     "op Bernoulli: random numbers: hwadapter has no random generator matching onnx's": """
         test_bernoulli test_bernoulli_double test_bernoulli_seed
     """,
-    'op Binarizer (domain ai.onnx.ml): hwadapter converts only the default onnx domain, not ai.onnx.ml': """
+    ('op Binarizer (domain ai.onnx.ml): hwadapter converts only the default onnx domain and '
+     "ai.onnx.preview.training's optimizers, not ai.onnx.ml"): """
         test_ai_onnx_ml_binarizer
     """,
     'op BitCast: reinterpreting bits across dtypes is not converted': """
@@ -213,12 +202,13 @@ GROUPS: dict[str, str] = {
         test_dft test_dft_axis test_dft_axis_opset19 test_dft_inverse test_dft_inverse_opset19 test_dft_irfft
         test_dft_irfft_opset19 test_dft_opset19 test_dft_rfft test_dft_rfft_opset19
     """,
-    'op Dropout: training_mode=True drops at random; hwadapter runs inference only': """
+    ("op Dropout: training_mode=True with a non-zero ratio drops at random, and hwadapter has no random "
+     "generator matching onnx's"): """
         test_training_dropout test_training_dropout_default test_training_dropout_default_mask
         test_training_dropout_mask
     """,
-    ('op FlexAttention (domain ai.onnx.preview): hwadapter converts only the default onnx domain, not '
-     'ai.onnx.preview'): """
+    ('op FlexAttention (domain ai.onnx.preview): hwadapter converts only the default onnx domain and '
+     "ai.onnx.preview.training's optimizers, not ai.onnx.preview"): """
         test_flexattention test_flexattention_causal_mask test_flexattention_diff_head_sizes
         test_flexattention_double test_flexattention_fp16 test_flexattention_gqa test_flexattention_prob_mod
         test_flexattention_relative_positional test_flexattention_scaled test_flexattention_score_mod
@@ -241,7 +231,8 @@ GROUPS: dict[str, str] = {
         test_image_decoder_decode_png_rgb test_image_decoder_decode_pnm_rgb test_image_decoder_decode_tiff_rgb
         test_image_decoder_decode_webp_rgb
     """,
-    'op LabelEncoder (domain ai.onnx.ml): hwadapter converts only the default onnx domain, not ai.onnx.ml': """
+    ('op LabelEncoder (domain ai.onnx.ml): hwadapter converts only the default onnx domain and '
+     "ai.onnx.preview.training's optimizers, not ai.onnx.ml"): """
         test_ai_onnx_ml_label_encoder_string_int test_ai_onnx_ml_label_encoder_string_int_no_default
         test_ai_onnx_ml_label_encoder_tensor_mapping test_ai_onnx_ml_label_encoder_tensor_value_only_mapping
     """,
@@ -273,10 +264,6 @@ GROUPS: dict[str, str] = {
     """,
     'op MelWeightMatrix: signal processing (complex values, windows) is not converted': """
         test_melweightmatrix
-    """,
-    ('op Momentum (domain ai.onnx.preview.training): training ops (gradients, optimizers) are not '
-     'converted: hwadapter runs inference'): """
-        test_momentum test_momentum_multiple test_nesterov_momentum
     """,
     ('op NonMaxSuppression: its output shape depends on the input values, and hwadapter graphs have static '
      'shapes'): """
@@ -361,7 +348,8 @@ GROUPS: dict[str, str] = {
         test_tfidfvectorizer_tf_onlybigrams_levelempty test_tfidfvectorizer_tf_onlybigrams_skip5
         test_tfidfvectorizer_tf_uniandbigrams_skip5
     """,
-    'op TreeEnsemble (domain ai.onnx.ml): hwadapter converts only the default onnx domain, not ai.onnx.ml': """
+    ('op TreeEnsemble (domain ai.onnx.ml): hwadapter converts only the default onnx domain and '
+     "ai.onnx.preview.training's optimizers, not ai.onnx.ml"): """
         test_ai_onnx_ml_tree_ensemble_set_membership test_ai_onnx_ml_tree_ensemble_single_tree
     """,
     ("op Unique: data-dependent output shape: its result's shape depends on its input's values (its input "

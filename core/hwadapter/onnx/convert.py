@@ -19,10 +19,10 @@ from ..api import admit, meta
 from ..api.shapes import normalize_axes
 from ..graph.passes.fold import evaluate
 from .node import OnnxNode, UnsupportedOpError, tensor_array, to_dtype, value_dtype
-from .ops import VALUE_INPUTS, load_all
+from .ops import DEFAULT_DOMAINS, TRAINING_DOMAIN, VALUE_INPUTS, load_all, op_key
 
-#: Domains whose ops we convert; the default ONNX domain is spelled "" or "ai.onnx".
-DEFAULT_DOMAINS = ("", "ai.onnx")
+# DEFAULT_DOMAINS: the default ONNX domain, spelled "" or "ai.onnx"; of the other domains only TRAINING_DOMAIN's
+# optimizers have converters (keyed "domain:op", ops.op_key)
 MIN_OPSET = 7  # older models use semantics (consumed_inputs, broadcast attributes) we do not convert: refused
 
 
@@ -230,7 +230,8 @@ _QUANT = "quantized arithmetic (scales, zero points) is not converted"
 _STRINGS = "strings have no hwadapter dtype"
 _SIGNAL = "signal processing (complex values, windows) is not converted"
 _RNN = "recurrent layers are not converted (export them unrolled)"
-_TRAINING = "training ops (gradients, optimizers) are not converted: hwadapter runs inference"
+_GRADIENT = ("it differentiates the part of the model's graph its xs/zs/y attributes name, and the importer "
+             "converts node by node: it has no graph-level gradient")
 
 #: Why hwadapter does not convert an op type at all ("domain:op" for other domains): the reason in the error.
 WHY_NOT: dict = {
@@ -247,8 +248,7 @@ WHY_NOT: dict = {
     "TfIdfVectorizer": "n-gram counting is not converted (no hwadapter primitive for it)",
     **dict.fromkeys(["DFT", "STFT", "HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix"], _SIGNAL),
     **dict.fromkeys(["LSTM", "GRU", "RNN"], _RNN),
-    **dict.fromkeys(["ai.onnx.preview.training:Adagrad", "ai.onnx.preview.training:Adam",
-                     "ai.onnx.preview.training:Momentum", "Gradient"], _TRAINING),
+    f"{TRAINING_DOMAIN}:Gradient": _GRADIENT,
     **dict.fromkeys(["CausalConvWithState", "LinearAttention", "SwiGLU", "TensorScatter", "Attention",
                      "RotaryEmbedding"], "an op of opset 23 or newer that no converter implements yet"),
     "AffineGrid": "no converter: sampling grids (spatial transformers) are not implemented",
@@ -262,11 +262,13 @@ WHY_NOT: dict = {
 
 
 def _why_not(domain: str, op_type: str) -> str:
-    key = op_type if domain in DEFAULT_DOMAINS else f"{domain}:{op_type}"
+    key = op_key(domain, op_type)
     if key in WHY_NOT:
         return WHY_NOT[key]
+    if domain == TRAINING_DOMAIN:
+        return "no converter: of this domain hwadapter converts Adagrad, Adam and Momentum"
     if domain not in DEFAULT_DOMAINS:
-        return f"hwadapter converts only the default onnx domain, not {domain}"
+        return f"hwadapter converts only the default onnx domain and {TRAINING_DOMAIN}'s optimizers, not {domain}"
     return "no converter"
 
 
@@ -276,7 +278,7 @@ def check_supported(model) -> None:
     missing = {}
     for i, n in enumerate(model.graph.node):
         name = n.name or f"{n.op_type}_{i}"
-        if n.domain not in DEFAULT_DOMAINS or n.op_type not in converters:
+        if op_key(n.domain, n.op_type) not in converters:
             missing.setdefault((n.domain or "ai.onnx", n.op_type), name)
         elif any(a.type in (a.GRAPH, a.GRAPHS) for a in n.attribute):
             attr = next(a.name for a in n.attribute if a.type in (a.GRAPH, a.GRAPHS))
@@ -364,10 +366,13 @@ def inline_functions(model):
 
 
 def check_opset(model) -> None:
-    """Refuse, on load, a model that imports no default-domain opset or one older than MIN_OPSET: its ops would be
-    read with semantics they did not have then."""
+    """Refuse, on load, a model with default-domain nodes that imports no default-domain opset, or one older than
+    MIN_OPSET: its ops would be read with semantics they did not have then. (A model of only other domains' nodes, as
+    onnx's optimizer cases, need not import it.)"""
     fix = "upgrade the model: onnx.version_converter.convert_version(model, 13)"
     versions = [int(imp.version) for imp in model.opset_import if imp.domain in DEFAULT_DOMAINS]
+    if not versions and not any(n.domain in DEFAULT_DOMAINS for n in model.graph.node):
+        return
     if not versions:
         raise UnsupportedOpError("onnx: the model imports no opset of the default onnx domain, so which version of "
                                  "its ops it means is unknown", fix="give it an opset_import of domain '' "
@@ -434,7 +439,7 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
         ctx.graph_inputs.add(vi.name)
         inputs.append(vi.name)
     for i, proto in enumerate(g.node):
-        node = OnnxNode(proto, i, opset)
+        node = OnnxNode(proto, i, opset if proto.domain in DEFAULT_DOMAINS else opset_of(model, proto.domain))
         ctx.node = node
         for name in node.inputs:
             if name and name not in ctx.names:
@@ -444,7 +449,7 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
             need = _value_need(ctx, node)
             if need is not None:
                 return Conversion(None, need)
-            out = converters[node.op_type](ctx, node)
+            out = converters[op_key(node.domain, node.op_type)](ctx, node)
         except HwAdapterError:
             raise
         except Exception as err:  # noqa: BLE001 - last resort: a case the converter's checks miss names the node
@@ -478,7 +483,7 @@ def _unexpected(node: OnnxNode, err: Exception) -> InvalidArgumentError:
 def _value_need(ctx: Context, node: OnnxNode) -> ValueNeed | None:
     """The first graph input whose value the node's converter reads (its VALUE_INPUTS) but the model has not been
     converted for; None when it can be called."""
-    declared = VALUE_INPUTS.get(node.op_type, ())
+    declared = VALUE_INPUTS.get(op_key(node.domain, node.op_type), ())
     for i in (declared(ctx, node) if callable(declared) else declared):
         need = ctx.value_need(node, i)
         if need is not None:

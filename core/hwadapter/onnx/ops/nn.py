@@ -10,6 +10,7 @@ import numpy as np
 
 from . import converter
 from .tensor import axes_of
+from .training import batch_norm_training
 
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 
@@ -368,12 +369,15 @@ def global_pool(ctx, node):
 def batch_norm(ctx, node):
     x, scale, bias, mean, var = (ctx.input(node, i) for i in range(5))
     _float_input(ctx, node, x)
-    if node.int("training_mode", 0):
-        ctx.fail(node, "training_mode=1 (batch statistics) is not converted: hwadapter runs inference only",
-                 fix="export the model in eval mode")
-    if ctx.opset < 14 and any(node.outputs[1:]):
-        ctx.fail(node, "it has training outputs (running statistics); hwadapter runs inference only",
-                 fix="export the model in eval mode")
+    if ctx.opset >= 14 and node.int("training_mode", 0):  # any non-zero value is true, as onnx's reference reads it
+        return batch_norm_training(ctx, node, x, scale, bias, mean, var)
+    if any(node.outputs[1:]):
+        if ctx.opset < 14:  # opsets 9-13 leave what their saved_mean/saved_var (or opset 7's) hold unspecified
+            ctx.fail(node, f"its optional outputs are opset {ctx.opset}'s training outputs, whose contents onnx does "
+                           "not pin down; hwadapter converts training mode from opset 14 on (training_mode=1)",
+                     fix="export the model at opset 14 or newer, or in eval mode (one output)")
+        ctx.fail(node, "it has running-statistics outputs with training_mode=0, which the operator makes only in "
+                       "training mode", fix="set training_mode=1, or drop the extra outputs")
     if not node.int("spatial", 1) and ctx.opset < 9:  # per-activation statistics: (C, H, W)-shaped parameters
         return _batch_norm_elementwise(ctx, node, x, scale, bias, mean, var)
     dt = ctx.dtype(x)
@@ -607,15 +611,16 @@ def _one_value(ctx, node, i, what):
 
 @converter("Dropout", values=_dropout_values)
 def dropout(ctx, node):
-    """Inference: the identity, and a mask of all true (opset 7-11 have no training mode; from 12 training_mode
-    with a non-zero ratio drops at random, which is refused)."""
+    """Inference, or training with a ratio of 0: the identity, and a mask of all true (opset 7-11 have no training
+    mode; from 12 training_mode with a non-zero ratio drops at random, which is refused: onnx's expected outputs are
+    draws of numpy's generator, which hwadapter's does not reproduce)."""
     x = ctx.input(node, 0)
     if ctx.opset >= 12:
         if ctx.input(node, 2) is not None:
             mode = _one_value(ctx, node, 2, "training_mode")
             if bool(mode) and (ctx.input(node, 1) is None or float(_one_value(ctx, node, 1, "ratio")) != 0):
-                ctx.fail(node, "training_mode=True drops at random; hwadapter runs inference only",
-                         fix="export the model in eval mode")
+                ctx.fail(node, "training_mode=True with a non-zero ratio drops at random, and hwadapter has no "
+                               "random generator matching onnx's", fix="export the model in eval mode")
     if len(node.outputs) < 2 or not node.outputs[1]:
         return x
     mask_dtype = np.bool_ if ctx.opset >= 10 else ctx.dtype(x)  # before opset 10 the mask has x's type
