@@ -3,19 +3,24 @@ from __future__ import annotations
 
 import math
 
+from .. import autograd
+from .. import random as _random
 from ..api import dtypes as _dt
 from ..dispatch.dispatcher import dispatch
-from ..api.errors import InvalidArgumentError
+from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..api import shapes
-from ..ops._common import _as_float, _promote, _tensor, check_size, make_public, number_arg
+from ..ops._common import _FLOAT, _INTEGER, _as_float, _promote, _tensor, cast, check_size, make_public, number_arg
 from ..ops.creation import full
-from ..ops.elementwise import add, gelu, relu, sigmoid, tanh  # noqa: F401  gelu, relu, sigmoid, tanh: re-exported
+from ..ops.elementwise import (add, gelu, greater_equal, multiply, not_equal, relu, rsqrt, sigmoid,  # noqa: F401
+                               subtract, tanh)  # gelu, relu, sigmoid, tanh: re-exported
 from ..ops.linalg import matmul
-from ..ops.manipulation import _reshape, pad, transpose
+from ..ops.manipulation import _reshape, gather, pad, transpose
+from ..ops.reduction import mean
+from .loss_functional import cross_entropy, mse_loss  # noqa: F401  re-exported
 
 __all__ = ["relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d",
            "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d", "linear", "pad",
-           "conv2d_transpose", "local_response_norm"]
+           "conv2d_transpose", "local_response_norm", "dropout", "embedding", "cross_entropy", "mse_loss"]
 
 
 def _softmax(op, x, axis):
@@ -72,12 +77,15 @@ _BN_FORMATS = ("NC", "NCL", "NCHW", "NCDHW", "NLC", "NHWC", "NDHWC")
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.9, epsilon=1e-5,
-               data_format="NCHW"):
-    """Inference batch normalisation with running statistics (training=True is not supported)."""
-    if shapes.flag("batch_norm", "training", training):
-        raise InvalidArgumentError("batch_norm: only inference (training=False) is supported; hwadapter has no "
-                                   "training mode. Fix: pass training=False")
-    number_arg("batch_norm", "momentum", momentum)  # unused in inference, but a typo should not pass
+               data_format="NCHW", use_global_stats=None, name=None):
+    """Batch normalisation. training=True (unless use_global_stats=True) normalises with the batch's statistics
+    and updates running_mean / running_var in place, as paddle: running = momentum * running + (1 - momentum) *
+    batch, with the biased batch variance; otherwise the running statistics normalise."""
+    training = shapes.flag("batch_norm", "training", training)
+    momentum = number_arg("batch_norm", "momentum", momentum)
+    if isinstance(momentum, bool) or not 0 <= momentum <= 1:
+        raise InvalidArgumentError(f"batch_norm: momentum must be a number in [0, 1], not {momentum!r}. Fix: pass "
+                                   f"e.g. 0.9 (paddle's convention: the weight of the running statistics)")
     x = _as_float(_tensor("batch_norm", x))
     eps = _epsilon("batch_norm", epsilon, x.dtype)
     if x.ndim < 2:
@@ -89,10 +97,102 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                                    f"second or last), not {shapes.show(data_format)}. Fix: pass one of those")
     axis = 1 if fmt.startswith("NC") else x.ndim - 1
     c = x.shape[axis]
+    use_batch = training if use_global_stats is None else not shapes.flag("batch_norm", "use_global_stats",
+                                                                          use_global_stats)
+    if use_batch:
+        return _batch_norm_train(x, running_mean, running_var, weight, bias, momentum, eps, axis)
     params = [_param("batch_norm", n, p, x, (c,), f) for n, p, f in
               (("running_mean", running_mean, 0), ("running_var", running_var, 1), ("weight", weight, 1),
                ("bias", bias, 0))]
     return dispatch("batch_norm", (x, *params), {"epsilon": eps, "channel_axis": axis})
+
+
+def _batch_norm_train(x, running_mean, running_var, weight, bias, momentum: float, eps: float, axis: int):
+    """Normalise with the batch's statistics (computed in float32 for float16 input), composed of ops that have
+    gradients; then the running statistics' update, outside the gradient."""
+    c = x.shape[axis]
+    for n, r in (("running_mean", running_mean), ("running_var", running_var)):
+        if r is not None and tuple(_tensor("batch_norm", r).shape) != (c,):
+            raise InvalidArgumentError(f"batch_norm: {n} has shape {r.shape}, expected ({c},). Fix: pass one value "
+                                       f"per channel, or None")
+    axes = tuple(a for a in range(x.ndim) if a != axis)
+    if any(x.shape[a] == 0 for a in axes):
+        raise InvalidArgumentError(f"batch_norm: the batch {x.shape} is empty; training needs its statistics. Fix: "
+                                   f"pass a non-empty batch")
+    xs = x if x.dtype != _dt.float16 else cast(x, _dt.float32)
+    batch_mean = mean(xs, axes, keepdim=True)
+    centred = subtract(xs, batch_mean)
+    batch_var = mean(multiply(centred, centred), axes, keepdim=True)
+    y = multiply(centred, rsqrt(add(batch_var, eps)))
+    y = y if y.dtype == x.dtype else cast(y, x.dtype)
+    per_channel = tuple(c if a == axis else 1 for a in range(x.ndim))
+    if weight is not None:
+        y = multiply(y, _reshape(_param("batch_norm", "weight", weight, x, (c,), 1), per_channel))
+    if bias is not None:
+        y = add(y, _reshape(_param("batch_norm", "bias", bias, x, (c,), 0), per_channel))
+    with autograd.no_grad():
+        for running, stat in ((running_mean, batch_mean), (running_var, batch_var)):
+            if running is not None:
+                now = _random.read_state(running)
+                stat = _reshape(stat.detach(), (c,))
+                stat = stat if stat.dtype == now.dtype else cast(stat, now.dtype)
+                running.set_value(add(multiply(now, momentum), multiply(stat, 1.0 - momentum)))
+    return y
+
+
+def dropout(x, p=0.5, axis=None, training=True, mode="upscale_in_train", name=None):
+    """Zero each element with probability p in training (axis: one draw shared along the other axes);
+    'upscale_in_train' (paddle's default) scales what is kept by 1 / (1 - p) and is the identity outside
+    training, 'downscale_in_infer' keeps values in training and scales by (1 - p) outside it. The mask comes from
+    the device's seeded stream (hwadapter.random), so it differs at each call, inside to_static too."""
+    x = _as_float(_tensor("dropout", x))
+    p = dropout_args(p, mode)
+    axes = None if axis is None else shapes.normalize_axes("dropout", axis, x.ndim)
+    if not shapes.flag("dropout", "training", training):
+        return x if mode == "upscale_in_train" else multiply(x, 1.0 - p)
+    if p == 0:
+        return x
+    if p == 1:
+        return multiply(x, 0.0)  # still a result of x, so that its gradient (zero) flows
+    mask_shape = x.shape if axes is None else tuple(s if a in axes else 1 for a, s in enumerate(x.shape))
+    keep = cast(greater_equal(_random.uniform(mask_shape, "float32", x.device), p), x.dtype)
+    return multiply(x, multiply(keep, 1.0 / (1.0 - p)) if mode == "upscale_in_train" else keep)
+
+
+def dropout_args(p, mode) -> float:
+    """dropout's p as a float in [0, 1], once p and mode are checked."""
+    p = number_arg("dropout", "p", p)
+    if isinstance(p, bool) or not 0 <= p <= 1:
+        raise InvalidArgumentError(f"dropout: p must be a probability in [0, 1], not {p!r}. Fix: pass e.g. 0.5")
+    if mode not in ("upscale_in_train", "downscale_in_infer"):
+        raise InvalidArgumentError(f"dropout: mode must be 'upscale_in_train' or 'downscale_in_infer', not "
+                                   f"{shapes.show(mode)}. Fix: pass one of those")
+    return float(p)
+
+
+def embedding(x, weight, padding_idx=None, max_norm=None, norm_type=2.0, sparse=False, scale_grad_by_freq=False,
+              name=None):
+    """The rows of weight at the integer ids in x: shape x.shape + [embedding_dim]; ids equal to padding_idx give
+    zeros (and no gradient to that row)."""
+    x, w = _tensor("embedding", x), _tensor("embedding", weight)
+    if x.dtype not in _INTEGER:
+        raise UnsupportedDTypeError(f"embedding: ids must be integers, not {x.dtype.name}. Fix: cast them, e.g. "
+                                    f"x.astype('int64')")
+    if w.ndim != 2 or w.dtype not in _FLOAT:
+        raise InvalidArgumentError(f"embedding: weight must be a 2-D float tensor (num_embeddings, embedding_dim), "
+                                   f"got {w.dtype.name} {list(w.shape)}. Fix: pass the embedding table")
+    if max_norm is not None or scale_grad_by_freq:
+        raise InvalidArgumentError("embedding: max_norm and scale_grad_by_freq are not supported. Fix: leave them "
+                                   "at None and False")
+    rows = w.shape[0]
+    if padding_idx is not None:
+        padding_idx = shapes.int_arg("embedding", "padding_idx", padding_idx, low=-rows, high=rows - 1) % rows
+    ids = _reshape(x, (x.size,)) if x.ndim != 1 else x
+    out = _reshape(gather(w, ids, 0), x.shape + (w.shape[1],))
+    if padding_idx is None:
+        return out
+    keep = cast(not_equal(x, padding_idx), w.dtype)
+    return multiply(out, _reshape(keep, x.shape + (1,)))
 
 
 def _nchw(op, x, data_format):
