@@ -113,7 +113,8 @@ def _gelu(node, g):
         x2 = O.multiply(x, x)
         t = O.tanh(O.multiply(O.add(x, O.multiply(O.multiply(x2, x), 0.044715)), _SQRT_2_OVER_PI))
         du = O.multiply(O.add(O.multiply(x2, 3 * 0.044715), 1), _SQRT_2_OVER_PI)
-        d = O.add(O.multiply(O.add(t, 1), 0.5), O.multiply(O.multiply(O.multiply(x, 0.5), O.subtract(1, O.multiply(t, t))), du))
+        dt = O.multiply(O.multiply(x, 0.5), O.subtract(1, O.multiply(t, t)))
+        d = O.add(O.multiply(O.add(t, 1), 0.5), O.multiply(dt, du))
         return (O.multiply(g, d),)
     cdf = O.multiply(O.add(O.erf(O.multiply(x, 1 / math.sqrt(2.0))), 1), 0.5)
     pdf = O.multiply(O.exp(O.multiply(O.multiply(x, x), -0.5)), _INV_SQRT_2PI)
@@ -179,7 +180,7 @@ def _extreme(node, g):
     """max/min: the gradient is shared equally by the elements equal to the result (as torch's amax)."""
     x = node.inputs[0]
     hit = _mask(O.equal(x, _kept(node, x, node.output())), g)
-    count = _kept(node, x, dispatch("sum", (hit,), {"axis": _axes(node, x), "keepdim": False}))
+    count = dispatch("sum", (hit,), {"axis": _axes(node, x), "keepdim": True})
     return (O.divide(O.multiply(_spread(node, g), hit), count),)
 
 
@@ -210,3 +211,41 @@ def _cumsum(node, g):
     a = node.attrs
     return (dispatch("cumsum", (g,), {"axis": a.get("axis", 0), "exclusive": a.get("exclusive", False),
                                       "reverse": not a.get("reverse", False)}),)
+
+
+def _shifted(g, axis, reverse):
+    """g moved one place along axis towards the scan's start, a zero entering at its end: the gradient of an
+    exclusive scan's result taken as its inclusive scan's (y_excl[i] = y_incl[i - 1], or [i + 1] reversed)."""
+    n = g.shape[axis]
+    start, end = (1, n) if not reverse else (0, n - 1)
+    kept = dispatch("slice", (g,), {"axes": (axis,), "starts": (start,), "ends": (end,), "steps": (1,)})
+    pads = tuple((0, 1) if a == axis and not reverse else (1, 0) if a == axis else (0, 0) for a in range(g.ndim))
+    return dispatch("pad", (kept,), {"pads": pads, "mode": "constant", "value": 0.0})
+
+
+@rule("cumprod")
+def _cumprod(node, g):
+    """d/dx_j of sum_i g_i prod_{k<=i} x_k: sum_{i>=j} g_i y_i / x_j where x_j != 0; at the first zero of a scan,
+    the same sum with that zero taken as 1 (exact, no division by it); 0 at the zeros after it."""
+    x = node.inputs[0]
+    a = node.attrs
+    axis, reverse = a.get("axis", 0), a.get("reverse", False)
+    if x.ndim == 0:
+        return (O.zeros_like(g) if a.get("exclusive") else g,)
+    if x.size == 0:
+        return (g,)
+    if a.get("exclusive"):
+        g = _shifted(g, axis, reverse)
+
+    def scan(t):
+        return dispatch("cumprod", (t,), {"axis": axis, "exclusive": False, "reverse": reverse})
+
+    def gather_back(t):  # sum over the outputs each x_j reaches: a scan the other way
+        return dispatch("cumsum", (t,), {"axis": axis, "exclusive": False, "reverse": not reverse})
+    zero = O.equal(x, 0)
+    ones = O.ones_like(x)
+    earlier = dispatch("cumsum", (_mask(zero, x),), {"axis": axis, "exclusive": True, "reverse": reverse})
+    first = O.logical_and(zero, O.equal(earlier, 0))
+    nonzero = O.divide(gather_back(O.multiply(g, scan(x))), O.where(zero, ones, x))
+    at_first = gather_back(O.multiply(g, scan(O.where(first, ones, x))))
+    return (O.where(first, at_first, O.where(zero, O.zeros_like(x), nonzero)),)

@@ -7,7 +7,7 @@ from ..api.errors import InvalidArgumentError
 from ..dispatch.dispatcher import dispatch
 from ..ops import api as O
 from ..tensor import to_tensor
-from .registry import reshape, rule
+from .registry import along, reshape, rule
 
 
 def _swap(t):
@@ -66,7 +66,9 @@ def _layer_norm(node, g):
     xc = O.subtract(x, mu)
     rstd = O.rsqrt(O.add(O.mean(O.multiply(xc, xc), axis=axes, keepdim=True), eps))
     xhat = O.multiply(xc, rstd)
-    gw = O.sum(O.multiply(g, xhat), axis=lead) if node.needs[1] and lead else (O.multiply(g, xhat) if node.needs[1] else None)
+    gw = None
+    if node.needs[1]:
+        gw = O.sum(O.multiply(g, xhat), axis=lead) if lead else O.multiply(g, xhat)
     gb = (O.sum(g, axis=lead) if lead else g) if node.needs[2] else None
     gx = None
     if node.needs[0]:
@@ -248,3 +250,25 @@ def _adaptive_avg_pool2d(node, g):
     ah = to_tensor(_adaptive_matrix(x.shape[2], oh, x.dtype).T, device=dev)  # (H, OH)
     aw = to_tensor(_adaptive_matrix(x.shape[3], ow, x.dtype), device=dev)  # (OW, W)
     return (O.matmul(O.matmul(ah, g), aw),)
+
+
+# --- local response normalisation ---------------------------------------------------------------------------------
+@rule("lrn")
+def _lrn(node, g):
+    """y = x d^-beta, d = bias + alpha / size * (window sums of x^2 over channels): gx = g d^-beta - 2 alpha beta /
+    size * x * (the window sums, transposed, of g x d^(-beta-1)). Window sums are a band matrix on axis 1; float16
+    computes in float32, as its forward does."""
+    x = node.inputs[0]
+    a = node.attrs
+    size, alpha, beta, bias = a["size"], a.get("alpha", 1e-4), a.get("beta", 0.75), a.get("bias", 1.0)
+    if x.dtype == np.float16:
+        x, g = O.cast(x, "float32"), O.cast(g, "float32")
+    c = x.shape[1]
+    lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+    band = np.zeros((c, c))  # band[j, i] = 1 when x_j is in the window of channel i: i - lo <= j <= i + hi
+    for i in range(c):
+        band[max(i - lo, 0):i + hi + 1, i] = 1.0
+    d = O.add(O.multiply(along(O.multiply(x, x), band, 1), alpha / size), bias)
+    scaled = O.multiply(g, O.pow(d, -beta))
+    inner = O.divide(O.multiply(scaled, x), d)  # g x d^(-beta-1)
+    return (O.subtract(scaled, O.multiply(x, O.multiply(along(inner, band.T, 1), 2 * alpha * beta / size))),)
