@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 #: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
-_PACKAGES = ("graph", "onnx", "host", "plugin", "io")
+_PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random")
 
 
 def _frontend() -> dict:
@@ -39,12 +39,13 @@ def _frontend() -> dict:
              "jit": jit, "nn": nn, "profiler": profiler, "save": serialize.save, "load": serialize.load,
              "autograd": autograd, "grad": autograd.grad, "no_grad": autograd.no_grad,
              "enable_grad": autograd.enable_grad, "is_grad_enabled": autograd.is_grad_enabled,
-             "set_grad_enabled": autograd.set_grad_enabled, "create_parameter": autograd.create_parameter}
+             "set_grad_enabled": autograd.set_grad_enabled, "create_parameter": autograd.create_parameter,
+             "ParamAttr": nn.ParamAttr}
     names.update({n: getattr(ops, n) for n in ops.__all__})
     names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
                         "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError", "save", "load",
                         "io", "autograd", "grad", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
-                        "create_parameter"] + list(ops.__all__)
+                        "create_parameter", "ParamAttr", "optimizer", "random"] + list(ops.__all__)
     globals().update(names)
     return names
 

@@ -152,3 +152,12 @@ def uniform(shape, dtype="float32", device=None) -> Tensor:
         low = remainder(x, 1 << bits) if bits < 31 else x
         u = multiply(cast(low, dt), 2.0 ** -bits)
     return _reshape(u, dims)
+
+
+def _on_seed(value: int) -> None:
+    """hw.seed: every device stream restarts now (captured plans read the restarted buffers on their next run)."""
+    _seen["rng"] = creation._rng
+    reset(value)
+
+
+creation.on_seed.append(_on_seed)

@@ -127,10 +127,17 @@ def _arange_length(start, end, step) -> int:
 _rng = np.random.default_rng(0)
 
 
+#: Called with the seed by `seed` (hwadapter.random restarts its device streams, read by captured plans too).
+on_seed: list = []
+
+
 def seed(value: int) -> None:
-    """Seed the random-number generator behind rand and randn."""
+    """Seed the random-number generator behind rand and randn, and the device streams of hwadapter.random."""
     global _rng
-    _rng = np.random.default_rng(shapes.int_arg("seed", "value", value, low=0, high=(1 << 128) - 1))
+    value = shapes.int_arg("seed", "value", value, low=0, high=(1 << 128) - 1)
+    _rng = np.random.default_rng(value)
+    for hook in on_seed:
+        hook(value)
 
 
 def _random_dtype(op: str, dtype) -> np.dtype:
