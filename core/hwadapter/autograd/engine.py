@@ -35,43 +35,61 @@ def is_grad_enabled() -> bool:
     return _mode.enabled
 
 
-class set_grad_enabled(contextlib.ContextDecorator):
-    """Turn recording on or off: as a call, a context manager or a decorator."""
+class _Switch(contextlib.ContextDecorator):
+    """Recording set to `mode` inside the block, and back to what it was after. As a decorator, a fresh switch per
+    call, so that recursion and threads each restore their own mode."""
 
-    def __init__(self, mode: bool):
-        self.prev = _mode.enabled
-        _mode.enabled = bool(mode)
+    mode = True
+
+    def __new__(cls, fn=None):
+        switch = super().__new__(cls)
+        return switch(fn) if callable(fn) else switch  # @hw.no_grad without parentheses decorates fn
+
+    def __init__(self, fn=None):
+        pass
 
     def __enter__(self):
+        self.prev, _mode.enabled = _mode.enabled, self.mode
         return self
 
     def __exit__(self, *exc):
         _mode.enabled = self.prev
         return False
 
+    def _recreate_cm(self):
+        return type(self)()
 
-class no_grad(contextlib.ContextDecorator):
+
+class no_grad(_Switch):
     """Inside it ops record nothing: results need no gradient and hold no activations."""
 
-    def __enter__(self):
-        self.prev, _mode.enabled = _mode.enabled, False
-        return self
-
-    def __exit__(self, *exc):
-        _mode.enabled = self.prev
-        return False
+    mode = False
 
 
-class enable_grad(contextlib.ContextDecorator):
+class enable_grad(_Switch):
     """Record again inside a no_grad block."""
 
+    mode = True
+
+
+class set_grad_enabled(_Switch):
+    """Turn recording on or off: as a call (at once), a context manager (until its end) or a decorator (inside each
+    call of the function only)."""
+
+    def __init__(self, mode: bool):
+        self.mode = bool(mode)
+        self.prev, _mode.enabled = _mode.enabled, self.mode
+
     def __enter__(self):
-        self.prev, _mode.enabled = _mode.enabled, True
+        _mode.enabled = self.mode  # prev was taken when it was made (the call that set the mode)
         return self
 
-    def __exit__(self, *exc):
-        _mode.enabled = self.prev
-        return False
+    def __call__(self, fn):
+        _mode.enabled = self.prev  # a decorator: nothing changes until the function is called
+        return super().__call__(fn)
+
+    def _recreate_cm(self):
+        return set_grad_enabled(self.mode)
 
 
 # --- the tape -----------------------------------------------------------------------------------------------------
@@ -89,9 +107,15 @@ class Node:
         self.seq, self.freed = next(_seq), False
 
     def output(self, i: int = 0) -> Tensor:
-        """Output i as a tensor without autograd state (rules that reuse their forward's result read it here)."""
+        """Output i, for rules that reuse their forward's result: without autograd state, except while a backward
+        records (create_graph), where it is this node's output again, so higher derivatives flow through it."""
         data = self.outs[i]
-        return wrap(data, self.inputs[0]._device) if self.inputs else data
+        if not self.inputs:
+            return data
+        out = wrap(data, self.inputs[0]._device)
+        if _mode.enabled and _is_float(out):
+            out._ag = GradState(stop=False, node=self, index=i)
+        return out
 
     def __repr__(self):
         return f"<Node {self.op} #{self.seq}>"
@@ -228,14 +252,14 @@ def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list 
     """Backpropagate root_grads from roots. Leaves' .grad accumulate (when `accumulate`); with `wanted`, the
     gradients of those tensors are returned instead (None where none flowed)."""
     nodes = _nodes(roots)
-    pending: dict = {}  # (id(node), output index) -> gradient so far
+    pending: dict = {}  # (id(node), output index) or ("leaf", id) -> gradient so far (float16's in float32)
+    leaves: dict = {}  # id -> leaf whose .grad gets this pass's total once, at its end (one rounding to float16)
     for t, g in zip(roots, root_grads):
         ag = t._ag
         if ag.node is None:
             if wanted is None:
-                _accumulate(t, g)
-            else:
-                pending[("leaf", id(t))] = _add(pending.get(("leaf", id(t))), g)
+                leaves[id(t)] = t
+            pending[("leaf", id(t))] = _add(pending.get(("leaf", id(t))), g)
         else:
             key = (id(ag.node), ag.index)
             pending[key] = _add(pending.get(key), g)
@@ -275,11 +299,14 @@ def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list 
                         continue  # a wanted intermediate: nothing flows past it
                 if ag.node is None:
                     if wanted is None and accumulate:
-                        _accumulate(t, g)
+                        leaves[id(t)] = t
+                        pending[key] = _add(pending.get(key), g)
                 else:
                     pending[key] = _add(pending.get(key), g)
             if not retain:
                 node.inputs, node.outs, node.freed = (), (), True
+        for k, t in leaves.items():
+            _accumulate(t, pending.pop(("leaf", k)))
     if wanted is None:
         return None
     return [None if g is None else _as(g, t._dtype) for g, t in zip(found, wanted)]
