@@ -21,16 +21,16 @@ __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 #: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
-_PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random")
+_PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random", "metric", "hapi")
 
 
 def _frontend() -> dict:
     """The frontend's public names, imported once and then set on the package (they never change)."""
     # lazy: the frontend is what `import hwadapter.plugin` must not load (import_module: `from . import name` would
     # ask this module's __getattr__ for the name first)
-    device, jit, nn, profiler, ops, tensor, serialize, autograd = (
+    device, jit, nn, profiler, ops, tensor, serialize, autograd, hapi = (
         importlib.import_module(f".{m}", __name__) for m in
-        ("device", "jit", "nn", "profiler", "ops.api", "tensor", "serialize", "autograd"))
+        ("device", "jit", "nn", "profiler", "ops.api", "tensor", "serialize", "autograd", "hapi"))
     configure, device_guard, get_device, set_device = (device.configure, device.device_guard, device.get_device,
                                                        device.set_device)
     Tensor, from_dlpack, to_tensor = tensor.Tensor, tensor.from_dlpack, tensor.to_tensor
@@ -40,12 +40,12 @@ def _frontend() -> dict:
              "autograd": autograd, "grad": autograd.grad, "no_grad": autograd.no_grad,
              "enable_grad": autograd.enable_grad, "is_grad_enabled": autograd.is_grad_enabled,
              "set_grad_enabled": autograd.set_grad_enabled, "create_parameter": autograd.create_parameter,
-             "ParamAttr": nn.ParamAttr}
+             "ParamAttr": nn.ParamAttr, "Model": hapi.Model}
     names.update({n: getattr(ops, n) for n in ops.__all__})
     names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
                         "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError", "save", "load",
                         "io", "autograd", "grad", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
-                        "create_parameter", "ParamAttr", "optimizer", "random"] + list(ops.__all__)
+                        "create_parameter", "ParamAttr", "optimizer", "random", "metric", "Model"] + list(ops.__all__)
     globals().update(names)
     return names
 

@@ -1,0 +1,330 @@
+"""Training steps: the digits MLP (64-256-256-10) and a small CNN, batch 64, Adam: hwadapter eager and to_static on
+each device against PyTorch CPU eager and Paddle CPU eager, timed in the same run, interleaved (issue 23).
+
+Every runner starts from the same weights and is checked first: its loss after a few steps must match PyTorch's
+(float32 tolerance); a fast wrong step is an error, not a figure. Then rounds: per round each runner takes BLOCK
+untimed-then-timed steps in turn; the table shows medians per step and the ratios the targets name:
+
+- hwadapter eager on cpu       <= 1.5x PyTorch's eager step
+- hwadapter to_static on cpu   <= 1.0x PyTorch's eager step
+- to_static on opencl:0        >= 3x as fast as its own eager step
+- memory: the captured CNN step's peak <= 70% of the eager step's peak on the same device (allocator peak on a
+  device with its own memory, tracemalloc on cpu), measured in a fresh process per mode, above what the model,
+  the optimizer and the batch hold before the first step.
+
+    python benchmarks/training.py [--rounds N] [--device D ...] [--model mlp|cnn ...] [--no-memory]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import warnings
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+import hwadapter as hw
+from hwadapter import nn, optimizer
+
+ROUNDS = int(os.environ.get("HWADAPTER_BENCH_ROUNDS", 7))
+BLOCK = 5  # steps per runner per round (after one untimed step)
+BATCH = 64
+LR = 1e-3
+TARGETS = {"eager_cpu": 1.5, "static_cpu": 1.0, "opencl_speedup": 3.0, "memory": 0.70}
+console = Console(width=120)
+
+
+# --- the models, the same in every framework --------------------------------------------------------------------
+def weights(kind: str) -> dict:
+    """The starting weights of `kind` (Paddle's layout: Linear weights are [in, out])."""
+    rng = np.random.default_rng(0)
+    if kind == "mlp":
+        sizes = [64, 256, 256, 10]
+        return {f"l{i}": ((rng.uniform(-1, 1, (a, b)) / np.sqrt(a)).astype("float32"), np.zeros(b, "float32"))
+                for i, (a, b) in enumerate(zip(sizes, sizes[1:]))}
+    return {"conv": ((rng.uniform(-1, 1, (16, 1, 3, 3)) / 3).astype("float32"), np.zeros(16, "float32")),
+            "fc": ((rng.uniform(-1, 1, (256, 10)) / 16).astype("float32"), np.zeros(10, "float32"))}
+
+
+def data():
+    """One batch of the digits data set: (images (64, 1, 8, 8) float32 in [0, 1], labels int64)."""
+    from sklearn.datasets import load_digits  # lazy: only the benchmark needs scikit-learn
+    d = load_digits()
+    x = (d.images[:BATCH] / 16.0).astype("float32").reshape(BATCH, 1, 8, 8)
+    return x, d.target[:BATCH].astype("int64")
+
+
+def hw_model(kind: str, w: dict):
+    if kind == "mlp":
+        net = nn.Sequential(nn.Flatten(), nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                            nn.Linear(256, 10))
+        linears = [m for m in net if isinstance(m, nn.Linear)]
+        for layer, (wt, b) in zip(linears, w.values()):
+            layer.weight.set_value(wt)
+            layer.bias.set_value(b)
+        return net
+    net = nn.Sequential(nn.Conv2D(1, 16, 3, padding=1), nn.BatchNorm2D(16), nn.ReLU(), nn.MaxPool2D(2), nn.Flatten(),
+                        nn.Linear(16 * 4 * 4, 10))
+    net[0].weight.set_value(w["conv"][0])
+    net[0].bias.set_value(w["conv"][1])
+    net[5].weight.set_value(w["fc"][0])
+    net[5].bias.set_value(w["fc"][1])
+    return net
+
+
+class HwRunner:
+    """hwadapter on one device, eager or to_static: step() runs one Adam step and returns the loss tensor."""
+
+    def __init__(self, kind, w, device, static):
+        hw.set_device(device)
+        self.net = hw_model(kind, w)
+        self.opt = optimizer.Adam(learning_rate=LR, parameters=self.net.parameters())
+        self.loss_fn = nn.CrossEntropyLoss()
+        x, y = data()
+        self.x, self.y = hw.to_tensor(x, device=device), hw.to_tensor(y, device=device)
+        self.step_fn = hw.jit.to_static(self._step) if static else self._step
+        self.name = f"hwadapter {'to_static' if static else 'eager'} {device}"
+
+    def _step(self, x, y):
+        loss = self.loss_fn(self.net(x), y)
+        loss.backward()
+        self.opt.step()
+        self.opt.clear_grad()
+        return loss
+
+    def step(self):
+        return self.step_fn(self.x, self.y)
+
+    @staticmethod
+    def value(loss) -> float:
+        return float(loss)  # reads it back: the step has finished on the device
+
+
+class TorchRunner:
+    name = "PyTorch CPU eager"
+
+    def __init__(self, kind, w):
+        import torch  # lazy: a competitor, imported only when it runs
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+        self.torch = torch
+        if kind == "mlp":
+            layers = [torch.nn.Flatten(), torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                      torch.nn.ReLU(), torch.nn.Linear(256, 10)]
+            self.net = torch.nn.Sequential(*layers)
+            linears = [m for m in layers if isinstance(m, torch.nn.Linear)]
+            pairs = list(zip(linears, w.values()))
+        else:
+            self.net = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.BatchNorm2d(16, momentum=0.1),
+                                           torch.nn.ReLU(), torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                                           torch.nn.Linear(256, 10))
+            pairs = [(self.net[0], w["conv"]), (self.net[5], w["fc"])]
+        with torch.no_grad():
+            for layer, (wt, b) in pairs:
+                layer.weight.copy_(torch.from_numpy(wt.T.copy() if wt.ndim == 2 else wt))
+                layer.bias.copy_(torch.from_numpy(b))
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=LR)
+        x, y = data()
+        self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step(self):
+        loss = self.torch.nn.functional.cross_entropy(self.net(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss
+
+    @staticmethod
+    def value(loss) -> float:
+        return loss.item()
+
+
+class PaddleRunner:
+    name = "Paddle CPU eager"
+
+    def __init__(self, kind, w):
+        with warnings.catch_warnings():  # paddle warns about ccache on import: nothing to do with this benchmark
+            warnings.simplefilter("ignore")
+            import paddle  # lazy: a competitor, imported only when it runs
+        paddle.set_device("cpu")
+        self.paddle = paddle
+        pn = paddle.nn
+        if kind == "mlp":
+            self.net = pn.Sequential(pn.Flatten(), pn.Linear(64, 256), pn.ReLU(), pn.Linear(256, 256), pn.ReLU(),
+                                     pn.Linear(256, 10))
+            linears = [m for m in self.net if isinstance(m, pn.Linear)]
+            pairs = list(zip(linears, w.values()))
+        else:
+            self.net = pn.Sequential(pn.Conv2D(1, 16, 3, padding=1), pn.BatchNorm2D(16), pn.ReLU(), pn.MaxPool2D(2),
+                                     pn.Flatten(), pn.Linear(256, 10))
+            pairs = [(self.net[0], w["conv"]), (self.net[5], w["fc"])]
+        for layer, (wt, b) in pairs:
+            layer.weight.set_value(wt)
+            layer.bias.set_value(b)
+        self.opt = paddle.optimizer.Adam(learning_rate=LR, parameters=self.net.parameters())
+        x, y = data()
+        self.x, self.y = paddle.to_tensor(x), paddle.to_tensor(y)
+        self.loss_fn = pn.CrossEntropyLoss()
+
+    def step(self):
+        loss = self.loss_fn(self.net(self.x), self.y)
+        loss.backward()
+        self.opt.step()
+        self.opt.clear_grad()
+        return loss
+
+    @staticmethod
+    def value(loss) -> float:
+        return float(loss)
+
+
+# --- timing -------------------------------------------------------------------------------------------------------
+def _time(runner) -> float:
+    """Seconds per step over BLOCK steps (after one untimed step), read back at the end."""
+    runner.value(runner.step())
+    start = time.perf_counter()
+    for _ in range(BLOCK):
+        loss = runner.step()
+    runner.value(loss)
+    return (time.perf_counter() - start) / BLOCK
+
+
+def _check(runners, reference) -> None:
+    """Every runner's losses over 3 steps equal the reference's (PyTorch's) at float32 tolerance."""
+    want = [reference.value(reference.step()) for _ in range(3)]
+    for r in runners:
+        got = [r.value(r.step()) for _ in range(3)]
+        if not np.allclose(got, want, rtol=2e-3, atol=2e-4):
+            raise SystemExit(f"WRONG: {r.name} losses {got} != PyTorch's {want}")
+
+
+def bench(kind: str, devices: list, rounds: int) -> dict:
+    w = weights(kind)
+    torch_r = TorchRunner(kind, w)
+    runners = [HwRunner(kind, w, d, s) for d in devices for s in (False, True)]
+    # the BatchNorm CNN is checked against PyTorch's, with paddle's momentum convention mapped (0.9 <-> 0.1)
+    _check(runners, torch_r)
+    competitors = [TorchRunner(kind, w)]
+    try:
+        competitors.append(PaddleRunner(kind, w))
+    except ImportError:
+        console.print("[yellow]paddle not installed: its column is left out")
+    everyone = competitors + [HwRunner(kind, w, d, s) for d in devices for s in (False, True)]
+    times = {r.name: [] for r in everyone}
+    with console.status(f"{kind}: timing") as status:
+        for i in range(rounds):
+            status.update(f"{kind}: round {i + 1}/{rounds}")
+            for r in everyone:
+                times[r.name].append(_time(r))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+# --- memory (a fresh process per mode) ----------------------------------------------------------------------------
+def memory_child(kind: str, device: str, static: bool) -> dict:
+    """In this process: the step's peak above what model, optimizer state and batch hold before the first step."""
+    import tracemalloc
+    host = device == "cpu"
+    if host:
+        tracemalloc.start()
+    runner = HwRunner(kind, weights(kind), device, static)
+    runner.value(runner.step())  # first step: traces, plans, makes the optimizer's state (all kept)
+    runner.value(runner.step())
+    if host:
+        base = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+    else:
+        stats = hw.device.memory_stats(device)
+        base = stats["allocated_bytes"]
+        hw.device.reset_peak_memory_stats(device)
+    runner.value(runner.step())
+    if host:
+        peak = tracemalloc.get_traced_memory()[1]
+    else:
+        peak = hw.device.memory_stats(device)["peak_allocated_bytes"]
+    held = sum(p.nbytes for p in runner.net.parameters()) * 3 + runner.x.nbytes + runner.y.nbytes  # weights, m, v
+    return {"base": base, "peak": peak, "step": peak - base, "held": held}
+
+
+def memory(kind: str, device: str) -> dict:
+    out = {}
+    for static in (False, True):
+        cmd = [sys.executable, __file__, "--memory-child", kind, device, str(int(static))]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode:
+            raise SystemExit(f"memory child failed:\n{proc.stderr[-3000:]}")
+        out["static" if static else "eager"] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+# --- report -------------------------------------------------------------------------------------------------------
+def report(kind: str, med: dict, devices: list) -> list:
+    torch_t = med["PyTorch CPU eager"]
+    table = Table(title=f"{kind}: ms per training step (batch {BATCH}, Adam), medians")
+    table.add_column("runner")
+    table.add_column("ms/step", justify="right")
+    table.add_column("x PyTorch", justify="right")
+    for name, t in med.items():
+        table.add_row(name, f"{t * 1e3:.3f}", f"{t / torch_t:.2f}")
+    console.print(table)
+    verdicts = []
+    if "cpu" in devices:
+        e, s = med["hwadapter eager cpu"] / torch_t, med["hwadapter to_static cpu"] / torch_t
+        verdicts += [(f"{kind} eager cpu / PyTorch", e, f"<= {TARGETS['eager_cpu']}", e <= TARGETS["eager_cpu"]),
+                     (f"{kind} to_static cpu / PyTorch", s, f"<= {TARGETS['static_cpu']}", s <= TARGETS["static_cpu"])]
+    for d in devices:
+        if d != "cpu":
+            sp = med[f"hwadapter eager {d}"] / med[f"hwadapter to_static {d}"]
+            verdicts.append((f"{kind} {d} to_static speed-up over eager", sp, f">= {TARGETS['opencl_speedup']}",
+                             sp >= TARGETS["opencl_speedup"]))
+    return verdicts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=ROUNDS)
+    ap.add_argument("--device", action="append")
+    ap.add_argument("--model", action="append", choices=["mlp", "cnn"])
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--memory-child", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.memory_child:
+        kind, device, static = args.memory_child
+        print(json.dumps(memory_child(kind, device, bool(int(static)))))
+        return 0
+    available = hw.device.get_available_device()
+    devices = [d for d in (args.device or ["cpu", "opencl:0"]) if d == "cpu" or d in available]
+    console.print(f"[bold]training benchmark[/] on {platform.node()} ({os.cpu_count()} cores), devices: "
+                  f"{', '.join(devices)}, {args.rounds} rounds of {BLOCK} steps")
+    verdicts = []
+    for kind in args.model or ["mlp", "cnn"]:
+        med = bench(kind, devices, args.rounds)
+        verdicts += report(kind, med, devices)
+    if not args.no_memory:
+        table = Table(title="cnn: memory of one training step above what model, optimizer and batch hold")
+        for col in ("device", "eager step (KiB)", "to_static step (KiB)", "to_static / eager"):
+            table.add_column(col, justify="right")
+        for d in devices:
+            m = memory("cnn", d)
+            ratio = m["static"]["step"] / max(m["eager"]["step"], 1)
+            table.add_row(d, f"{m['eager']['step'] / 1024:.0f}", f"{m['static']['step'] / 1024:.0f}", f"{ratio:.2f}")
+            verdicts.append((f"cnn {d} captured step peak / eager step peak", ratio, f"<= {TARGETS['memory']}",
+                             ratio <= TARGETS["memory"]))
+        console.print(table)
+    table = Table(title="targets")
+    for col in ("measure", "value", "target", "met"):
+        table.add_column(col)
+    for name, value, target, ok in verdicts:
+        table.add_row(name, f"{value:.2f}", target, "[green]yes" if ok else "[red]NO")
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
