@@ -1,7 +1,8 @@
 """The demo: the light ResNet-50 the onnx wheel ships, on every available device: the devices, the partition
 picture written to a file, the result checked against the expected output (and, with random weights, against
 onnxruntime), the latency beside onnxruntime's and the top kernels of the profile; then a small MLP, one
-kernel-primitive op and one compiled subgraph on every device, and what fell back."""
+kernel-primitive op and one compiled subgraph on every device, the digits CNN trained on every device (accuracy
+table, loss curves in build/demo/loss_curves.svg), and what fell back."""
 from __future__ import annotations
 
 import statistics
@@ -15,6 +16,8 @@ from rich.table import Table
 import hwadapter as hw
 import hwadapter.nn.functional as F
 from hwadapter import cli, kp
+
+import train_digits  # examples/: the training part of the demo
 
 console = Console(width=max(Console().width, 120))  # tables whole in a pipe or a narrow terminal
 
@@ -240,6 +243,9 @@ def main() -> None:
 
     console.rule("[bold]subgraph level: matmul → add → relu → softmax compiled whole")
     subgraph_demo()
+
+    console.rule("[bold]training: the digits CNN, a few seconds on every device, each step one captured plan")
+    train_digits.main([])
 
     console.rule("[bold]fallback report (ops that ran on the CPU instead)")
     report = hw.profiler.fallback_report()

@@ -21,7 +21,8 @@ __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 #: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
-_PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random", "metric", "hapi")
+_PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random", "metric", "hapi", "autograd", "trace",
+             "jit", "serialize")
 
 
 def _frontend() -> dict:
