@@ -91,3 +91,49 @@ int64_t hwa_avg_pool(const float *x, float *out, int64_t planes, int64_t h, int6
     }
   return 0;
 }
+
+/* The gradient of max pooling (max_pool2d_grad, the reference's rule): each window's g goes to its first maximum
+ * in row-major window order (padding is -inf, a nan beats any number and the first nan wins); a window whose
+ * maximum is padding gives it to its first element inside the image. Sums in double (`acc`, h*w per plane), so
+ * overlapping windows round once, as the reference's float64 bincount. */
+int64_t hwa_max_pool_grad(const float *x, const float *g, float *out, int64_t planes, int64_t h, int64_t w,
+                          int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh,
+                          int64_t ow) {
+  double *acc = malloc((size_t)(h * w) * sizeof(double));
+  if (!acc) return 1;
+  for (int64_t p = 0; p < planes; p++) {
+    const float *xp = x + p * h * w;
+    const float *gp = g + p * oh * ow;
+    memset(acc, 0, (size_t)(h * w) * sizeof(double));
+    for (int64_t oy = 0; oy < oh; oy++) {
+      int64_t top = oy * sh - pt;
+      for (int64_t ox = 0; ox < ow; ox++) {
+        int64_t left = ox * sw - pl, at = -1;
+        float best = -INFINITY;
+        int first = 1;
+        for (int64_t i = 0; i < kh; i++) {
+          int64_t y = top + i;
+          for (int64_t j = 0; j < kw; j++) {
+            int64_t xx = left + j;
+            int inside = y >= 0 && y < h && xx >= 0 && xx < w;
+            float v = inside ? xp[y * w + xx] : -INFINITY;
+            if (first || v > best || (v != v && best == best)) {
+              first = 0;
+              best = v;
+              at = inside ? y * w + xx : -1;
+            }
+          }
+        }
+        if (at < 0) { /* padding was the maximum: its first element inside the image */
+          int64_t y = top > 0 ? top : 0, xx = left > 0 ? left : 0;
+          at = y * w + xx;
+        }
+        acc[at] += (double)gp[oy * ow + ox];
+      }
+    }
+    float *op = out + p * h * w;
+    for (int64_t q = 0; q < h * w; q++) op[q] = (float)acc[q];
+  }
+  free(acc);
+  return 0;
+}

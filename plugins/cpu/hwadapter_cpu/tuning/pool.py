@@ -63,12 +63,28 @@ def kernels(device) -> dict:
             return reference.KERNELS["avg_pool2d"](x, kernel_size, stride, padding, ceil_mode, exclusive)
         return run("hwa_avg_pool", x, kernel_size, stride, padding, ceil_mode, int(bool(exclusive)))
 
+    def max_pool_grad(x, grad, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
+        if x.dtype != np.float32 or grad.dtype != np.float32 or x.ndim != 4 or lib() is None or not x.size:
+            return reference.KERNELS["max_pool2d_grad"](x, grad, kernel_size, stride, padding, ceil_mode)
+        (kh, kw), (sh, sw), (pt, _, pl, _) = kernel_size, stride, padding
+        n, c, h, w = x.shape
+        x, grad = np.ascontiguousarray(x), np.ascontiguousarray(grad)
+        out = np.empty_like(x)
+        if lib().hwa_max_pool_grad(x.ctypes.data, grad.ctypes.data, out.ctypes.data, n * c, h, w, kh, kw, sh, sw,
+                                   pt, pl, grad.shape[2], grad.shape[3]):
+            raise MemoryError(f"max_pool2d_grad: {device} could not allocate its scratch ({h} x {w} doubles). Fix: "
+                              f"free host memory")
+        return out
+
     max_pool.__name__ = max_pool.__qualname__ = "max_pool2d"
+    max_pool_grad.__name__ = max_pool_grad.__qualname__ = "max_pool2d_grad"
     avg_pool.__name__ = avg_pool.__qualname__ = "avg_pool2d"
-    return {"max_pool2d": max_pool, "avg_pool2d": avg_pool}
+    return {"max_pool2d": max_pool, "avg_pool2d": avg_pool, "max_pool2d_grad": max_pool_grad}
 
 
 def library(device) -> CLibrary:
     """pool.c for `device`, compiled on first call."""
     return CLibrary(device, (SOURCE,), {"hwa_max_pool": (ctypes.c_int64, _ARGS),
-                                     "hwa_avg_pool": (ctypes.c_int64, _ARGS + [ctypes.c_int64])}, "pooling runs in numpy")
+                                     "hwa_avg_pool": (ctypes.c_int64, _ARGS + [ctypes.c_int64]),
+                                     "hwa_max_pool_grad": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 11)},
+                    "pooling runs in numpy")
