@@ -24,6 +24,7 @@ import pytest
 
 import hwadapter as hw
 from hwadapter.api.errors import DeviceUnavailableError, InvalidDeviceError
+from hwadapter.api.meta import UPDATE_INPUTS as _UPDATES  # the optimizer updates: tensors, then scalars
 from hwadapter.runtime.discovery import registry
 
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
@@ -145,6 +146,12 @@ def _programs() -> dict:
     return out
 
 
+#: The optimizer updates' attributes per case (their inputs: _UPDATES)
+_UPDATE_ATTRS = {"sgd_update": [{}, {"weight_decay": 0.1}, {}],
+                 "momentum_update": [{}, {"use_nesterov": True, "weight_decay": 0.1}, {"momentum": 0.5}],
+                 "adam_update": [{}, {"weight_decay": 0.1}, {"weight_decay": 0.1, "decoupled": True}]}
+
+
 def _op_cases():
     """(op, [(shape, dtype)], attrs): every dtype on a plain shape, and for a few dtypes every rank, broadcast,
     reduction and attribute pattern (these change the indexing code; the dtype changes types and helpers)."""
@@ -189,6 +196,12 @@ def _op_cases():
                 for shape, axis in few([((2, 3, 4, 5), 1), ((2, 3), 1), ((2, 4, 5, 3), 3)]):
                     c = (shape[axis],)
                     yield op, [(shape, dtype)] + [(c, dtype)] * 4, {"epsilon": 1e-5, "channel_axis": axis}
+            elif op in _UPDATES:  # float tensors of param's shape, then one-element scalars
+                if not dtype.startswith("float"):
+                    continue
+                tensors, scalars = _UPDATES[op]
+                for (shape, scalar), attrs in zip([((7,), ()), ((2, 3, 4), (1,)), ((), (1,))], _UPDATE_ATTRS[op]):
+                    yield op, [(shape, dtype)] * len(tensors) + [(scalar, dtype)] * len(scalars), attrs
             else:  # binary arithmetic, comparisons and logical ops
                 for a, b in few(shapes_2):
                     yield op, [(a, dtype), (b, dtype)], {}
@@ -763,6 +776,8 @@ _ANY_OPS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equa
 
 
 def _frontend_passes(op: str, arrays: list) -> bool:
+    if op in _UPDATES:  # random values make no optimizer state (v < 0, beta powers > 1): _kernel_cases has them
+        return False
     dtype = arrays[-1][1]
     if all(shape == () for shape, _ in arrays) and op not in ("sum", "mean", "max", "min", "prod", "cast", "clip"):
         return False  # the frontend runs 0-d elementwise ops as one-element arrays
@@ -810,6 +825,13 @@ def _kernel_cases():
     yield "max_pool2d", [x4["bool"]], {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0, 0, 0),
                                        "ceil_mode": False}
     for d in ("float16", "float32", "float64"):
+        p, g, m, v = _data((3, 50), d, 8), _data((3, 50), d, 9), _data((3, 50), d, 10), np.abs(_data((3, 50), d, 11))
+        for scalar in ((), (1,)):
+            lr, b1p, b2p = (np.full(scalar, s, d) for s in (0.01, 0.9 ** 3, 0.999 ** 3))
+            for op, arrays in (("sgd_update", [p, g, lr]), ("momentum_update", [p, g, m, lr]),
+                               ("adam_update", [p, g, m, v, lr, b1p, b2p])):
+                for attrs in _UPDATE_ATTRS[op]:
+                    yield op, arrays, attrs
         for groups, stride, pads, dil in [(1, (1, 1), (0, 0, 0, 0), (1, 1)), (2, (2, 1), (1, 2, 0, 1), (2, 1))]:
             yield "conv2d", [_data((2, 4, 9, 8), d, 4), _data((6, 4 // groups, 3, 2), d, 5), _data((6,), d, 6)], \
                 {"stride": stride, "padding": pads, "dilation": dil, "groups": groups}

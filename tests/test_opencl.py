@@ -95,6 +95,13 @@ CASES.update({
     "slice": ([rand(6, 7)], {"axes": (0, 1), "starts": (5, 1), "ends": (None, 6), "steps": (-2, 2)}),
     "gather": ([A, np.array([3, -1, 0])], {"axis": 0}), "expand": ([rand(4, 1)], {"shape": (2, 4, 5)}),
     "pad": ([A], {"pads": ((1, 2), (0, 3)), "mode": "reflect", "value": 0.0}),
+    # training: pooling gradients (ties after relu) and the fused optimizer updates (scalars as 0-d tensors)
+    "max_pool2d_grad": ([np.maximum(X4, 0), rand(2, 3, 4, 4)], POOL),
+    "adaptive_max_pool2d_grad": ([np.maximum(X4, 0), rand(2, 3, 4, 5)], {"output_size": (4, 5)}),
+    "sgd_update": ([A, B, np.array(0.1, "float32")], {"weight_decay": 0.01}),
+    "momentum_update": ([A, B, POS, np.array(0.1, "float32")], {"use_nesterov": True}),
+    "adam_update": ([A, B, A, POS, *(np.array(s, "float32") for s in (0.01, 0.9 ** 2, 0.999 ** 2))],
+                    {"weight_decay": 0.01, "decoupled": True}),
 })
 I8, J8 = (A * 20).astype("int8"), np.abs(B * 3).astype("int8")
 #: Ops the OpenCL plugin has no kernel or kernel-primitive program for (added for the ONNX import): they run on the

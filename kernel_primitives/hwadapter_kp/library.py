@@ -172,6 +172,87 @@ _register("batch_norm", [("x", "in", "T", False), ("running_mean", "in", "W", Fa
           doc="inference batch norm; per-channel params of shape (C,) on channel_axis (NC... by default)")
 
 
+# --- fused optimizer updates: one program per parameter (hwadapter's sgd_update, momentum_update, adam_update) -----
+# The tensors of param's shape are read over the domain; the one-element scalars that change between steps (the
+# learning rate, the powers of beta) are read cyclically, element 0 everywhere, so that they take no part in the
+# iteration shape (a 0-d param with a shape-(1,) lr stays 0-d); fixed hyper-parameters are attributes (constants).
+# float16 is computed in float32 and rounded once. The order of operations is the numpy reference's.
+def _float_update(param):
+    if not dt.is_float(param.dtype):
+        raise current().error(f"optimizer updates take float tensors, not {param.dtype}")
+    return _compute_dtype(param.dtype)
+
+
+def _number(x, cd):
+    """One-element input ``x`` as a value of ``cd``: x[0] * 1 (exact) is how a cyclic read is spelt."""
+    return kp.cast(kp.cycle_binary("mul", kp.init(1, x.dtype), x), cd)
+
+
+def _sgd_update(param, grad, lr, param_out, weight_decay=0.0):
+    cd = _float_update(param)
+    p, g = kp.cast(kp.read(param), cd), kp.cast(kp.read(grad), cd)
+    if weight_decay:
+        g = g + kp.init(weight_decay, cd) * p
+    kp.write(param_out, kp.cast(p - _number(lr, cd) * g, param.dtype))
+
+
+def _momentum_update(param, grad, velocity, lr, param_out, velocity_out, momentum=0.9, use_nesterov=False,
+                     weight_decay=0.0):
+    cd = _float_update(param)
+    p, g, v = (kp.cast(kp.read(a), cd) for a in (param, grad, velocity))
+    mu = kp.init(momentum, cd)
+    if weight_decay:
+        g = g + kp.init(weight_decay, cd) * p
+    v = mu * v + g
+    step = g + mu * v if use_nesterov else v
+    kp.write(param_out, kp.cast(p - _number(lr, cd) * step, param.dtype))
+    kp.write(velocity_out, kp.cast(v, param.dtype))
+
+
+def _adam_update(param, grad, m, v, lr, beta1_pow, beta2_pow, param_out, m_out, v_out, beta1=0.9, beta2=0.999,
+                 epsilon=1e-8, weight_decay=0.0, decoupled=False):
+    cd = _float_update(param)
+    p, g, m0, v0 = (kp.cast(kp.read(a), cd) for a in (param, grad, m, v))
+    rate, one = _number(lr, cd), kp.init(1.0, cd)
+    if weight_decay and not decoupled:
+        g = g + kp.init(weight_decay, cd) * p
+    m1 = kp.init(beta1, cd) * m0 + kp.init(1 - beta1, cd) * g
+    v1 = kp.init(beta2, cd) * v0 + kp.init(1 - beta2, cd) * g * g
+    m_hat = m1 / (one - _number(beta1_pow, cd))
+    v_hat = v1 / (one - _number(beta2_pow, cd))
+    if weight_decay and decoupled:
+        p = p * (one - rate * kp.init(weight_decay, cd))
+    p = p - rate * m_hat / (kp.unary("sqrt", v_hat) + kp.init(epsilon, cd))
+    kp.write(param_out, kp.cast(p, param.dtype))
+    kp.write(m_out, kp.cast(m1, param.dtype))
+    kp.write(v_out, kp.cast(v1, param.dtype))
+
+
+def _state(*names):
+    return [(n, "in", "T", False) for n in names]
+
+
+def _outs(*names):
+    return [(n, "out", "T", False) for n in names]
+
+
+_SCALAR = {"lr": (), "beta1_pow": (), "beta2_pow": ()}
+_register("sgd_update", _state("param", "grad", "lr") + _outs("param_out"), _sgd_update, {"weight_decay": 0.0},
+          {"param": (4, 8), "grad": (4, 8), **_SCALAR},
+          doc="param - lr * (grad + weight_decay * param); lr has one element")
+_register("momentum_update", _state("param", "grad", "velocity", "lr") + _outs("param_out", "velocity_out"),
+          _momentum_update, {"momentum": 0.9, "use_nesterov": False, "weight_decay": 0.0},
+          {"param": (4, 8), "grad": (4, 8), "velocity": (4, 8), **_SCALAR},
+          doc="Paddle's Momentum: v = momentum v + g (g = grad + weight_decay param); param - lr v, or with "
+              "Nesterov param - lr (g + momentum v)")
+_register("adam_update", _state("param", "grad", "m", "v", "lr", "beta1_pow", "beta2_pow")
+          + _outs("param_out", "m_out", "v_out"), _adam_update,
+          {"beta1": 0.9, "beta2": 0.999, "epsilon": 1e-8, "weight_decay": 0.0, "decoupled": False},
+          {"param": (4, 8), "grad": (4, 8), "m": (4, 8), "v": (4, 8), **_SCALAR},
+          doc="Adam (AdamW when decoupled) at step t: beta1_pow = beta1**t, beta2_pow = beta2**t, one element each, "
+              "as lr")
+
+
 def get(name) -> Kernel:
     """The library kernel registered as ``name``."""
     try:

@@ -131,4 +131,14 @@ def cases():
                                                 "running_var": params["running_var"]})
     add("batch_norm-float32-nhwc", "batch_norm", {"x": values(rng, (2, 2, 2, c), "float32"), **params},
         {"channel_axis": -1})
+    for dtype, shape, scalar in (("float32", (3, 4, 5), ()), ("float16", (6,), (1,)), ("float64", (2, 3), ())):
+        p, g, m = (values(rng, shape, dtype) for _ in range(3))
+        v = values(rng, shape, dtype, 0.0, 2.0)
+        lr, b1p, b2p = (np.full(scalar, s, dtype) for s in (0.05, 0.9 ** 2, 0.999 ** 2))
+        add(f"sgd_update-{dtype}", "sgd_update", {"param": p, "grad": g, "lr": lr}, {"weight_decay": 0.01})
+        add(f"momentum_update-{dtype}", "momentum_update", {"param": p, "grad": g, "velocity": m, "lr": lr},
+            {"use_nesterov": dtype != "float64"})
+        add(f"adam_update-{dtype}", "adam_update", {"param": p, "grad": g, "m": m, "v": v, "lr": lr,
+                                                    "beta1_pow": b1p, "beta2_pow": b2p},
+            {"weight_decay": 0.1, "decoupled": dtype == "float32"})
     return out

@@ -45,7 +45,10 @@ def _table() -> dict:
                                 "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                                 "gelu", "floor", "ceil", "round",  # rounding an integer returns it: no node
                                 "mean", "softmax", "log_softmax", "layer_norm", "batch_norm", "conv2d",
-                                "conv_transpose2d", "lrn", "avg_pool2d", "adaptive_avg_pool2d"), floats))
+                                "conv_transpose2d", "lrn", "avg_pool2d", "adaptive_avg_pool2d",
+                                # training's kernel ops: every input of one float dtype (their rules say so too)
+                                "max_pool2d_grad", "adaptive_max_pool2d_grad", "sgd_update", "momentum_update",
+                                "adam_update"), floats))
     table.update(dict.fromkeys(("equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "concat"),
                                shared))
     table.update(dict.fromkeys(("logical_and", "logical_or", "logical_xor", "logical_not"), logical))

@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from . import shapes as _shapes
+from . import shapes as _shapes, vjp_meta
+from .errors import InvalidArgumentError, UnsupportedDTypeError
 
 BOOL = np.dtype(np.bool_)
 INT64 = np.dtype(np.int64)
@@ -29,7 +30,7 @@ ARITHMETIC = frozenset({"add", "sub", "mul", "div", "pow", "maximum", "minimum",
 BOOL_RESULT = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
                          "logical_or", "logical_xor", "logical_not"})
 #: Ops that return a list of arrays; every other op returns one array.
-MULTI_OUTPUT = frozenset({"split", "topk"})
+MULTI_OUTPUT = frozenset({"split", "topk", "momentum_update", "adam_update"})
 
 
 def _same(shapes, dtypes, attrs):
@@ -179,6 +180,141 @@ def _resize(shapes, dtypes, attrs):
     return ((tuple(int(s) for s in attrs["sizes"]), dtypes[0]),)
 
 
+# --- training: pooling gradients and fused optimizer updates (kernel ops the autograd engine and the optimizers
+# dispatch themselves, with no frontend function to validate them first: their rules check everything, and their
+# kernels call the rules before they run) -----------------------------------------------------------------------
+FLOATS = frozenset(np.dtype(d) for d in ("float16", "float32", "float64"))
+
+
+def _known(op: str, attrs: dict, allowed) -> None:
+    unknown = sorted(set(attrs) - set(allowed))
+    if unknown:
+        raise InvalidArgumentError(f"{op}: unknown attribute(s) {unknown}; it takes {sorted(allowed)}. Fix: pass only "
+                                   f"those (check the spelling)")
+
+
+def _one_float(op: str, names: tuple, shapes, dtypes) -> None:
+    """`names` inputs (no more, no fewer), all of one float dtype."""
+    if len(shapes) != len(names):
+        raise InvalidArgumentError(f"{op}: takes {len(names)} inputs ({', '.join(names)}), got {len(shapes)}. "
+                                   f"Fix: pass exactly those, in that order")
+    if dtypes[0] not in FLOATS:
+        raise UnsupportedDTypeError(f"{op}: {names[0]} must be float16, float32 or float64, got {dtypes[0].name}. "
+                                    f"Fix: cast it to a float dtype first")
+    for name, d in zip(names[1:], dtypes[1:]):
+        if d != dtypes[0]:
+            raise UnsupportedDTypeError(f"{op}: {name} is {d.name} but {names[0]} is {dtypes[0].name}; every input "
+                                        f"must have one dtype. Fix: cast {name} to {dtypes[0].name}")
+
+
+def _nchw(op: str, shape: tuple) -> tuple:
+    if len(shape) != 4:
+        raise InvalidArgumentError(f"{op}: x must be 4-D (N, C, H, W), got shape {shape}. Fix: reshape it to NCHW")
+    return shape
+
+
+def _grad_of(op: str, grad: tuple, out: tuple, forward: str) -> None:
+    if tuple(grad) != tuple(out):
+        raise InvalidArgumentError(f"{op}: grad has shape {tuple(grad)}, but {forward} of x with these attributes "
+                                   f"gives {tuple(out)}. Fix: pass the gradient of that {forward}'s output")
+
+
+def pool_grad_attrs(op: str, attrs: dict) -> tuple:
+    """(kernel_size, stride, padding, ceil_mode) of max_pool2d_grad, checked: positive pairs, four paddings of at
+    most half the kernel (so that every window holds an element of x), a bool."""
+    _known(op, attrs, ("kernel_size", "stride", "padding", "ceil_mode"))
+    k = _shapes.int_list(op, "kernel_size", attrs.get("kernel_size", (2, 2)), length=2, low=1)
+    s = _shapes.int_list(op, "stride", attrs.get("stride", (2, 2)), length=2, low=1)
+    pads = _shapes.int_list(op, "padding", attrs.get("padding", (0, 0, 0, 0)), length=4, low=0)
+    ceil = _shapes.flag(op, "ceil_mode", attrs.get("ceil_mode", False))
+    if max(pads[0], pads[1]) > k[0] // 2 or max(pads[2], pads[3]) > k[1] // 2:
+        raise InvalidArgumentError(f"{op}: padding {pads} must be at most half the kernel {k}. Fix: pad less, or "
+                                   f"use a larger kernel")
+    return k, s, pads, ceil
+
+
+def _max_pool2d_grad(shapes, dtypes, attrs):
+    op = "max_pool2d_grad"
+    _one_float(op, ("x", "grad"), shapes, dtypes)
+    n, c, h, w = _nchw(op, shapes[0])
+    (kh, kw), (sh, sw), (pt, pb, pl, pr), ceil = pool_grad_attrs(op, attrs)
+    _shapes.window_out(op, h, kh, sh, 1, pt + pb, ceil)  # a window larger than the padded input is an error
+    _shapes.window_out(op, w, kw, sw, 1, pl + pr, ceil)
+    out = (n, c, _shapes.pool_out(h, kh, sh, pt, pb, ceil), _shapes.pool_out(w, kw, sw, pl, pr, ceil))
+    _grad_of(op, shapes[1], out, "max_pool2d")
+    return ((shapes[0], dtypes[0]),)
+
+
+def _adaptive_max_pool2d_grad(shapes, dtypes, attrs):
+    op = "adaptive_max_pool2d_grad"
+    _one_float(op, ("x", "grad"), shapes, dtypes)
+    n, c, h, w = _nchw(op, shapes[0])
+    _known(op, attrs, ("output_size",))
+    size = _shapes.int_list(op, "output_size", attrs.get("output_size", (1, 1)), length=2, low=1)
+    if not h * w:
+        raise InvalidArgumentError(f"{op}: x has an empty spatial size {(h, w)}: no window has a maximum. Fix: pool "
+                                   f"a non-empty input")
+    _grad_of(op, shapes[1], (n, c) + size, "adaptive_max_pool2d")
+    return ((shapes[0], dtypes[0]),)
+
+
+#: The attributes of each optimizer update: name -> (default, kind): "bool", "rate" (a finite number >= 0) or
+#: "beta" (a number in [0, 1)).
+UPDATE_ATTRS = {
+    "sgd_update": {"weight_decay": (0.0, "rate")},
+    "momentum_update": {"momentum": (0.9, "rate"), "use_nesterov": (False, "bool"), "weight_decay": (0.0, "rate")},
+    "adam_update": {"beta1": (0.9, "beta"), "beta2": (0.999, "beta"), "epsilon": (1e-8, "rate"),
+                    "weight_decay": (0.0, "rate"), "decoupled": (False, "bool")},
+}
+#: The inputs of each update: those of param's shape, then the one-element scalars (0-d or shape (1,)).
+UPDATE_INPUTS = {
+    "sgd_update": (("param", "grad"), ("lr",)),
+    "momentum_update": (("param", "grad", "velocity"), ("lr",)),
+    "adam_update": (("param", "grad", "m", "v"), ("lr", "beta1_pow", "beta2_pow")),
+}
+_NUMBER = (int, float, np.integer, np.floating)
+
+
+def update_attrs(op: str, attrs: dict) -> dict:
+    """op's attributes checked, with their defaults filled in."""
+    spec = UPDATE_ATTRS[op]
+    _known(op, attrs, spec)
+    out = {}
+    for name, (default, kind) in spec.items():
+        value = attrs.get(name, default)
+        if kind == "bool":
+            out[name] = _shapes.flag(op, name, value)
+            continue
+        ok = isinstance(value, _NUMBER) and not isinstance(value, (bool, np.bool_)) and math.isfinite(value)
+        low_ok = ok and value >= 0
+        if not (low_ok and (kind == "rate" or value < 1)):
+            want = "a finite number >= 0" if kind == "rate" else "a number in [0, 1)"
+            raise InvalidArgumentError(f"{op}: {name} must be {want}, not {_shapes.show(value)}. Fix: pass "
+                                       f"{want}, e.g. {default}")
+        out[name] = float(value)
+    return out
+
+
+def _update(op: str):
+    tensors, scalars = UPDATE_INPUTS[op]
+    count = 1 if op not in MULTI_OUTPUT else len(tensors) - 1  # param, then the state (velocity; m and v)
+
+    def rule(shapes, dtypes, attrs):
+        _one_float(op, tensors + scalars, shapes, dtypes)
+        for name, shape in zip(tensors[1:], shapes[1:]):
+            if tuple(shape) != tuple(shapes[0]):
+                raise InvalidArgumentError(f"{op}: {name} has shape {tuple(shape)}, param {tuple(shapes[0])}. Fix: "
+                                           f"pass the {name} of this very parameter")
+        for name, shape in zip(scalars, shapes[len(tensors):]):
+            if len(shape) > 1 or math.prod(shape) != 1:
+                raise InvalidArgumentError(f"{op}: {name} must hold one number (shape () or (1,)), got shape "
+                                           f"{tuple(shape)}. Fix: pass it as a 0-d tensor of param's dtype")
+        update_attrs(op, attrs)
+        return ((tuple(shapes[0]), dtypes[0]),) * count
+    rule.__name__ = f"_{op}"
+    return rule
+
+
 RULES: dict = {}
 RULES.update(dict.fromkeys(SAME_AS_X, _same))
 RULES.update(dict.fromkeys(ARITHMETIC, _elementwise))
@@ -192,7 +328,9 @@ RULES.update({
     "transpose": _transpose, "concat": _concat, "split": _split, "slice": _slice, "gather": _gather,
     "expand": _expand, "pad": _pad, "topk": _topk, "gather_elements": _gather_elements, "gather_nd": _gather_nd,
     "conv_transpose2d": _conv_transpose2d, "resize": _resize,
+    "max_pool2d_grad": _max_pool2d_grad, "adaptive_max_pool2d_grad": _adaptive_max_pool2d_grad,
 })
+RULES.update({op: _update(op) for op in UPDATE_INPUTS})
 
 
 def _fused(shapes, dtypes, attrs):
@@ -220,7 +358,7 @@ def result_meta(op: str, shapes: tuple, dtypes: tuple, attrs: dict | None = None
     """((shape, dtype), ...) of op's outputs for inputs of `shapes` and `dtypes`, or None for an op without a rule
     (a custom kernel-primitive op). Raises what the shape rules raise for inputs the op cannot take, and for a result
     of more axes than a tensor has."""
-    rule = RULES.get(op) or GRAPH_RULES.get(op)
+    rule = RULES.get(op) or GRAPH_RULES.get(op) or vjp_meta.rule_of(op, RULES)
     if rule is None:
         return None
     out = rule(tuple(tuple(s) for s in shapes), tuple(np.dtype(d) for d in dtypes), attrs or {})

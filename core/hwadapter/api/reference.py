@@ -13,6 +13,7 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from . import meta
 from .errors import InvalidArgumentError
 from .shapes import pool_out
 from .shapes import residual as _residual_shape
@@ -362,6 +363,128 @@ def adaptive_avg_pool2d(x, output_size=(1, 1)):
 
 def adaptive_max_pool2d(x, output_size=(1, 1)):
     return _adaptive(x, output_size, np.max)
+
+
+# --- gradients of pooling (training) -------------------------------------------------------------------------
+def max_pool2d_grad(x, grad, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
+    """The gradient of max_pool2d with respect to x: each window's grad goes to its first maximal element in
+    row-major window order (PyTorch's choice: a window of equal values, e.g. zeros after relu, gives it all to one
+    element; NaN counts as the largest, the first NaN wins); padding never wins; overlapping windows add up (in
+    float64, rounded once to x's dtype)."""
+    n, c, h, w = x.shape
+    if not (x.size and grad.size):
+        return np.zeros_like(x)
+    (kh, kw), (sh, sw), (pt, _, pl, _) = kernel_size, stride, padding
+    xp, _ = _pool_pad(x, kernel_size, stride, padding, ceil_mode, -np.inf)
+    win = _windows(xp, kh, kw, stride, (1, 1))
+    oh, ow = win.shape[2], win.shape[3]
+    first = np.argmax(win.reshape(n, c, oh, ow, kh * kw), axis=-1)  # numpy's argmax: the first max, the first NaN
+    top = (np.arange(oh) * sh - pt)[:, None]  # each window's first row and column in x (before padding)
+    left = (np.arange(ow) * sw - pl)[None, :]
+    rows, cols = top + first // kw, left + first % kw
+    # -inf padding comes first only in a window whose elements are all -inf: the first of them is its maximum
+    padded = (rows < 0) | (rows >= h) | (cols < 0) | (cols >= w)
+    rows = np.where(padded, np.maximum(top, 0), rows)
+    cols = np.where(padded, np.maximum(left, 0), cols)
+    at = (np.arange(n * c).reshape(n, c, 1, 1) * h + rows) * w + cols
+    total = np.bincount(at.ravel(), weights=grad.astype(np.float64).ravel(), minlength=x.size)
+    return total.reshape(x.shape).astype(x.dtype)
+
+
+def adaptive_max_pool2d_grad(x, grad, output_size=(1, 1)):
+    """The gradient of adaptive_max_pool2d with respect to x: max_pool2d_grad's rule over adaptive_max_pool2d's
+    windows (`_adaptive`), one vectorised step per output position."""
+    n, c, h, w = x.shape
+    oh, ow = output_size
+    planes = np.arange(n * c)
+    xs, gs = x.reshape(n * c, h, w), grad.reshape(n * c, oh, ow).astype(np.float64)
+    total = np.zeros((n * c, h, w), np.float64)
+    for i in range(oh):
+        h0, h1 = (i * h) // oh, -(-((i + 1) * h) // oh)
+        for j in range(ow):
+            w0, w1 = (j * w) // ow, -(-((j + 1) * w) // ow)
+            first = np.argmax(xs[:, h0:h1, w0:w1].reshape(n * c, -1), axis=1)
+            total[planes, h0 + first // (w1 - w0), w0 + first % (w1 - w0)] += gs[:, i, j]  # one element per plane
+    return total.reshape(x.shape).astype(x.dtype)
+
+
+# --- fused optimizer updates (training) -----------------------------------------------------------------------
+# One kernel per parameter: state tensors of param's shape, scalars that change between steps (the learning rate,
+# the powers of beta) as one-element tensors of param's dtype, fixed hyper-parameters as attributes. float16 is
+# computed in float32 and rounded once; the order of operations is the kernel-primitive programs' (hwadapter_kp's
+# library), so that devices agree with this to the last bits their libm allows.
+def _compute(param):
+    return np.dtype(np.float32) if param.dtype == np.float16 else param.dtype
+
+
+def _number(a, dtype):
+    """A one-element tensor (0-d or shape (1,)) as a 0-d array of `dtype`."""
+    return a.reshape(()).astype(dtype)
+
+
+def _result(value, dtype):
+    return _contiguous(np.asarray(value).astype(dtype, copy=False))
+
+
+def sgd_update(param, grad, lr, weight_decay=0.0):
+    """param - lr * (grad + weight_decay * param)."""
+    cd = _compute(param)
+    p, g = param.astype(cd, copy=False), grad.astype(cd, copy=False)
+    if weight_decay:
+        g = g + cd.type(weight_decay) * p
+    return _result(p - _number(lr, cd) * g, param.dtype)
+
+
+def momentum_update(param, grad, velocity, lr, momentum=0.9, use_nesterov=False, weight_decay=0.0):
+    """[param_new, velocity_new], Paddle's Momentum: g = grad + weight_decay * param; v = momentum * v + g; param -
+    lr * (g + momentum * v) with Nesterov, else param - lr * v."""
+    cd = _compute(param)
+    p, g, v = (a.astype(cd, copy=False) for a in (param, grad, velocity))
+    mu = cd.type(momentum)
+    if weight_decay:
+        g = g + cd.type(weight_decay) * p
+    v = mu * v + g
+    step = g + mu * v if use_nesterov else v
+    return [_result(p - _number(lr, cd) * step, param.dtype), _result(v, param.dtype)]
+
+
+def adam_update(param, grad, m, v, lr, beta1_pow, beta2_pow, beta1=0.9, beta2=0.999, epsilon=1e-8,
+                weight_decay=0.0, decoupled=False):
+    """[param_new, m_new, v_new], PyTorch's and Paddle's Adam at step t, beta1_pow = beta1**t and beta2_pow =
+    beta2**t: g = grad (+ weight_decay * param unless decoupled: L2); m = beta1 m + (1 - beta1) g; v = beta2 v +
+    (1 - beta2) g g; param - lr * m / (1 - beta1_pow) / (sqrt(v / (1 - beta2_pow)) + epsilon), the param first
+    scaled by 1 - lr * weight_decay when decoupled (AdamW)."""
+    cd = _compute(param)
+    p, g, m0, v0 = (a.astype(cd, copy=False) for a in (param, grad, m, v))
+    rate, one = _number(lr, cd), cd.type(1)
+    if weight_decay and not decoupled:
+        g = g + cd.type(weight_decay) * p
+    m1 = cd.type(beta1) * m0 + cd.type(1 - beta1) * g
+    v1 = cd.type(beta2) * v0 + cd.type(1 - beta2) * g * g
+    m_hat = m1 / (one - _number(beta1_pow, cd))
+    v_hat = v1 / (one - _number(beta2_pow, cd))
+    if weight_decay and decoupled:
+        p = p * (one - rate * cd.type(weight_decay))
+    p = p - rate * m_hat / (np.sqrt(v_hat) + cd.type(epsilon))
+    return [_result(p, param.dtype), _result(m1, param.dtype), _result(v1, param.dtype)]
+
+
+def _validating(op: str, fn):
+    """fn, run after op's rule (hwadapter.api.meta) has checked its inputs and attributes: these ops have no
+    frontend function to do it (the autograd engine and the optimizers dispatch them)."""
+    rule = meta.RULES[op]
+
+    def kernel(*arrays, **attrs):
+        rule(tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
+        return fn(*arrays, **attrs)
+    kernel.__name__ = kernel.__qualname__ = fn.__name__
+    kernel.__doc__ = fn.__doc__
+    return kernel
+
+
+#: The ops training adds: gradients the op set lacked, and fused optimizer updates.
+TRAINING = {"max_pool2d_grad": max_pool2d_grad, "adaptive_max_pool2d_grad": adaptive_max_pool2d_grad,
+            "sgd_update": sgd_update, "momentum_update": momentum_update, "adam_update": adam_update}
 
 
 # --- data movement -------------------------------------------------------------------------------------------
@@ -726,3 +849,4 @@ KERNELS.update({k: _kernel(v) for k, v in {
 }.items()})
 KERNELS.update({k: _quietly(v) for k, v in {
     "cumsum": cumsum, "cumprod": cumprod, "conv_transpose2d": conv_transpose2d, "lrn": lrn}.items()})
+KERNELS.update({op: _quietly(_validating(op, fn)) for op, fn in TRAINING.items()})

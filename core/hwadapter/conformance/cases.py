@@ -6,6 +6,8 @@ import itertools
 
 import numpy as np
 
+from hwadapter.plugin import shapes as rules  # the shape rules (pool_out)
+
 FLOAT = ("float16", "float32", "float64")
 INTEGER = ("int8", "int16", "int32", "int64", "uint8")
 NUMERIC = INTEGER + FLOAT
@@ -243,6 +245,38 @@ def _onnx_primitive_cases():
                                   "antialias": True}
 
 
+def _training_cases():
+    """The ops training adds: pooling gradients (ties after relu: inputs of many zeros; padding, ceil_mode,
+    overlapping windows) and the fused optimizer updates (scalars 0-d and of shape (1,), a 0-d parameter)."""
+    pools = [{}, {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1), "ceil_mode": False},
+             {"kernel_size": (3, 2), "stride": (2, 3), "padding": (1, 0, 0, 1), "ceil_mode": True},
+             {"kernel_size": (3, 3), "stride": (1, 1), "padding": (1, 1, 1, 1), "ceil_mode": False}]
+    for attrs, (n, c, h, w) in itertools.product(pools, [(1, 2, 7, 7), (2, 1, 8, 5)]):
+        (kh, kw), (sh, sw) = attrs.get("kernel_size", (2, 2)), attrs.get("stride", (2, 2))
+        pt, pb, pl, pr = attrs.get("padding", (0, 0, 0, 0))
+        ceil = attrs.get("ceil_mode", False)
+        out = (n, c, rules.pool_out(h, kh, sh, pt, pb, ceil), rules.pool_out(w, kw, sw, pl, pr, ceil))
+        for dt in FLOAT:
+            yield "max_pool2d_grad", [np.maximum(arr((n, c, h, w), dt, -3, 3), 0), arr(out, dt, -3, 4)], attrs
+    for size, shape in itertools.product([(1, 1), (2, 3), (4, 4), (5, 2)], [(1, 2, 4, 4), (2, 1, 5, 3)]):
+        for dt in FLOAT:
+            x = np.maximum(arr(shape, dt, -2, 3), 0)
+            yield "adaptive_max_pool2d_grad", [x, arr(shape[:2] + size, dt, -3, 4)], {"output_size": size}
+    for dt, (shape, scalar) in itertools.product(FLOAT, [((2, 3), ()), ((4,), (1,)), ((), ()), ((), (1,))]):
+        def number(v):
+            return np.full(scalar, v, dt)
+        p, g, state = arr(shape, dt, -3, 4), arr(shape, dt, -3, 4), arr(shape, dt, 0, 3)
+        yield "sgd_update", [p, g, number(0.25)], {}
+        yield "sgd_update", [p, g, number(0.5)], {"weight_decay": 0.125}
+        yield "momentum_update", [p, g, state, number(0.25)], {}
+        yield "momentum_update", [p, g, state, number(0.5)], {"momentum": 0.5, "use_nesterov": True,
+                                                              "weight_decay": 0.25}
+        adam = [p, g, state - 1, state, number(0.125), number(0.9 ** 3), number(0.999 ** 3)]
+        yield "adam_update", adam, {}
+        yield "adam_update", adam, {"beta1": 0.8, "beta2": 0.99, "epsilon": 1e-3, "weight_decay": 0.5}
+        yield "adam_update", adam, {"weight_decay": 0.25, "decoupled": True}
+
+
 def reference_cases():
     """(op, input arrays, attrs) as the frontend hands them to kernels: every op of the set, many shapes and dtypes."""
     yield from _elementwise_cases()
@@ -252,6 +286,7 @@ def reference_cases():
     yield from _conv_pool_cases()
     yield from _movement_cases()
     yield from _onnx_primitive_cases()
+    yield from _training_cases()
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ import numpy as np
 import hwadapter_kp as kp
 from hwadapter_kp import library
 
+from ..api import meta
 from .primitive_op import PrimitiveOp
 
 _SAME = {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "tanh", "relu", "erf", "sin", "cos",
@@ -44,6 +45,20 @@ def _reduce_attrs(attrs, dtypes):
     return {"axis": tuple(attrs["axis"]), "keepdims": attrs.get("keepdim", False)}
 
 
+class _Checked:
+    """A library kernel of an op no frontend function validates (the optimizers dispatch their updates themselves):
+    the op's rule (hwadapter.api.meta) checks the inputs and attributes before it is specialised, once per input
+    signature (a bad call is never cached)."""
+
+    def __init__(self, op: str, kernel):
+        self.op, self.kernel, self.name = op, kernel, kernel.name
+
+    def specialize_for(self, inputs, dtypes=None, **attrs):
+        given = list(inputs.values())
+        meta.result_meta(self.op, tuple(v.shape for v in given), tuple(v.dtype for v in given), attrs)
+        return self.kernel.specialize_for(inputs, dtypes, **attrs)
+
+
 def op_set() -> dict[str, PrimitiveOp]:
     """Every primitive-expressible op of the op set, by name."""
     ops = {}
@@ -67,4 +82,8 @@ def op_set() -> dict[str, PrimitiveOp]:
         library.get("layer_norm"), ("x", "weight", "bias"), outputs=("out",),
         attrs=lambda a, d: {"begin_norm_axis": a["begin_axis"], "epsilon": a["epsilon"]})
     ops["batch_norm"] = PrimitiveOp(library.get("batch_norm"), ("x", "running_mean", "running_var", "weight", "bias"))
+    for op, (tensors, scalars) in meta.UPDATE_INPUTS.items():  # one program per parameter, every output returned
+        kernel = library.get(op)
+        ops[op] = PrimitiveOp(_Checked(op, kernel), tensors + scalars,
+                              outputs=tuple(p.name for p in kernel.params if p.kind == "out"))
     return ops

@@ -1,5 +1,5 @@
-"""Handwritten kernels (kernels/*.cl) for the ops kernel primitives cannot express: GEMM, convolution, pooling,
-argmax/argmin and data movement.
+"""Handwritten kernels (kernels/*.cl) for the ops kernel primitives cannot express: GEMM, convolution, pooling and
+its gradients, argmax/argmin and data movement.
 
 Each op has a planner, (runtime, shapes, dtypes, attrs) -> Plan (plans.py), cached per runtime and shape (`plans`);
 `register` hands the kernel registry one eager function per op that runs the op's plan.
@@ -11,7 +11,7 @@ import weakref
 
 import numpy as np
 
-from hwadapter.plugin import (BoundedCache, InvalidArgumentError, contiguous_strides as contiguous, freeze,
+from hwadapter.plugin import (BoundedCache, InvalidArgumentError, contiguous_strides as contiguous, freeze, meta,
                               shapes as rules)
 
 from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, make_step,
@@ -202,6 +202,31 @@ def plan_adaptive_max_pool2d(rt, shapes, dtypes, output_size=(1, 1)):
     return _adaptive(rt, _max_options(dtypes[0]), shapes, dtypes, output_size)
 
 
+def _pool_grad(rt, op, shapes, dtypes, scalars) -> Plan:
+    """A pooling gradient: one work item per element of x (kernels/pool.cl, kernel `op`)."""
+    x = shapes[0]
+    plan = Plan([(x, dtypes[0])])
+    if math.prod(x):  # an empty grad (no window) still writes zeros: every element sums no window
+        plan.steps.append(make_step(rt, "pool", op, type_options(rt, dtypes[0]), math.prod(x),
+                                    [("in", 0), ("in", 1), ("out", 0), *scalars]))
+    return plan
+
+
+# The pooling gradients have no frontend function (the autograd engine dispatches them): their rules check the call.
+def plan_max_pool2d_grad(rt, shapes, dtypes, **attrs):
+    meta.result_meta("max_pool2d_grad", shapes, dtypes, attrs)
+    (kh, kw), (sh, sw), (pt, _, pl, _), _ = meta.pool_grad_attrs("max_pool2d_grad", attrs)
+    (n, c, h, w), (oh, ow) = shapes[0], shapes[1][2:]
+    return _pool_grad(rt, "max_pool2d_grad", shapes, dtypes,
+                      [np.array([n * c, h, w, oh, ow, kh, kw, sh, sw, pt, pl], np.int64)])
+
+
+def plan_adaptive_max_pool2d_grad(rt, shapes, dtypes, **attrs):
+    meta.result_meta("adaptive_max_pool2d_grad", shapes, dtypes, attrs)
+    (n, c, h, w), (oh, ow) = shapes[0], shapes[1][2:]
+    return _pool_grad(rt, "adaptive_max_pool2d_grad", shapes, dtypes, list(map(np.int64, (n * c, h, w, oh, ow))))
+
+
 def _arg(rt, which, shapes, dtypes, axis=None, keepdim=False) -> Plan:
     shape = shapes[0]
     if axis is None:
@@ -354,6 +379,8 @@ PLANNERS = {
     "matmul": (plan_matmul, NUMERIC), "conv2d": (plan_conv2d, FLOATS),
     "max_pool2d": (plan_max_pool2d, ALL), "avg_pool2d": (plan_avg_pool2d, FLOATS),
     "adaptive_avg_pool2d": (plan_adaptive_avg_pool2d, FLOATS), "adaptive_max_pool2d": (plan_adaptive_max_pool2d, ALL),
+    "max_pool2d_grad": (plan_max_pool2d_grad, FLOATS),
+    "adaptive_max_pool2d_grad": (plan_adaptive_max_pool2d_grad, FLOATS),
     "argmax": (plan_argmax, ALL), "argmin": (plan_argmin, ALL),
     "reshape": (plan_reshape, ALL), "transpose": (plan_transpose, ALL), "concat": (plan_concat, ALL),
     "split": (plan_split, ALL), "slice": (plan_slice, ALL), "gather": (plan_gather, ALL),

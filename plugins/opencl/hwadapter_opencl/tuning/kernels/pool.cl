@@ -58,3 +58,66 @@ __kernel void adaptive_pool2d(__global const T* x, __global T* y, const long NC,
   STORE(y, i, sum / (ACC)((hb - ha) * (wb - wa)));
 #endif
 }
+
+// The flat position (h * W + w) of the first maximal element of rows [ha, hb) and columns [wa, wb) of a plane,
+// row-major; NaN counts as the largest, the first NaN wins (numpy's argmax). The pooling gradients' argmax.
+long first_max(__global const T* src, const long ha, const long hb, const long wa, const long wb, const long W) {
+  long at = ha * W + wa;
+  ACC best = LOAD(src, at);
+  for (long h = ha; h < hb && !ISNAN(best); h++)
+    for (long w = wa; w < wb; w++) {
+      const ACC v = LOAD(src, h * W + w);
+      if (v > best || (ISNAN(v) && !ISNAN(best))) { best = v; at = h * W + w; }
+    }
+  return at;
+}
+
+// The gradient of max pooling with respect to x, one work item per element of x: the sum of the grads g of the
+// windows that hold it and whose first maximal element it is (padding never wins: only real elements are scanned).
+__kernel void max_pool2d_grad(__global const T* x, __global const T* g, __global T* dx, const Pool p) {
+  const long total = p.NC * p.H * p.W;
+  const long i = get_global_id(0);
+  if (i >= total) return;
+  const long w = i % p.W, h = (i / p.W) % p.H, plane = i / (p.W * p.H);
+  const long hp = h + p.PT, wp = w + p.PL;  // in padded coordinates: window oh covers [oh * SH, oh * SH + KH)
+  const long oh0 = hp >= p.KH ? (hp - p.KH) / p.SH + 1 : 0, oh1 = min(hp / p.SH, p.OH - 1);
+  const long ow0 = wp >= p.KW ? (wp - p.KW) / p.SW + 1 : 0, ow1 = min(wp / p.SW, p.OW - 1);
+  __global const T* src = x + plane * p.H * p.W;
+  __global const T* grad = g + plane * p.OH * p.OW;
+  ACC sum = 0;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    const long h0 = oh * p.SH - p.PT;
+    const long ha = max(h0, 0L), hb = min(h0 + p.KH, p.H);
+    for (long ow = ow0; ow <= ow1; ow++) {
+      const long w0 = ow * p.SW - p.PL;
+      if (first_max(src, ha, hb, max(w0, 0L), min(w0 + p.KW, p.W), p.W) == h * p.W + w)
+        sum += LOAD(grad, oh * p.OW + ow);
+    }
+  }
+  STORE(dx, i, sum);
+}
+
+// The gradient of adaptive max pooling, one work item per element of x: over the windows of adaptive_pool2d that
+// hold it (rows [oh * H / OH, ceil((oh + 1) * H / OH)), columns alike), as max_pool2d_grad.
+__kernel void adaptive_max_pool2d_grad(__global const T* x, __global const T* g, __global T* dx, const long NC,
+                                       const long H, const long W, const long OH, const long OW) {
+  const long total = NC * H * W;
+  const long i = get_global_id(0);
+  if (i >= total) return;
+  const long w = i % W, h = (i / W) % H, plane = i / (W * H);
+  // the windows that may hold row h: from the first whose end passes h to the last whose start is at most h
+  const long oh0 = h * OH / H, oh1 = min(((h + 1) * OH + H - 1) / H - 1, OH - 1);
+  const long ow0 = w * OW / W, ow1 = min(((w + 1) * OW + W - 1) / W - 1, OW - 1);
+  __global const T* src = x + plane * H * W;
+  __global const T* grad = g + plane * OH * OW;
+  ACC sum = 0;
+  for (long oh = oh0; oh <= oh1; oh++) {
+    const long ha = oh * H / OH, hb = ((oh + 1) * H + OH - 1) / OH;
+    if (h < ha || h >= hb) continue;
+    for (long ow = ow0; ow <= ow1; ow++) {
+      const long wa = ow * W / OW, wb = ((ow + 1) * W + OW - 1) / OW;
+      if (w >= wa && w < wb && first_max(src, ha, hb, wa, wb, W) == h * W + w) sum += LOAD(grad, oh * OW + ow);
+    }
+  }
+  STORE(dx, i, sum);
+}
