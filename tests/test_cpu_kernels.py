@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hwadapter.plugin import reference
@@ -97,6 +97,23 @@ def test_avg_pool_matches_the_reference_kernel(case, exclusive):
     got = POOLS["avg_pool2d"](x, **attrs, exclusive=exclusive)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=TOL[x.dtype.name], atol=TOL[x.dtype.name])
+
+
+@settings(max_examples=150, deadline=None)
+@given(pools(), st.integers(0, 2 ** 16))
+def test_max_pool_grad_matches_the_reference_kernel(case, seed):
+    """pool.c's max_pool2d_grad: the same element of each window (first maximum, nan, -inf windows, padding) and
+    overlapping windows summed exactly as the reference."""
+    x, attrs = case
+    (kh, kw), (pt, pb, pl, pr) = attrs["kernel_size"], attrs["padding"]
+    assume(max(pt, pb) <= kh // 2 and max(pl, pr) <= kw // 2)  # what max_pool2d lets through
+    x = x.astype("float32")
+    out = reference.KERNELS["max_pool2d"](x, **attrs)
+    g = np.random.default_rng(seed).standard_normal(out.shape).astype("float32")
+    want = reference.KERNELS["max_pool2d_grad"](x, g, **attrs)
+    got = POOLS["max_pool2d_grad"](x, g, **attrs)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
 
 
 def test_pool_c_keeps_nan_and_gives_each_windows_exact_value():
