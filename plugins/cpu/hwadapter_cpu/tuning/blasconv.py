@@ -283,6 +283,35 @@ class Transforms:
             raise MemoryError(f"{self.device}: {op} could not allocate its scratch")
 
 
+#: Below this many multiply-adds per output element (in_channels * kh * kw), with several images, one product over the
+#: whole batch beats the per-image tasks, whose set-up outweighs so little work per pixel (a first conv layer).
+FEW = 32
+
+
+def _few_channels(x, w, bias, residual, stride, padding, dilation, activation):
+    """conv2d as one im2col over the whole batch and one BLAS product (groups=1), then bias, residual (of the
+    result's shape), activation."""
+    n, c, _, _ = x.shape
+    o, _, kh, kw = w.shape
+    (sh, sw), (dh, dw), (pt, pb, pl, pr) = stride, dilation, padding
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))) if any(padding) else x
+    win = np.lib.stride_tricks.sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw]  # (n, c, oh, ow, kh, kw)
+    oh, ow = win.shape[2], win.shape[3]
+    out = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw) @ w.reshape(o, c * kh * kw).T
+    if bias is not None:
+        out += bias
+    out = out.reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+    if residual is not None:
+        out = out + residual
+    out = np.ascontiguousarray(out)
+    if activation == "relu":
+        np.maximum(out, 0, out=out)
+    elif activation is not None:
+        out = reference.KERNELS[activation](out)
+    return out
+
+
 def conv_kernel(device, native: bool = True):
     """conv2d for `device`: float32 convolutions through its Transforms, the rest through the reference kernel.
     native=False: the tasks run in Python even where the crew could run them."""
@@ -295,6 +324,10 @@ def conv_kernel(device, native: bool = True):
         fits = x.ndim == weight.ndim == 4 and x.shape[1] == weight.shape[1] * groups and weight.shape[0] % groups == 0
         if x.dtype == weight.dtype == np.float32 and fits and x.size and weight.size and all(
                 a is None or a.dtype == np.float32 for a in (bias, residual)):
+            if groups == 1 and residual is None and x.shape[0] > 1 and \
+                    weight.shape[1] * weight.shape[2] * weight.shape[3] <= FEW:
+                return _few_channels(x, weight, bias, None, tuple(stride), tuple(padding), tuple(dilation),
+                                     activation)
             lib = transforms.lib()
             if lib is not None:
                 return transforms(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation),
