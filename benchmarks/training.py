@@ -24,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 
 import warnings
 
@@ -227,29 +228,38 @@ def bench(kind: str, devices: list, rounds: int) -> dict:
 
 
 # --- memory (a fresh process per mode) ----------------------------------------------------------------------------
+def _array_bytes(snapshot) -> int:
+    """Bytes of numpy data in a tracemalloc snapshot (numpy traces its buffers in a domain of their own)."""
+    only = snapshot.filter_traces([tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
+    return sum(stat.size for stat in only.statistics("filename"))
+
+
 def memory_child(kind: str, device: str, static: bool) -> dict:
-    """In this process: the step's peak above what model, optimizer state and batch hold before the first step."""
-    import tracemalloc
+    """In this process: one step's peak, counting what the steps keep between calls (a plan's buffers, the
+    optimizer's state) and not what model and batch held before the first step. On a device with its own memory,
+    its allocator's peak; on cpu, tracemalloc's (what a step keeps: numpy data only, not the trace's Python
+    objects; its transient peak: everything, the eager tape's nodes too)."""
     host = device == "cpu"
     if host:
         tracemalloc.start()
     runner = HwRunner(kind, weights(kind), device, static)
-    runner.value(runner.step())  # first step: traces, plans, makes the optimizer's state (all kept)
+    if host:
+        before = _array_bytes(tracemalloc.take_snapshot())
+    else:
+        before = hw.device.memory_stats(device)["allocated_bytes"]
+    runner.value(runner.step())  # the first step traces, plans and makes the optimizer's state
     runner.value(runner.step())
     if host:
-        base = tracemalloc.get_traced_memory()[0]
+        kept = _array_bytes(tracemalloc.take_snapshot()) - before
+        now = tracemalloc.get_traced_memory()[0]
         tracemalloc.reset_peak()
     else:
-        stats = hw.device.memory_stats(device)
-        base = stats["allocated_bytes"]
+        now = hw.device.memory_stats(device)["allocated_bytes"]
+        kept = now - before
         hw.device.reset_peak_memory_stats(device)
     runner.value(runner.step())
-    if host:
-        peak = tracemalloc.get_traced_memory()[1]
-    else:
-        peak = hw.device.memory_stats(device)["peak_allocated_bytes"]
-    held = sum(p.nbytes for p in runner.net.parameters()) * 3 + runner.x.nbytes + runner.y.nbytes  # weights, m, v
-    return {"base": base, "peak": peak, "step": peak - base, "held": held}
+    peak = tracemalloc.get_traced_memory()[1] if host else hw.device.memory_stats(device)["peak_allocated_bytes"]
+    return {"kept": kept, "transient": peak - now, "step": kept + peak - now}
 
 
 def memory(kind: str, device: str) -> dict:

@@ -225,3 +225,19 @@ def test_conv2d_with_an_activation_the_gemm_lacks_is_not_claimed(backend):
     conv = graph.nodes[0]
     graph.nodes[0] = replace(conv, attrs={**conv.attrs, "activation": "softplus"})  # no op set rule makes one
     assert backend.supported_nodes(graph) == {graph.nodes[1].name}
+
+
+def test_intermediates_whose_lives_do_not_overlap_share_memory(backend):
+    """A chain of 12 matmuls: each intermediate is dead once the next is computed, so the compiled subgraph holds
+    two buffers for them, not eleven, and still computes the chain exactly as the CPU."""
+    b = GraphBuilder()
+    h = b.input("x", (64, 64))
+    for i in range(12):
+        h = b.op("relu", [b.op("matmul", [h, b.input(f"w{i}", (64, 64))])])
+    graph = b.build([h])
+    exe = backend.compile(graph)
+    arrays = [(a * 0.2).astype(a.dtype) for a in inputs_for(graph)]
+    check(exe, graph, arrays)
+    held = {id(a) for a in exe.memory.values()}
+    assert len(exe.memory) >= 11 and len(held) <= 3, (len(exe.memory), len(held))
+    check(exe, graph, arrays)  # run again over the same shared buffers

@@ -173,8 +173,7 @@ class OpenCLExecutable(Executable):
     def _bind(self, device) -> None:
         """On the first run (the inputs tell the device): allocate the intermediates, create one kernel per launch
         and set every argument that does not change between runs."""
-        self.memory = {j: DeviceArray.empty(device, s, d) for j, (s, d) in enumerate(self.buffers)
-                       if j not in self.fresh}
+        self.memory = self._share(device)
         self.launches, self.patches = [], []  # (kernel, global, local); (kernel, arg position, ("in", i) | ("buf", j))
         for node, plan, temps in zip(self.graph.nodes, self.plans, self.temps):
             for step in plan.steps:
@@ -189,6 +188,33 @@ class OpenCLExecutable(Executable):
                 self.launches.append((k, step.global_size, step.local_size))
         self._handles = [_UNSET] * len(self.patches)  # what each patched argument was last set to
         self._bound = device
+
+    def _share(self, device) -> dict:
+        """A device array for every buffer allocated once, buffers whose lives (first to last node touching them)
+        do not overlap sharing one: launches run in order on one queue, so a buffer no later node reads is free
+        for the next value. Kernels only take the handle; a shared array is bytes at least as large as each."""
+        life: dict = {}  # buffer index -> [first node, last node]
+        for k, (node, plan, temps) in enumerate(zip(self.graph.nodes, self.plans, self.temps)):
+            for step in plan.steps:
+                for arg in step.args:
+                    if isinstance(arg, tuple):
+                        at = self._place(node, temps, arg)
+                        if at[0] == "buf" and at[1] not in self.fresh:
+                            span = life.setdefault(at[1], [k, k])
+                            span[1] = k
+        slots: list = []  # [bytes, free after this node, device array]
+        memory = {}
+        for j, (first, last) in sorted(life.items(), key=lambda item: item[1][0]):
+            shape, dtype = self.buffers[j]
+            need = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
+            free = [slot for slot in slots if slot[1] < first and slot[0] >= need]
+            slot = min(free, key=lambda sl: sl[0]) if free else None
+            if slot is None:
+                slot = [need, last, DeviceArray.empty(device, (need,), np.uint8)]
+                slots.append(slot)
+            slot[1] = last
+            memory[j] = slot[2]
+        return memory
 
     def run(self, inputs: list) -> list:
         """Enqueue every launch back to back on the device's queue; returns the outputs (still being computed)."""
