@@ -16,17 +16,21 @@ import pytest
 
 import hwadapter as hw
 from hwadapter import conformance, host
+from hwadapter.conformance import gradients
 
 SITE = Path(__file__).parent / "plugins" / "kitbad_site"  # not on sys.path: only the child processes see it
 
 
-def _env() -> dict:
-    paths = [str(SITE), *filter(None, [os.environ.get("PYTHONPATH")])]
+VJP_SITE = Path(__file__).parent / "plugins" / "vjp_site"  # vjpgood, vjpbad: fused backward kernels
+
+
+def _env(site=SITE) -> dict:
+    paths = [str(site), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
-def _cli(cwd, *args, timeout=300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "hwadapter.cli", "conformance", *args], cwd=cwd, env=_env(),
+def _cli(cwd, *args, timeout=300, site=SITE) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "hwadapter.cli", "conformance", *args], cwd=cwd, env=_env(site),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -50,6 +54,7 @@ def _check_full_run(result, tmp_path, device_type):
     assert list(result.sections) == list(conformance.SECTIONS)
     assert result.sections["kernels"].passed == len(host.device(f"{device_type}:0").kernels.ops())
     assert result.sections["runtime"].passed >= 25 and result.sections["codegen"].passed >= 40
+    assert result.sections["autograd"].passed == len(gradients.CASES)  # every case; no fused backward kernel here
     md = (tmp_path / "out.md").read_text()
     assert f"# hwadapter conformance: {device_type}" in md and "| kernels | passed |" in md and "PASS" in md
     junit = _junit(tmp_path / "out.xml")
@@ -183,6 +188,27 @@ def test_a_kernel_that_writes_into_its_input_fails_the_kit(tmp_path):
     relu = next(m for name, m in messages.items() if "relu" in name)
     assert "relu kernel" in relu and "wrote into its input 0" in relu and "immutable" in relu
     assert not any("add" in name or "neg" in name for name in messages), messages  # the honest kernels pass
+
+
+def test_the_autograd_section_checks_fused_backward_kernels(tmp_path):
+    """vjpgood's relu_vjp and mul_vjp (tests/plugins/vjp_site) pass; vjpbad's relu_vjp (no mask: wrong values) and
+    mul_vjp (the broadcast shape, not each input's) fail, each saying what it returned, and the gradient cases that
+    run its mul_vjp fail naming it."""
+    good = _cli(tmp_path, "vjpgood", "--section", "autograd", "--junit", "good.xml", site=VJP_SITE)
+    assert good.returncode == 0, good.stdout + good.stderr
+    tests = _junit(tmp_path / "good.xml")["autograd"]
+    assert tests["test_fused_backward_kernel[relu_vjp]"] == tests["test_fused_backward_kernel[mul_vjp]"] == "passed"
+    assert set(tests.values()) == {"passed"} and len(tests) == len(gradients.CASES) + 2
+    bad = _cli(tmp_path, "vjpbad", "--section", "autograd", "--junit", "bad.xml", site=VJP_SITE)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    messages = _messages(tmp_path / "bad.xml", "autograd")
+    assert "relu_vjp got" in messages["test_fused_backward_kernel[relu_vjp]"]
+    assert "differs from the vjp rule's on cpu:0" in messages["test_fused_backward_kernel[relu_vjp]"]
+    assert "gradient 1: shape (3,) dtype float32; expected input 1's shape ()" in \
+        messages["test_fused_backward_kernel[mul_vjp]"]
+    assert "test_gradients[elementwise]" in messages and "'mul_vjp' on vjpbad:0" in \
+        messages["test_gradients[elementwise]"]
+    assert "test_gradients[matmul]" not in messages  # no mul there: the rules, which are right
 
 
 def test_a_section_with_nothing_to_check_skips_saying_why(tmp_path):

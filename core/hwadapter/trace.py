@@ -277,7 +277,7 @@ class Tracer:
             outs.append(_symbol(self.device, name, shape, dtype))
         self.nodes.append(Node(f"{op}_{index}", op, tuple(s.name for s in syms), tuple(s.name for s in outs),
                                dict(attrs)))
-        return outs if op in meta.MULTI_OUTPUT else outs[0]
+        return outs if op in meta.MULTI_OUTPUT or len(outs) != 1 else outs[0]  # several: a fused backward kernel
 
     def output(self, tensor: Tensor) -> str:
         """The graph value name of a returned tensor (a concrete one becomes a constant)."""

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 
 from ..api import dtypes as _dt
-from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
+from ..api.errors import InvalidArgumentError, KernelExecutionError, UnsupportedDTypeError
 from ..dispatch import dispatcher
 from ..dispatch.dispatcher import dispatch
 from ..dispatch.tensor import GradState, Tensor, wrap
@@ -225,26 +225,45 @@ def _rule(node: Node):
 
 def _vjp(node: Node, grads: list) -> tuple:
     """The input gradients of one node: the device's fused backward kernel `<op>_vjp` when its plugin registered one,
-    else the op's rule in hwadapter ops."""
-    dev = node.inputs[0]._device
-    fused = _fused_kernel(dev, node)
+    else the op's rule in hwadapter ops (always while recording, create_graph: a kernel's result has no rule to
+    differentiate it again)."""
+    fused = None if _mode.enabled else _fused_kernel(node)
     if fused is not None and all(g is not None for g in grads):
         out = dispatch(fused, tuple(node.inputs) + tuple(grads), node.attrs)
-        out = out if type(out) is tuple else (out,)
+        out = _checked_vjp(node, fused, out)
         return tuple(g if need else None for g, need in zip(out, node.needs))
     return _rule(node)(node, *grads)
 
 
-def _fused_kernel(dev, node: Node):
-    kernels = getattr(dev, "kernels", None)
-    if kernels is None:
-        return None
+def _fused_kernel(node: Node):
+    """`<op>_vjp` when the device of node's inputs (the real one, while tracing) has a kernel of it for these dtypes."""
+    dev = node.inputs[0]._device
     name = f"{node.op}_vjp"
     try:
-        found = kernels.find(name, tuple(t._dtype for t in node.inputs) + tuple(d for _, d in node.meta))
-    except Exception:  # a tracing device or a device without a registrar: no fused kernels there
+        found = getattr(dev, "base", dev).kernels.find(name, tuple(t._dtype for t in node.inputs) +
+                                                       tuple(d for _, d in node.meta))
+    except Exception:  # a device without a registrar (or one that cannot list its kernels): the rules serve
         return None
     return name if found is not None else None
+
+
+def _checked_vjp(node: Node, name: str, out) -> tuple:
+    """A fused backward kernel's result as one gradient per input, each of its input's shape and dtype, or a
+    KernelExecutionError naming the plugin (a wrong gradient shape would otherwise be broadcast away by fit)."""
+    grads = out if type(out) is tuple else (out,)
+    if (len(node.inputs) == 1) != (type(out) is not tuple) or len(grads) != len(node.inputs) or any(
+            tuple(g.shape) != tuple(t.shape) or g._dtype != t._dtype for g, t in zip(grads, node.inputs)):
+        dev = node.inputs[0]._device
+        want = ", ".join(f"{t._dtype.name}{list(t.shape)}" for t in node.inputs)
+        got = ", ".join(f"{g._dtype.name}{list(g.shape)}" for g in grads)
+        shape = "one array" if len(node.inputs) == 1 else f"a list of {len(node.inputs)}"
+        raise KernelExecutionError(
+            f"op {name!r} on {dev}: the plugin's fused backward kernel returned "
+            f"{'a list of ' if type(out) is tuple else ''}({got}); expected {shape}: one gradient per input of "
+            f"{node.op!r}, of its shape and dtype ({want}). "
+            f"This is a bug in the plugin. Fix: report it to the plugin's vendor; meanwhile switch the plugin off "
+            f"with HWADAPTER_DISABLE_PLUGINS={getattr(dev, 'base', dev).type}")
+    return grads
 
 
 def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list | None = None,

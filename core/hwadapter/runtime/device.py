@@ -12,7 +12,7 @@ import numpy as np
 from ..api.config import config
 from ..api.errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
 from ..api.interfaces import DeviceProperties, KernelRegistrar, KernelTable, Runtime
-from ..api import reference
+from ..api import reference, vjp_meta
 from . import codegen, contract
 from .allocator import CachingAllocator
 from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry
@@ -188,7 +188,11 @@ _UNSET = object()  # a backend not asked for yet (None means the plugin has none
 
 
 def is_op(name: str) -> bool:
-    """True for an op of the op set: a reference kernel's, or one written in kernel primitives (kp.register_op)."""
+    """True for an op of the op set: a reference kernel's, or one written in kernel primitives (kp.register_op), or
+    the fused backward kernel of one (`<op>_vjp`, which autograd prefers to the op's vjp rule)."""
+    forward = vjp_meta.forward_of(name)
+    if forward is not None:
+        return is_op(forward)
     return name in reference.KERNELS or name in codegen.op_set()  # op_set() imports hwadapter_kp: only if needed
 
 
