@@ -240,3 +240,31 @@ def test_batch_norm_is_bit_identical_to_the_reference_kernel(ndim, seed, dtype, 
     got = kernel(x, mean, var, weight, bias, epsilon=1e-3, channel_axis=axis)
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)
+
+
+UPDATES = pytest.importorskip("hwadapter_cpu.tuning.update")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 60), st.sampled_from([0.0, 0.01, 0.1]), st.booleans(), st.booleans(),
+       st.integers(0, 2 ** 16))
+def test_update_c_is_bit_identical_to_the_reference_updates(n, t, wd, flag, scalar, seed):
+    """update.c's float32 sgd/momentum/adam steps equal the reference kernels bit for bit (the same arithmetic in the
+    same order, no fused multiply-add), for L2 and decoupled (AdamW) decay and Nesterov momentum."""
+    from hwadapter.runtime.device import get
+    rng = np.random.default_rng(seed)
+    p, g, m = (rng.standard_normal(n).astype("float32") for _ in range(3))
+    v = np.abs(rng.standard_normal(n)).astype("float32")
+    lr = np.array(rng.uniform(1e-4, 1), "float32").reshape(() if scalar else (1,))
+    b1p, b2p = np.array(0.9 ** t, "float32"), np.array(0.999 ** t, "float32")
+    fast = UPDATES.kernels(get("cpu"))
+    pairs = [(fast["adam_update"](p, g, m, v, lr, b1p, b2p, weight_decay=wd, decoupled=flag),
+              reference.KERNELS["adam_update"](p, g, m, v, lr, b1p, b2p, weight_decay=wd, decoupled=flag)),
+             (fast["momentum_update"](p, g, m, lr, momentum=0.9, use_nesterov=flag, weight_decay=wd),
+              reference.KERNELS["momentum_update"](p, g, m, lr, momentum=0.9, use_nesterov=flag, weight_decay=wd)),
+             ([fast["sgd_update"](p, g, lr, weight_decay=wd)], [reference.KERNELS["sgd_update"](p, g, lr,
+                                                                                              weight_decay=wd)])]
+    for got, want in pairs:
+        for a, b in zip(got, want):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)

@@ -1,11 +1,12 @@
 """Optional: faster CPU kernels with the reference kernels' semantics. Deleting this folder loses speed, not results.
 
 conv2d as BLAS products with Winograd and im2col transforms in C (blasconv.py), float32 matmul (matmul.py), both
-shared by the device's threads in C (crew.c); float32 pooling and batch_norm in C (pool.py, norm.py).
+shared by the device's threads in C (crew.c); float32 pooling and batch_norm in C (pool.py, norm.py); float32
+optimizer updates in C (update.py).
 """
 from __future__ import annotations
 
-from . import blasconv, norm, pool
+from . import blasconv, norm, pool, update
 from .matmul import matmul_kernel
 
 
@@ -15,7 +16,7 @@ def register(kernels, compiled: frozenset) -> None:
     device = kernels.device
     conv = blasconv.conv_kernel(device)
     faster = {"conv2d": conv, "matmul": matmul_kernel(conv.transforms), **pool.kernels(device),
-              **norm.kernels(device)}
+              **norm.kernels(device), **update.kernels(device)}
     for op, fn in faster.items():
         if op not in compiled:
             kernels.register(op, fn)
