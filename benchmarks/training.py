@@ -37,6 +37,7 @@ from hwadapter import nn, optimizer
 
 ROUNDS = int(os.environ.get("HWADAPTER_BENCH_ROUNDS", 7))
 BLOCK = 5  # steps per runner per round (after one untimed step)
+PAUSE = 0.3  # seconds of quiet before each block (see _time)
 BATCH = 64
 LR = 1e-3
 TARGETS = {"eager_cpu": 1.5, "static_cpu": 1.0, "opencl_speedup": 3.0, "memory": 0.70}
@@ -56,11 +57,15 @@ def weights(kind: str) -> dict:
 
 
 def data():
-    """One batch of the digits data set: (images (64, 1, 8, 8) float32 in [0, 1], labels int64)."""
+    """The digits data set in batches: [(images (64, 1, 8, 8) float32 in [0, 1], labels int64)]. Steps cycle through
+    them: a model trained on one batch over and over drives its gradients into subnormal numbers, which every
+    framework then computes many times slower (PyTorch's CNN step grew 20x), and a benchmark measures the CPU's
+    subnormal arithmetic instead of the framework."""
     from sklearn.datasets import load_digits  # lazy: only the benchmark needs scikit-learn
     d = load_digits()
-    x = (d.images[:BATCH] / 16.0).astype("float32").reshape(BATCH, 1, 8, 8)
-    return x, d.target[:BATCH].astype("int64")
+    x = (d.images / 16.0).astype("float32").reshape(-1, 1, 8, 8)
+    y = d.target.astype("int64")
+    return [(x[i:i + BATCH], y[i:i + BATCH]) for i in range(0, len(y) - BATCH + 1, BATCH)]
 
 
 def hw_model(kind: str, w: dict):
@@ -89,8 +94,8 @@ class HwRunner:
         self.net = hw_model(kind, w)
         self.opt = optimizer.Adam(learning_rate=LR, parameters=self.net.parameters())
         self.loss_fn = nn.CrossEntropyLoss()
-        x, y = data()
-        self.x, self.y = hw.to_tensor(x, device=device), hw.to_tensor(y, device=device)
+        self.batches = [(hw.to_tensor(x, device=device), hw.to_tensor(y, device=device)) for x, y in data()]
+        self.i = 0
         self.step_fn = hw.jit.to_static(self._step) if static else self._step
         self.name = f"hwadapter {'to_static' if static else 'eager'} {device}"
 
@@ -102,7 +107,8 @@ class HwRunner:
         return loss
 
     def step(self):
-        return self.step_fn(self.x, self.y)
+        self.i += 1
+        return self.step_fn(*self.batches[self.i % len(self.batches)])
 
     @staticmethod
     def value(loss) -> float:
@@ -132,11 +138,13 @@ class TorchRunner:
                 layer.weight.copy_(torch.from_numpy(wt.T.copy() if wt.ndim == 2 else wt))
                 layer.bias.copy_(torch.from_numpy(b))
         self.opt = torch.optim.Adam(self.net.parameters(), lr=LR)
-        x, y = data()
-        self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+        self.batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data()]
+        self.i = 0
 
     def step(self):
-        loss = self.torch.nn.functional.cross_entropy(self.net(self.x), self.y)
+        self.i += 1
+        x, y = self.batches[self.i % len(self.batches)]
+        loss = self.torch.nn.functional.cross_entropy(self.net(x), y)
         loss.backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
@@ -170,12 +178,14 @@ class PaddleRunner:
             layer.weight.set_value(wt)
             layer.bias.set_value(b)
         self.opt = paddle.optimizer.Adam(learning_rate=LR, parameters=self.net.parameters())
-        x, y = data()
-        self.x, self.y = paddle.to_tensor(x), paddle.to_tensor(y)
+        self.batches = [(paddle.to_tensor(x), paddle.to_tensor(y)) for x, y in data()]
+        self.i = 0
         self.loss_fn = pn.CrossEntropyLoss()
 
     def step(self):
-        loss = self.loss_fn(self.net(self.x), self.y)
+        self.i += 1
+        x, y = self.batches[self.i % len(self.batches)]
+        loss = self.loss_fn(self.net(x), y)
         loss.backward()
         self.opt.step()
         self.opt.clear_grad()
@@ -188,7 +198,10 @@ class PaddleRunner:
 
 # --- timing -------------------------------------------------------------------------------------------------------
 def _time(runner) -> float:
-    """Seconds per step over BLOCK steps (after one untimed step), read back at the end."""
+    """Seconds per step over BLOCK steps (after a pause and one untimed step), read back at the end. The pause lets
+    the previous runner's worker threads, which spin for a while after their last task (OpenMP, BLAS), go to sleep:
+    on 2 cores they otherwise take this runner's cores (PyTorch's step measured 50x slower right after another)."""
+    time.sleep(PAUSE)
     runner.value(runner.step())
     start = time.perf_counter()
     for _ in range(BLOCK):

@@ -101,9 +101,9 @@ class Node:
 
     def __init__(self, op, inputs, attrs, needs, outs):
         self.op, self.inputs, self.attrs, self.needs = op, inputs, attrs or {}, needs
-        self.versions = tuple(0 if t._ag is None else t._ag.version for t in inputs)
+        self.versions = tuple([0 if t._ag is None else t._ag.version for t in inputs])
         self.outs = outs  # the outputs' data, detached (no cycle from an output back to itself)
-        self.meta = tuple((o.shape, o.dtype) for o in outs)
+        self.meta = ((outs[0].shape, outs[0].dtype),) if len(outs) == 1 else tuple([(o.shape, o.dtype) for o in outs])
         self.seq, self.freed = next(_seq), False
 
     def output(self, i: int = 0) -> Tensor:
@@ -134,15 +134,24 @@ def record(op: str, inputs: tuple, attrs, result):
         return dispatch(op, tuple(tracer.lift(t) if t._ag is not None else t for t in inputs), attrs)
     if not _mode.enabled:
         return None
-    needs = tuple(t._ag is not None and not t._ag.stop and _is_float(t) for t in inputs)
-    if not any(needs):
+    needs, want = [], False  # the hot path of every op on a parameter: loops, not generators
+    for t in inputs:
+        ag = t._ag
+        need = ag is not None and not ag.stop and t._dtype.kind == "f"
+        needs.append(need)
+        want = want or need
+    if not want:
         return None
-    outs = result if type(result) is tuple else (result,)
-    if not any(_is_float(o) for o in outs):  # comparisons, argmax, integer results: no gradient flows
+    if type(result) is not tuple:
+        if result._dtype.kind != "f":  # comparisons, argmax, integer results: no gradient flows
+            return None
+        result._ag = GradState(False, Node(op, inputs, attrs, tuple(needs), (result._data,)), 0)
         return None
-    node = Node(op, tuple(inputs), attrs, needs, tuple(o._data for o in outs))
-    for i, o in enumerate(outs):
-        if _is_float(o):
+    if not any(o._dtype.kind == "f" for o in result):
+        return None
+    node = Node(op, tuple(inputs), attrs, tuple(needs), tuple(o._data for o in result))
+    for i, o in enumerate(result):
+        if o._dtype.kind == "f":
             o._ag = GradState(stop=False, node=node, index=i)
     return None
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import builtins
 import difflib
+import math
 import functools
 import inspect
 
@@ -13,6 +14,7 @@ from ..dispatch.dispatcher import dispatch
 from ..api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 from ..tensor import Tensor, _make
 from ..api import shapes
+from ..runtime.device import Device as _Device
 from ..runtime.memory import check_fits
 
 _FLOAT = frozenset(_dt.FLOATING)
@@ -34,12 +36,29 @@ def _scalar(value, like: Tensor, dtype=None, op: str = "") -> Tensor:
     if dt.kind == "f" and isinstance(value, int) and builtins.abs(value) > _FLOAT64_MAX:
         raise InvalidArgumentError(f"{op or 'op'}: the Python int {shapes.show(value)} is beyond every float dtype. "
                                    f"Fix: use a number within float64's range")
+    dev = like._device
+    # made once per (value, dtype, device) on a host-memory device (others keep their uploads in Device.constants;
+    # a tracing device's are its graph's constants); a zero is keyed by its sign too (0.0 == -0.0, but 1 / x tells
+    # them apart), a nan is never found (nan != nan)
+    key = (value, type(value), dt, dev, value == 0 and math.copysign(1.0, value)) \
+        if dev.__class__ is _Device and dev.host_memory else None
+    if key is not None:
+        hit = _SCALARS.get(key)
+        if hit is not None:
+            return hit
     with np.errstate(over="ignore"):  # beyond a float dtype's range is inf, as the arithmetic would make it
         arr = np.array(value, dtype=dt)
-    return _make(like._device.constant(arr), like._device)
+    t = _make(dev.constant(arr), dev)
+    if key is not None:
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        _SCALARS[key] = t
+    return t
 
 
 _FLOAT64_MAX = float(np.finfo(np.float64).max)
+#: The 0-d tensors `_scalar` made on real devices: tensors never change, so one serves every `x * 0.5`.
+_SCALARS: dict = {}
 
 
 def _tensor(op: str, x) -> Tensor:

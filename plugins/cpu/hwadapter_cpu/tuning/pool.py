@@ -65,7 +65,8 @@ def kernels(device) -> dict:
 
     def max_pool_grad(x, grad, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
         if x.dtype != np.float32 or grad.dtype != np.float32 or x.ndim != 4 or lib() is None or not x.size:
-            return reference.KERNELS["max_pool2d_grad"](x, grad, kernel_size, stride, padding, ceil_mode)
+            return reference.KERNELS["max_pool2d_grad"](x, grad, kernel_size=kernel_size, stride=stride,
+                                                        padding=padding, ceil_mode=ceil_mode)
         (kh, kw), (sh, sw), (pt, _, pl, _) = kernel_size, stride, padding
         n, c, h, w = x.shape
         x, grad = np.ascontiguousarray(x), np.ascontiguousarray(grad)
