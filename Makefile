@@ -40,9 +40,11 @@ test-slow: $(STAMP)
 # its benchmarks.
 test-gpu: $(STAMP)
 	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
-	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_cuda_native.py tests/test_paddle_adopt.py tests/test_onnx_conformance.py
+	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_cuda_native.py tests/test_paddle_adopt.py tests/test_onnx_conformance.py tests/test_training.py
+	$(PY) -m pytest -q tests/test_autograd.py -k "device"  # every device's gradients against cpu:0's, cuda:0 among them
 	$(VENV)/bin/hwadapter conformance cuda --timeout 600  # cold kernel builds on a GPU take longer than the default 120 s
 	$(PY) benchmarks/cuda_plugin.py
+	$(PY) benchmarks/training.py --device cuda:0 --rounds 3
 
 # The runners (dispatch, fused_elementwise, matmul, graph, onnx_models), their output shown as they run and written,
 # dated and with the machine, to docs/performance.md: the one place benchmark figures are kept.

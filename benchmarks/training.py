@@ -116,12 +116,13 @@ class HwRunner:
 
 
 class TorchRunner:
-    name = "PyTorch CPU eager"
+    """PyTorch eager on the CPU, or on an NVIDIA GPU (device="cuda") where its torch has CUDA."""
 
-    def __init__(self, kind, w):
+    def __init__(self, kind, w, device="cpu"):
         import torch  # lazy: a competitor, imported only when it runs
         torch.set_num_threads(len(os.sched_getaffinity(0)))
         self.torch = torch
+        self.name = "PyTorch CPU eager" if device == "cpu" else f"PyTorch {device} eager"
         if kind == "mlp":
             layers = [torch.nn.Flatten(), torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
                       torch.nn.ReLU(), torch.nn.Linear(256, 10)]
@@ -137,8 +138,9 @@ class TorchRunner:
             for layer, (wt, b) in pairs:
                 layer.weight.copy_(torch.from_numpy(wt.T.copy() if wt.ndim == 2 else wt))
                 layer.bias.copy_(torch.from_numpy(b))
+        self.net.to(device)
         self.opt = torch.optim.Adam(self.net.parameters(), lr=LR)
-        self.batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in data()]
+        self.batches = [(torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)) for x, y in data()]
         self.i = 0
 
     def step(self):
@@ -226,6 +228,8 @@ def bench(kind: str, devices: list, rounds: int) -> dict:
     # the BatchNorm CNN is checked against PyTorch's, with paddle's momentum convention mapped (0.9 <-> 0.1)
     _check(runners, torch_r)
     competitors = [TorchRunner(kind, w)]
+    if any(d.startswith("cuda") for d in devices) and torch_r.torch.cuda.is_available():
+        competitors.append(TorchRunner(kind, w, "cuda"))  # the same GPU: PyTorch's CUDA build is there
     try:
         competitors.append(PaddleRunner(kind, w))
     except ImportError:
@@ -302,6 +306,9 @@ def report(kind: str, med: dict, devices: list) -> list:
         verdicts += [(f"{kind} eager cpu / PyTorch", e, f"<= {TARGETS['eager_cpu']}", e <= TARGETS["eager_cpu"]),
                      (f"{kind} to_static cpu / PyTorch", s, f"<= {TARGETS['static_cpu']}", s <= TARGETS["static_cpu"])]
     for d in devices:
+        if d.startswith("cuda") and "PyTorch cuda eager" in med:
+            r = med[f"hwadapter to_static {d}"] / med["PyTorch cuda eager"]
+            verdicts.append((f"{kind} to_static {d} / PyTorch cuda eager", r, "(reported)", True))
         if d != "cpu":
             sp = med[f"hwadapter eager {d}"] / med[f"hwadapter to_static {d}"]
             verdicts.append((f"{kind} {d} to_static speed-up over eager", sp, f">= {TARGETS['opencl_speedup']}",

@@ -11,8 +11,14 @@ import hwadapter as hw
 from hwadapter import nn, optimizer
 from hwadapter.api.errors import HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 
-DEVICES = ["cpu:0"] + [d for d in ("opencl:0",) if d in hw.device.get_available_device()]
+DEVICES = ["cpu:0"] + [d for d in ("opencl:0",) if d in hw.device.get_available_device()] + \
+    [pytest.param("cuda:0", marks=pytest.mark.gpu)]  # make test-gpu; skipped where there is none
 STEPS = 20
+
+
+def _have(dev):
+    if dev not in hw.device.get_available_device():
+        pytest.skip(f"{dev} is not available here (cuda:0 needs an NVIDIA GPU: make test-gpu)")
 
 
 # --- the same network in both frameworks ---------------------------------------------------------------------------
@@ -84,6 +90,7 @@ def hw_run(h, opt_name, data, device, static):
 @pytest.mark.parametrize("opt_name", ["sgd", "adam"])
 @pytest.mark.parametrize("kind", ["mlp", "cnn"])
 def test_training_matches_pytorch(kind, opt_name, static, dev):
+    _have(dev)
     t, h, pairs = mlp_pair() if kind == "mlp" else cnn_pair()
     with hw.device_guard(dev):
         h.to(dev)
@@ -101,6 +108,7 @@ def test_training_matches_pytorch(kind, opt_name, static, dev):
 # --- real data ------------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dev", DEVICES)
 def test_the_cnn_learns_digits_to_95_percent(dev):
+    _have(dev)
     from sklearn.datasets import load_digits
     d = load_digits()
     order = np.random.default_rng(0).permutation(len(d.target))
