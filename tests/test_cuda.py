@@ -639,6 +639,30 @@ def test_emulated_subgraph_runs_serialises_and_reloads(emulated):
         backend.deserialize(data[:10])
 
 
+def test_emulated_subgraph_shares_memory_between_values_whose_lives_do_not_overlap(emulated):
+    """A chain of 8 matmuls: each intermediate is dead once the next is computed, so the subgraph's scratch values
+    share two or three allocations, not seven, and the results stay the CPU's, run after run."""
+    from hwadapter.graph import GraphBuilder, run
+    from hwadapter.plugin import DeviceArray
+    from hwadapter.runtime.device import get
+    dev = get("cuda:0")
+    g = GraphBuilder()
+    h = g.input("x", (16, 16))
+    weights = []
+    for i in range(8):
+        weights.append(g.input(f"w{i}", (16, 16)))
+        h = g.op("matmul", [h, weights[-1]])
+    graph = g.build([h])
+    exe = dev.subgraph.compile(graph)
+    arrays = [_rand((16, 16), "float32", i) * 0.3 for i in range(9)]
+    want = run(graph, dict(zip(graph.inputs, arrays)), device="cpu")[graph.outputs[0]].numpy()
+    inputs = [DeviceArray.from_numpy(dev, a) for a in arrays]
+    for _ in range(2):
+        np.testing.assert_allclose(exe.run(inputs)[0].numpy(), want, rtol=1e-4, atol=1e-5)
+    storage = exe._storage(dev)
+    assert len(storage) == 7 and len({id(a.block) for a in storage.values()}) <= 3
+
+
 def test_emulated_subgraph_prepares_programs_and_ships_their_binaries(emulated, monkeypatch, tmp_path):
     monkeypatch.setenv("HWADAPTER_CACHE_DIR", str(tmp_path))
     from hwadapter.graph import GraphBuilder

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import CompileError, DeviceArray, InvalidArgumentError, reference, shapes
+from hwadapter.plugin import CompileError, DeviceArray, InvalidArgumentError, meta, reference, shapes
 
 SOURCE_DIR = Path(__file__).parent / "kernels"
 CTYPES = {"float16": "__half", "float32": "float", "float64": "double", "int8": "signed char", "int16": "short",
@@ -24,7 +24,8 @@ NUMERIC = FLOAT + ("int8", "int16", "int32", "int64", "uint8")
 ALL = NUMERIC + ("bool",)
 #: file -> {template: dtypes}: what is compiled at run time, and what the test suite compiles with nvcc.
 TEMPLATES = {
-    "pool.cu": {"max_pool2d": ALL, "avg_pool2d": FLOAT, "adaptive_avg_pool2d": FLOAT, "adaptive_max_pool2d": ALL},
+    "pool.cu": {"max_pool2d": ALL, "avg_pool2d": FLOAT, "adaptive_avg_pool2d": FLOAT, "adaptive_max_pool2d": ALL,
+                "max_pool2d_grad": FLOAT, "adaptive_max_pool2d_grad": FLOAT},
     "argreduce.cu": {f"{op}_{kind}": ALL for op in ("argmax", "argmin") for kind in ("rows", "blocks")},
 }
 BLOCK = 256  # threads per block; argreduce.cu's shared arrays assume it
@@ -199,6 +200,32 @@ def adaptive_avg_pool2d(x, output_size=(1, 1), out=None):
 def adaptive_max_pool2d(x, output_size=(1, 1), out=None):
     """Max pooling to a fixed output size."""
     return _adaptive("adaptive_max_pool2d", x, output_size, out)
+
+
+def max_pool2d_grad(x, grad, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False, out=None):
+    """The gradient of max_pool2d with respect to x: each window's grad to its first maximal element (the op's
+    rule, hwadapter.api.meta, checks the call first: no frontend function does)."""
+    meta.RULES["max_pool2d_grad"]((x.shape, grad.shape), (x.dtype, grad.dtype), {
+        "kernel_size": kernel_size, "stride": stride, "padding": padding, "ceil_mode": ceil_mode})
+    n, c, h, w = x.shape
+    (kh, kw), (sh, sw), (pt, _, pl, _) = kernel_size, stride, padding
+    out = _out(x, x.shape, x.dtype, out)
+    if out.size:
+        fn = _function(x.device.runtime, "pool.cu", "max_pool2d_grad", x.dtype)
+        _launch(fn, x.device, out.size, [x, grad, out, n * c, h, w, grad.shape[2], grad.shape[3], kh, kw, sh, sw,
+                                         pt, pl])
+    return out
+
+
+def adaptive_max_pool2d_grad(x, grad, output_size=(1, 1), out=None):
+    """The gradient of adaptive_max_pool2d with respect to x, over its windows."""
+    meta.RULES["adaptive_max_pool2d_grad"]((x.shape, grad.shape), (x.dtype, grad.dtype), {"output_size": output_size})
+    n, c, h, w = x.shape
+    out = _out(x, x.shape, x.dtype, out)
+    if out.size:
+        fn = _function(x.device.runtime, "pool.cu", "adaptive_max_pool2d_grad", x.dtype)
+        _launch(fn, x.device, out.size, [x, grad, out, n * c, h, w, grad.shape[2], grad.shape[3]])
+    return out
 
 
 def _arg(op, x, axis, keepdim, out):

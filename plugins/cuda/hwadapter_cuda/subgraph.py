@@ -132,9 +132,38 @@ class CudaExecutable(Executable):
             aliases = {s.node.outputs[0] for s in self.steps if s.kind == "alias"}
             produced = [v for s in self.steps for v in (s.params[len(s.program.inputs):] if s.program else
                                                         s.node.outputs)]
-            self._scratch = {v: self._empty(device, v) for v in produced
-                             if v not in aliases and v not in self._fresh and v not in self.graph.inputs}
+            scratch = [v for v in produced if v not in aliases and v not in self._fresh and v not in self.graph.inputs]
+            self._scratch = self._share(device, scratch)
         return self._scratch
+
+    def _share(self, device, scratch: list) -> dict:
+        """A device array per scratch value, values whose lives (first to last step touching them, through
+        reshapes) do not overlap sharing one allocation: steps run in order on one stream, so memory no later step
+        reads is free for the next value."""
+        root: dict = {}  # a reshape's output -> the value whose memory it is
+        life: dict = {}
+        for k, step in enumerate(self.steps):
+            node = step.node
+            if step.kind == "alias":
+                root[node.outputs[0]] = root.get(node.inputs[0], node.inputs[0])
+            names = list(step.params) if step.program else list(node.inputs) + list(node.outputs)
+            for name in names:
+                span = life.setdefault(root.get(name, name), [k, k])
+                span[1] = k
+        slots: list = []  # [bytes, free after this step, block's array]
+        out = {}
+        for name in sorted(scratch, key=lambda v: life.get(v, [0, 0])[0]):
+            first, last = life.get(name, [0, len(self.steps)])
+            v = self.values[name]
+            need = max(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize, 1)
+            free = [sl for sl in slots if sl[1] < first and sl[0] >= need]
+            slot = min(free, key=lambda sl: sl[0]) if free else None
+            if slot is None:
+                slot = [need, last, DeviceArray.empty(device, (need,), np.uint8)]
+                slots.append(slot)
+            slot[1] = last
+            out[name] = DeviceArray(device, slot[2].block, v.shape, v.dtype)
+        return out
 
     def _empty(self, device, name):
         v = self.values[name]
