@@ -837,6 +837,7 @@ def _assert_close(got, want, what):
 
 def _kernel_cases():
     """(op, arrays, attrs) for the ops with kernels of their own (cuBLAS, kernels/*.cu, cupy)."""
+    from hwadapter.api.reference import KERNELS as KERNELS_REF
     x4 = {d: _data((2, 3, 9, 8), d, 1) for d in DTYPES}
     for d in DTYPES[:-1]:
         yield "matmul", [_data((2, 3, 4), d, 2), _data((4, 5), d, 3)], {}
@@ -849,6 +850,12 @@ def _kernel_cases():
     yield "max_pool2d", [x4["bool"]], {"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0, 0, 0),
                                        "ceil_mode": False}
     for d in ("float16", "float32", "float64"):
+        xr = np.maximum(x4[d], 0)  # ties of zeros: each window's grad to one element only
+        for attrs in ({"kernel_size": (2, 2), "stride": (2, 2), "padding": (0, 0, 0, 0), "ceil_mode": False},
+                      {"kernel_size": (3, 3), "stride": (2, 2), "padding": (1, 1, 1, 1), "ceil_mode": True}):
+            out = KERNELS_REF["max_pool2d"](xr, **attrs)
+            yield "max_pool2d_grad", [xr, _data(out.shape, d, 12)], attrs
+        yield "adaptive_max_pool2d_grad", [xr, _data((2, 3, 4, 3), d, 13)], {"output_size": (4, 3)}
         p, g, m, v = _data((3, 50), d, 8), _data((3, 50), d, 9), _data((3, 50), d, 10), np.abs(_data((3, 50), d, 11))
         for scalar in ((), (1,)):
             lr, b1p, b2p = (np.full(scalar, s, d) for s in (0.01, 0.9 ** 3, 0.999 ** 3))
