@@ -9,7 +9,8 @@ tasks.c's task_dots sums every element in the same order wherever it lies, and w
 by reading the right operand, as BLAS's gemv is.
 
 Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the convolutions that
-follow."""
+follow. Except for medium products (up to MEDIUM multiply-adds), whose bands were too few to share the crew: there
+numpy's threaded call took half the time (the products of a small MLP's training step)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,6 +22,9 @@ from .blasconv import COLUMNS_, DOTS_, ROWS_, SLOTS
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
 TINY = 1 << 18
+#: Up to this many multiply-adds (more rows than DOT_ROWS) numpy's own threaded call (OpenBLAS's) is faster than the
+#: crew's bands: a training step's products (64 x 256 by 256 x 256 and their transposes) took half the time
+MEDIUM = 1 << 23
 #: at most this many rows: tasks.c's dot products (memory-bound, each element summed alike) instead of BLAS
 DOT_ROWS = 4
 
@@ -35,7 +39,8 @@ def matmul_kernel(transforms):
         k, n = (y.shape[1], y.shape[0]) if transpose_y else y.shape
         rows = a.size // a.shape[-1]
         # a mismatch: the reference names it; a tiny product: OpenBLAS runs it on one thread itself, no crew needed
-        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > TINY else None
+        small = TINY if rows <= DOT_ROWS else MEDIUM
+        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > small else None
         if lib is None or transforms.crew() is None:
             return reference.matmul(x, y, transpose_x, transpose_y)
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
