@@ -36,6 +36,23 @@ class Dialect(kp.OpenCLDialect):
         return (["const long unit = get_global_id(0);", "if (unit < n_units) {"], ["}"], 1)
 
 
+@dataclass(frozen=True)
+class Specialised(Dialect):
+    """The dialect with a program's int64 arguments (sizes, strides) as compile-time constants, for a subgraph, whose
+    shapes never change: PoCL then divides an index by a constant (a multiply and a shift, vectorised) where it would
+    divide by an argument (a 64-bit division per element, several times the cost of the arithmetic around it). The
+    arguments stay in the signature, unused, so a launch passes what it passed before."""
+
+    constants: tuple = ()  # (name, value) of each int64 argument
+
+    def features_prelude(self, uses):
+        return super().features_prelude(uses) + [f"#define {name} ((long){value})" for name, value in self.constants]
+
+    def signature(self, name, buffers, scalars):
+        fixed = {n for n, _ in self.constants}
+        return super().signature(name, buffers, [f"unused_{s}" if s in fixed else s for s in scalars])
+
+
 class OpenCLProgram(Program):
     """One kernel of a built cl.Program, launched on a queue with the dialect's work-group size."""
 

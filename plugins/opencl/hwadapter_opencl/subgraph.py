@@ -9,7 +9,7 @@ movement) are claimed too. Without tuning/ the level compiles the kernel-primiti
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import pyopencl as cl
@@ -17,6 +17,7 @@ import pyopencl as cl
 from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, node_primitive,
                               pack_executable, unpack_executable)
 
+from .codegen import Specialised
 from .runtime import build_key
 
 FORMAT = "hwadapter-opencl-subgraph/2"
@@ -89,7 +90,7 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         shapes = tuple(values[i].shape for i in node.inputs)
         dtypes = tuple(values[i].dtype for i in node.inputs)
         if self.handwritten is not None and node.op in self.handwritten.PLANNERS:
-            return self.handwritten.plan(node.op, self.runtime, shapes, dtypes, node.attrs)
+            return self.handwritten.plan(node.op, self.runtime, shapes, dtypes, node.attrs, fixed=True)
         primitive, attrs = node_primitive(self.device, node)
         if primitive is None:
             raise InvalidArgumentError(f"{self.device}: node {node.name!r} (op {node.op!r}) has no OpenCL kernel. "
@@ -97,18 +98,27 @@ class OpenCLSubgraphBackend(SubgraphBackend):
         return self._program_plan(primitive, [values[i] for i in node.inputs], attrs)
 
     def _program_plan(self, primitive, values, attrs) -> Plan:
-        """A kernel-primitive program as a one-step plan; the returned outputs are the plan's, the rest scratch."""
-        b = primitive.bind(values, attrs)
-        key = build_key(b.program.source(self.device.codegen.dialect))
-        outs = {name: (shape, dtype) for name, shape, dtype in b.outputs}
-        extra = [n for n in outs if n not in b.returned]
-        plan = Plan([outs[n] for n in b.returned], temps=[outs[n] for n in extra])
-        if b.launch.global_size and all(np.prod(s) for s, _ in plan.outputs + plan.temps):
-            args = [("in", primitive.inputs.index(n)) for n in b.input_names]
-            args += [("out", b.returned.index(n)) if n in b.returned else ("tmp", extra.index(n)) for n in outs]
-            args += [np.int64(s) for s in b.launch.scalar_args]
-            plan.steps.append(Step(b.loaded.program, b.program.name, (b.launch.global_size,), (b.loaded.local,),
-                                   args, key))
+        """A kernel-primitive program as a one-step plan, built for these shapes (codegen.Specialised: its sizes and
+        strides constants); the returned outputs are the plan's, the rest scratch. Only that build is made (not the
+        op's shape-generic program), so a deserialised subgraph compiles nothing."""
+        inputs, program = primitive.program(values, attrs)
+        shapes = program.output_shapes(inputs)
+        dialect = self.device.codegen.dialect
+        launch = program.bind(inputs, dialect)
+        fixed = Specialised(**{f.name: getattr(dialect, f.name) for f in fields(dialect)},
+                            constants=tuple(zip(program.scalar_arg_names(), map(int, launch.scalar_args))))
+        source = program.source(fixed)
+        returned = primitive.returned(program)
+        outs = {p.name: (tuple(int(d) for d in shapes[p.name]), np.dtype(p.dtype)) for p in program.outputs}
+        extra = [n for n in outs if n not in returned]
+        plan = Plan([outs[n] for n in returned], temps=[outs[n] for n in extra])
+        if launch.global_size and all(np.prod(s) for s, _ in plan.outputs + plan.temps):
+            args = [("in", primitive.inputs.index(p.name)) for p in program.inputs]
+            args += [("out", returned.index(n)) if n in returned else ("tmp", extra.index(n)) for n in outs]
+            args += [np.int64(s) for s in launch.scalar_args]
+            built = self.runtime.build(source, "", program.name)
+            plan.steps.append(Step(built, program.name, (launch.global_size,), (dialect.schedule.local_size,), args,
+                                   build_key(source)))
         return plan
 
     def compile(self, subgraph) -> "OpenCLExecutable":

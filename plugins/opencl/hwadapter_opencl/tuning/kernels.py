@@ -14,7 +14,7 @@ import numpy as np
 from hwadapter.plugin import (BoundedCache, InvalidArgumentError, contiguous_strides as contiguous, freeze, meta,
                               shapes as rules)
 
-from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, make_step,
+from .plans import (ALL, BITS, FLOATS, MAXB, MAXD, NUMERIC, Plan, Step, bits_options, build, fixing, make_step,
                     merge_axes, type_options)
 
 
@@ -399,10 +399,18 @@ def plans(rt) -> BoundedCache:
     return cache
 
 
-def plan(op: str, rt, shapes, dtypes, attrs: dict) -> Plan:
-    """The op's plan for these shapes, dtypes and attributes (cached per runtime: `plans`)."""
-    key = (op, tuple(shapes), tuple(dtypes), tuple(sorted((k, freeze(v)) for k, v in attrs.items())))
-    return plans(rt).get_or_make(key, lambda: PLANNERS[op][0](rt, tuple(shapes), tuple(dtypes), **attrs))
+def plan(op: str, rt, shapes, dtypes, attrs: dict, fixed: bool = False) -> Plan:
+    """The op's plan for these shapes, dtypes and attributes (cached per runtime: `plans`); `fixed`: its kernels built
+    for this geometry (plans.fixing), for a subgraph."""
+    key = (op, tuple(shapes), tuple(dtypes), tuple(sorted((k, freeze(v)) for k, v in attrs.items())), fixed)
+    return plans(rt).get_or_make(key, lambda: _make(op, rt, tuple(shapes), tuple(dtypes), attrs, fixed))
+
+
+def _make(op: str, rt, shapes: tuple, dtypes: tuple, attrs: dict, fixed: bool) -> Plan:
+    if not fixed:
+        return PLANNERS[op][0](rt, shapes, dtypes, **attrs)
+    with fixing():
+        return PLANNERS[op][0](rt, shapes, dtypes, **attrs)
 
 
 def _eager(op: str):

@@ -5,6 +5,8 @@ level binds its launches to buffers allocated once (subgraph.py).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import threading
 from dataclasses import dataclass, field
@@ -100,8 +102,31 @@ def build(rt, name: str, options: str) -> tuple:
     return rt.build(source(name), options, name), build_key(source(name), options)
 
 
+#: Kernel -> the geometry struct it reads through GEOMETRY (kernels/common.cl), which can be built in.
+GEOMETRY_KERNELS = {"strided_copy": "Strided", "pad": "Pad", "im2col": "Conv", "pool2d": "Pool",
+                    "max_pool2d_grad": "Pool"}
+_fixing = contextvars.ContextVar("fixing", default=False)  # make_step builds GEOMETRY kernels for their geometry
+
+
+@contextlib.contextmanager
+def fixing():
+    """Within: plans whose GEOMETRY kernels are built for their one geometry (-DFIXED_<struct>, the struct's values
+    as constants), for launches whose shapes never change (a subgraph's): their index arithmetic then divides by
+    constants."""
+    token = _fixing.set(True)
+    try:
+        yield
+    finally:
+        _fixing.reset(token)
+
+
 def make_step(rt, name: str, kernel: str, options: str, total: int, args: list) -> Step:
-    """A launch of `kernel` from kernels/<name>.cl with one work item per element of `total`."""
+    """A launch of `kernel` from kernels/<name>.cl with one work item per element of `total` (its geometry built in
+    within `fixing`)."""
+    geometry = [a for a in args if isinstance(a, np.ndarray)]
+    if _fixing.get() and kernel in GEOMETRY_KERNELS and len(geometry) == 1:
+        values = ",".join(f"{int(v)}L" for v in geometry[0].reshape(-1))
+        options = f"{options} -DFIXED_{GEOMETRY_KERNELS[kernel]}={{{values}}}"
     program, key = build(rt, name, options)
     g, l = grid(rt, total)
     return Step(program, kernel, g, l, args, key)

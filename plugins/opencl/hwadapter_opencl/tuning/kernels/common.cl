@@ -13,6 +13,11 @@
 #define LOAD(p, i) ((ACC)(p)[i])
 #define STORE(p, i, v) ((p)[i] = (T)(v))
 #endif
+// GEOMETRY(type, name, arg) declares a kernel's geometry struct `name`: the constants of -DFIXED_<type>={...}
+// (plans.fixing: a subgraph's launches never change shape), else the argument. As constants, the index arithmetic's
+// divisions become multiplies, where PoCL would otherwise divide by a 64-bit value per element. Each file defines
+// GEOMETRY_<type>(arg) as a __constant struct of FIXED_<type> when that is defined, else as arg.
+#define GEOMETRY(type, name, arg) const type name = CAT(GEOMETRY_, type)(arg)
 #define ISNAN(v) ((v) != (v))  // also compiles (as false) for integers
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)

@@ -2,8 +2,15 @@
 // so each (n, g) is one GEMM: weight[g] (OG x CG*KH*KW) @ col[n][g] (CG*KH*KW x OH*OW) = y[n][g * OG:][OH*OW].
 // Elements are copied as bits (E), whatever their type.
 typedef struct { long N, G, CG, H, W, KH, KW, OH, OW, SH, SW, PT, PL, DH, DW; } Conv;
+#ifdef FIXED_Conv
+__constant Conv fixed_Conv = FIXED_Conv;
+#define GEOMETRY_Conv(arg) fixed_Conv
+#else
+#define GEOMETRY_Conv(arg) arg
+#endif
 
-__kernel void im2col(__global const E* x, __global E* col, const Conv c, const long total) {
+__kernel void im2col(__global const E* x, __global E* col, const Conv c_arg, const long total) {
+  GEOMETRY(Conv, c, c_arg);
   const long i = get_global_id(0);
   if (i >= total) return;
   long r = i;

@@ -3,13 +3,29 @@
 #define MAXD 8
 typedef struct { long rank, src_offset, dst_offset, shape[MAXD], src[MAXD], dst[MAXD]; } Strided;
 typedef struct { long rank, shape[MAXD], in_shape[MAXD], before[MAXD], mode; } Pad;
+#ifdef FIXED_Strided
+__constant Strided fixed_Strided = FIXED_Strided;
+#define GEOMETRY_Strided(arg) fixed_Strided
+#else
+#define GEOMETRY_Strided(arg) arg
+#endif
+#ifdef FIXED_Pad
+__constant Pad fixed_Pad = FIXED_Pad;
+#define GEOMETRY_Pad(arg) fixed_Pad
+#else
+#define GEOMETRY_Pad(arg) arg
+#endif
 
 // dst[dst_offset + i . dst] = src[src_offset + i . src] for every index i of shape: transpose, slice, expand (stride
 // 0), concat and split (offsets into the bigger array).
-__kernel void strided_copy(__global const E* src, __global E* dst, const Strided s, const long total) {
+__kernel void strided_copy(__global const E* src, __global E* dst, const Strided s_arg, const long total) {
+  GEOMETRY(Strided, s, s_arg);
   const long i = get_global_id(0);
   if (i >= total) return;
   long r = i, from = s.src_offset, to = s.dst_offset;
+#ifdef FIXED_Strided
+#pragma unroll  // a constant rank: PoCL keeps the loop (and its divisions by the loaded sizes) unless told
+#endif
   for (int d = s.rank - 1; d >= 0; d--) {
     const long k = r % s.shape[d];
     r /= s.shape[d];
@@ -38,11 +54,15 @@ __kernel void gather(__global const E* x, __global const long* index, __global E
 }
 
 // Pad, mode 0 constant (value), 1 reflect, 2 replicate, 3 circular; y is contiguous, x too.
-__kernel void pad(__global const E* x, __global E* y, const Pad p, const E value, const long total) {
+__kernel void pad(__global const E* x, __global E* y, const Pad p_arg, const E value, const long total) {
+  GEOMETRY(Pad, p, p_arg);
   const long i = get_global_id(0);
   if (i >= total) return;
   long r = i, from = 0, stride = 1;
   bool outside = false;
+#ifdef FIXED_Pad
+#pragma unroll
+#endif
   for (int d = p.rank - 1; d >= 0; d--) {
     const long n = p.in_shape[d];
     long k = r % p.shape[d] - p.before[d];

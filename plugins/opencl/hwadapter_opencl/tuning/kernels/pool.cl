@@ -1,8 +1,17 @@
 // Pooling over NCHW planes, one output element per work item. ACC is the accumulator, LOWEST the
 // identity of max (padding never wins), MAX selects max pooling, EXCLUSIVE averages over the unpadded elements.
 typedef struct { long NC, H, W, OH, OW, KH, KW, SH, SW, PT, PL; } Pool;
+#ifdef FIXED_Pool
+__constant Pool fixed_Pool = FIXED_Pool;
+#define GEOMETRY_Pool(arg) fixed_Pool
+#define UNROLL _Pragma("unroll")  // constant trip counts: PoCL vectorises the work items once the loops are gone
+#else
+#define UNROLL
+#define GEOMETRY_Pool(arg) arg
+#endif
 
-__kernel void pool2d(__global const T* x, __global T* y, const Pool p) {
+__kernel void pool2d(__global const T* x, __global T* y, const Pool p_arg) {
+  GEOMETRY(Pool, p, p_arg);
   const long total = p.NC * p.OH * p.OW;
   const long i = get_global_id(0);
   if (i >= total) return;
@@ -74,7 +83,8 @@ long first_max(__global const T* src, const long ha, const long hb, const long w
 
 // The gradient of max pooling with respect to x, one work item per element of x: the sum of the grads g of the
 // windows that hold it and whose first maximal element it is (padding never wins: only real elements are scanned).
-__kernel void max_pool2d_grad(__global const T* x, __global const T* g, __global T* dx, const Pool p) {
+__kernel void max_pool2d_grad(__global const T* x, __global const T* g, __global T* dx, const Pool p_arg) {
+  GEOMETRY(Pool, p, p_arg);
   const long total = p.NC * p.H * p.W;
   const long i = get_global_id(0);
   if (i >= total) return;
@@ -85,6 +95,30 @@ __kernel void max_pool2d_grad(__global const T* x, __global const T* g, __global
   __global const T* src = x + plane * p.H * p.W;
   __global const T* grad = g + plane * p.OH * p.OW;
   ACC sum = 0;
+  if (p.SH >= p.KH && p.SW >= p.KW && p.OH > 0 && p.OW > 0) {
+    // Windows that do not overlap (a constant test when FIXED_Pool): the element is in at most one, whose first
+    // maximum is found without branches (clamped loads, selects), so the work items vectorise.
+    const long oh = min(hp / p.SH, p.OH - 1), ow = min(wp / p.SW, p.OW - 1);
+    const long h0 = oh * p.SH - p.PT, w0 = ow * p.SW - p.PL;
+    long at = -1;
+    ACC best = 0;
+    UNROLL
+    for (long kh = 0; kh < p.KH; kh++)
+      UNROLL
+      for (long kw = 0; kw < p.KW; kw++) {
+        const long hh = h0 + kh, ww = w0 + kw;
+        const bool inside = hh >= 0 && hh < p.H && ww >= 0 && ww < p.W;
+        const ACC v = LOAD(src, clamp(hh, 0L, p.H - 1) * p.W + clamp(ww, 0L, p.W - 1));
+        // first maximum, NaN the largest and the first NaN winning: as first_max
+        const bool better = inside & ((at < 0) | (v > best) | (ISNAN(v) & !ISNAN(best)));  // no branches
+        best = better ? v : best;
+        at = better ? hh * p.W + ww : at;
+      }
+    const bool mine = hp - oh * p.SH < p.KH && wp - ow * p.SW < p.KW && at == h * p.W + w;
+    const ACC gv = LOAD(grad, oh * p.OW + ow);
+    STORE(dx, i, mine ? gv : (ACC)0);
+    return;
+  }
   for (long oh = oh0; oh <= oh1; oh++) {
     const long h0 = oh * p.SH - p.PT;
     const long ha = max(h0, 0L), hb = min(h0 + p.KH, p.H);
