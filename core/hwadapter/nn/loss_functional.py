@@ -2,6 +2,8 @@
 computed stably through log_softmax, and mse_loss."""
 from __future__ import annotations
 
+import numpy as np
+
 from .. import trace as _trace
 from ..api import shapes
 from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
@@ -144,8 +146,12 @@ def _check_range(op: str, lab, valid, c: int, ignore_index: int) -> None:
     trace, which cannot read values: there such a label counts nothing)."""
     if _trace.active() is not None:
         return
-    bad = logical_and(valid, logical_or(less_than(lab, 0), greater_equal(lab, c)))
-    if _sum(bad).item():
+    labels, keep = lab._data, valid._data
+    if isinstance(labels, np.ndarray) and isinstance(keep, np.ndarray):  # host memory: numpy itself, no ops
+        found = bool((keep & ((labels < 0) | (labels >= c))).any())
+    else:
+        found = bool(_sum(logical_and(valid, logical_or(less_than(lab, 0), greater_equal(lab, c)))).item())
+    if found:
         raise InvalidArgumentError(f"{op}: a label is outside the {c} classes [0, {c}) and is not ignore_index "
                                    f"({ignore_index}). Fix: labels must be class indices 0..{c - 1}; mark the ones "
                                    f"to skip with ignore_index")
