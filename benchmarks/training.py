@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -123,6 +124,8 @@ class TorchRunner:
         torch.set_num_threads(len(os.sched_getaffinity(0)))
         self.torch = torch
         self.name = "PyTorch CPU eager" if device == "cpu" else f"PyTorch {device} eager"
+        if device != "cpu" and not torch.cuda.is_available():
+            raise ImportError("this torch has no CUDA")
         if kind == "mlp":
             layers = [torch.nn.Flatten(), torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
                       torch.nn.ReLU(), torch.nn.Linear(256, 10)]
@@ -212,35 +215,94 @@ def _time(runner) -> float:
     return (time.perf_counter() - start) / BLOCK
 
 
-def _check(runners, reference) -> None:
-    """Every runner's losses over 3 steps equal the reference's (PyTorch's) at float32 tolerance."""
-    want = [reference.value(reference.step()) for _ in range(3)]
-    for r in runners:
-        got = [r.value(r.step()) for _ in range(3)]
-        if not np.allclose(got, want, rtol=2e-3, atol=2e-4):
-            raise SystemExit(f"WRONG: {r.name} losses {got} != PyTorch's {want}")
+def _make(spec):
+    """A runner from its spec: ("torch", kind, device), ("paddle", kind) or ("hw", kind, device, static)."""
+    what, kind, *rest = spec
+    w = weights(kind)
+    if what == "torch":
+        return TorchRunner(kind, w, *rest)
+    if what == "paddle":
+        return PaddleRunner(kind, w)
+    return HwRunner(kind, w, *rest)
+
+
+def _serve(conn, spec) -> None:
+    """A runner's own process: builds it, then answers "check" (its first 3 losses) and "time" (one block) until
+    "stop". Each runtime keeps its threads and libraries to itself: PyTorch, Paddle and numpy's BLAS loaded in one
+    process took each other's cores (PyTorch's step measured 50x slower after hwadapter's)."""
+    try:
+        runner = _make(spec)
+        conn.send(("ok", runner.name))
+        while True:
+            cmd = conn.recv()
+            if cmd == "stop":
+                return
+            conn.send(("ok", [runner.value(runner.step()) for _ in range(3)] if cmd == "check" else _time(runner)))
+    except ImportError as err:
+        conn.send(("missing", str(err)))
+    except Exception:  # noqa: BLE001 - reported by the parent, which stops the run
+        import traceback  # lazy: only a failing runner needs it
+        conn.send(("error", traceback.format_exc()))
+
+
+class Remote:
+    """A runner in a process of its own, driven over a pipe."""
+
+    def __init__(self, spec):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, spec), daemon=True)
+        self.process.start()
+        self.name = self.ask(None)
+
+    def ask(self, cmd):
+        if cmd is not None:
+            self.conn.send(cmd)
+        status, value = self.conn.recv()
+        if status == "missing":
+            raise ImportError(value)
+        if status == "error":
+            raise SystemExit(f"a runner failed:\n{value}")
+        return value
+
+    def close(self):
+        try:
+            self.conn.send("stop")
+        except OSError:
+            pass
+        self.process.join(10)
 
 
 def bench(kind: str, devices: list, rounds: int) -> dict:
-    w = weights(kind)
-    torch_r = TorchRunner(kind, w)
-    runners = [HwRunner(kind, w, d, s) for d in devices for s in (False, True)]
-    # the BatchNorm CNN is checked against PyTorch's, with paddle's momentum convention mapped (0.9 <-> 0.1)
-    _check(runners, torch_r)
-    competitors = [TorchRunner(kind, w)]
-    if any(d.startswith("cuda") for d in devices) and torch_r.torch.cuda.is_available():
-        competitors.append(TorchRunner(kind, w, "cuda"))  # the same GPU: PyTorch's CUDA build is there
+    specs = [("torch", kind, "cpu")]
+    if any(d.startswith("cuda") for d in devices):
+        specs.append(("torch", kind, "cuda"))  # the same GPU, where this torch has CUDA
+    specs += [("paddle", kind)] + [("hw", kind, d, s) for d in devices for s in (False, True)]
+    runners = []
+    with console.status(f"{kind}: starting {len(specs)} runners, one process each"):
+        for spec in specs:
+            try:
+                runners.append(Remote(spec))
+            except ImportError as err:
+                console.print(f"[yellow]{spec[0]} {spec[2] if len(spec) > 2 else ''}: not here ({err}): its row "
+                              f"is left out")
     try:
-        competitors.append(PaddleRunner(kind, w))
-    except ImportError:
-        console.print("[yellow]paddle not installed: its column is left out")
-    everyone = competitors + [HwRunner(kind, w, d, s) for d in devices for s in (False, True)]
-    times = {r.name: [] for r in everyone}
-    with console.status(f"{kind}: timing") as status:
-        for i in range(rounds):
-            status.update(f"{kind}: round {i + 1}/{rounds}")
-            for r in everyone:
-                times[r.name].append(_time(r))
+        # every runner starts from the same weights: its first losses must be PyTorch's (the BatchNorm CNN with
+        # paddle's momentum convention mapped, 0.9 <-> 0.1)
+        losses = {r.name: r.ask("check") for r in runners}
+        want = losses["PyTorch CPU eager"]
+        for name, got in losses.items():
+            if not np.allclose(got, want, rtol=2e-3, atol=2e-4):
+                raise SystemExit(f"WRONG: {name} losses {got} != PyTorch's {want}")
+        times = {r.name: [] for r in runners}
+        with console.status(f"{kind}: timing") as status:
+            for i in range(rounds):
+                status.update(f"{kind}: round {i + 1}/{rounds}")
+                for r in runners:
+                    times[r.name].append(r.ask("time"))
+    finally:
+        for r in runners:
+            r.close()
     return {name: statistics.median(t) for name, t in times.items()}
 
 
