@@ -137,3 +137,54 @@ int64_t hwa_max_pool_grad(const float *x, const float *g, float *out, int64_t pl
   free(acc);
   return 0;
 }
+
+/* Max pooling and its gradient where the windows tile the planes exactly (stride = kernel, no padding, the image a
+ * whole number of windows: the common 2x2 pool), without branches so that the loop over a row's windows
+ * vectorises: the first maximum of each window by selects (a nan beats any number, the first nan wins), as above. */
+int64_t hwa_max_pool_tiled(const float *x, const float *g, float *out, int64_t planes, int64_t h, int64_t w,
+                           int64_t kh, int64_t kw, int grad) {
+  int64_t oh = h / kh, ow = w / kw;
+  float *best = malloc((size_t)ow * sizeof(float));
+  int32_t *at = malloc((size_t)ow * sizeof(int32_t));
+  if (!best || !at) {
+    free(best);
+    free(at);
+    return 1;
+  }
+  for (int64_t p = 0; p < planes; p++) {
+    const float *xp = x + p * h * w;
+    for (int64_t oy = 0; oy < oh; oy++) {
+      const float *top = xp + oy * kh * w;
+      for (int64_t ox = 0; ox < ow; ox++) {
+        best[ox] = top[ox * kw];
+        at[ox] = 0;
+      }
+      for (int64_t i = 0; i < kh; i++)
+        for (int64_t j = (i == 0); j < kw; j++) {
+          const float *row = top + i * w + j;
+          int32_t pos = (int32_t)(i * kw + j);
+          for (int64_t ox = 0; ox < ow; ox++) {
+            float v = row[ox * kw], b = best[ox];
+            int later = (v > b) | ((v != v) & (b == b));
+            best[ox] = later ? v : b;
+            at[ox] = later ? pos : at[ox];
+          }
+        }
+      if (!grad) {
+        memcpy(out + (p * oh + oy) * ow, best, (size_t)ow * sizeof(float));
+        continue;
+      }
+      const float *gr = g + (p * oh + oy) * ow;
+      float *o = out + p * h * w + oy * kh * w;
+      for (int64_t i = 0; i < kh; i++)
+        for (int64_t j = 0; j < kw; j++) {
+          int32_t pos = (int32_t)(i * kw + j);
+          float *orow = o + i * w + j;
+          for (int64_t ox = 0; ox < ow; ox++) orow[ox * kw] = at[ox] == pos ? gr[ox] : 0.0f;
+        }
+    }
+  }
+  free(best);
+  free(at);
+  return 0;
+}

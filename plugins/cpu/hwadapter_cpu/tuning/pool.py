@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import reference, shapes
+from hwadapter.plugin import meta, reference, shapes
 
 from .clib import CLibrary
 
@@ -53,9 +53,27 @@ def kernels(device) -> dict:
                               f"host memory")
         return out
 
+    def tiled(x, g, kernel_size, stride, padding) -> bool:
+        """Windows that tile x exactly (stride = kernel, no padding, whole windows): pool.c's branch-free loops."""
+        (kh, kw), h, w = kernel_size, x.shape[2], x.shape[3]
+        return tuple(kernel_size) == tuple(stride) and not any(padding) and h % kh == 0 and w % kw == 0 and \
+            x.size > 0 and (g is None or g.dtype == np.float32)
+
+    def run_tiled(x, g, kernel_size):
+        (kh, kw), (n, c, h, w) = kernel_size, x.shape
+        x = np.ascontiguousarray(x)
+        out = np.empty(x.shape if g is not None else (n, c, h // kh, w // kw), np.float32)
+        gd = 0 if g is None else np.ascontiguousarray(g).ctypes.data
+        if lib().hwa_max_pool_tiled(x.ctypes.data, gd, out.ctypes.data, n * c, h, w, kh, kw, int(g is not None)):
+            raise MemoryError(f"max_pool2d: {device} could not allocate its scratch ({w} floats). Fix: free host "
+                              f"memory")
+        return out
+
     def max_pool(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
         if x.dtype != np.float32 or x.ndim != 4 or lib() is None:
             return max_pool2d(x, kernel_size, stride, padding, ceil_mode)
+        if tiled(x, None, kernel_size, stride, padding):
+            return run_tiled(x, None, kernel_size)
         return run("hwa_max_pool", x, kernel_size, stride, padding, ceil_mode)
 
     def avg_pool(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False, exclusive=True):
@@ -63,10 +81,18 @@ def kernels(device) -> dict:
             return reference.KERNELS["avg_pool2d"](x, kernel_size, stride, padding, ceil_mode, exclusive)
         return run("hwa_avg_pool", x, kernel_size, stride, padding, ceil_mode, int(bool(exclusive)))
 
-    def max_pool_grad(x, grad, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
-        if x.dtype != np.float32 or grad.dtype != np.float32 or x.ndim != 4 or lib() is None or not x.size:
-            return reference.KERNELS["max_pool2d_grad"](x, grad, kernel_size=kernel_size, stride=stride,
-                                                        padding=padding, ceil_mode=ceil_mode)
+    def max_pool_grad(*arrays, **attrs):
+        if len(arrays) != 2 or lib() is None or not all(type(a) is np.ndarray and a.dtype == np.float32 and
+                                                       a.ndim == 4 and a.size for a in arrays):
+            return reference.KERNELS["max_pool2d_grad"](*arrays, **attrs)
+        x, grad = arrays
+        meta.RULES["max_pool2d_grad"]((x.shape, grad.shape), (x.dtype, grad.dtype), attrs)  # raises for bad calls
+        kernel_size, stride = attrs.get("kernel_size", (2, 2)), attrs.get("stride", (2, 2))
+        padding = attrs.get("padding", (0, 0, 0, 0))
+        if tiled(x, grad, kernel_size, stride, padding) and grad.shape == (x.shape[0], x.shape[1],
+                                                                             x.shape[2] // kernel_size[0],
+                                                                             x.shape[3] // kernel_size[1]):
+            return run_tiled(x, grad, kernel_size)
         (kh, kw), (sh, sw), (pt, _, pl, _) = kernel_size, stride, padding
         n, c, h, w = x.shape
         x, grad = np.ascontiguousarray(x), np.ascontiguousarray(grad)
@@ -87,5 +113,7 @@ def library(device) -> CLibrary:
     """pool.c for `device`, compiled on first call."""
     return CLibrary(device, (SOURCE,), {"hwa_max_pool": (ctypes.c_int64, _ARGS),
                                      "hwa_avg_pool": (ctypes.c_int64, _ARGS + [ctypes.c_int64]),
-                                     "hwa_max_pool_grad": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 11)},
+                                     "hwa_max_pool_grad": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 11),
+                                     "hwa_max_pool_tiled": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 5
+                                                            + [ctypes.c_int])},
                     "pooling runs in numpy")

@@ -17,14 +17,18 @@ _P, _N, _F, _I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_int
 _F32 = np.dtype(np.float32)
 
 
-def _ready(*arrays) -> bool:
-    """float32 arrays, C-contiguous, of one shape after the first three (param, grad and state), scalars of one
-    element."""
-    return all(a.dtype == _F32 and a.flags.c_contiguous for a in arrays)
+def _fast(arrays, tensors: int, count: int) -> bool:
+    """`count` float32 ndarrays, C-contiguous, the first `tensors` of one shape and the rest of one element: what
+    update.c takes (anything else goes to the reference kernel, which the op's rule checks too)."""
+    if len(arrays) != count or not all(type(a) is np.ndarray and a.dtype == _F32 and a.flags.c_contiguous
+                                       for a in arrays):
+        return False
+    return all(a.shape == arrays[0].shape for a in arrays[:tensors]) and all(a.size == 1 for a in arrays[tensors:])
 
 
-def _one(a) -> float | None:
-    return float(a.reshape(-1)[0]) if a.size == 1 else None
+def _one(a) -> float:
+    """The number a one-element array holds."""
+    return float(a.reshape(-1)[0])
 
 
 def kernels(device) -> dict:
@@ -35,47 +39,44 @@ def kernels(device) -> dict:
                    "optimizer updates run in numpy")
     ref = reference.KERNELS
 
-    def sgd_update(param, grad, lr, weight_decay=0.0):
-        rate = _one(lr)
-        if lib() is None or rate is None or not _ready(param, grad, lr) or param.shape != grad.shape:
-            return ref["sgd_update"](param, grad, lr, weight_decay=weight_decay)
-        meta.RULES["sgd_update"]((param.shape, grad.shape, lr.shape), (param.dtype,) * 3, {"weight_decay": weight_decay})
+    def sgd_update(*arrays, **attrs):
+        if lib() is None or not _fast(arrays, 2, 3):
+            return ref["sgd_update"](*arrays, **attrs)
+        meta.RULES["sgd_update"](tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)  # raises
+        param, grad, lr = arrays
+        wd = attrs.get("weight_decay", 0.0)
         out = np.empty_like(param)
-        lib().hwa_sgd(param.ctypes.data, grad.ctypes.data, out.ctypes.data, param.size, rate,
-                      float(np.float32(weight_decay)), int(bool(weight_decay)))
+        lib().hwa_sgd(param.ctypes.data, grad.ctypes.data, out.ctypes.data, param.size, _one(lr),
+                      float(np.float32(wd)), int(bool(wd)))
         return out
 
-    def momentum_update(param, grad, velocity, lr, momentum=0.9, use_nesterov=False, weight_decay=0.0):
-        rate = _one(lr)
-        attrs = {"momentum": momentum, "use_nesterov": use_nesterov, "weight_decay": weight_decay}
-        if lib() is None or rate is None or not _ready(param, grad, velocity, lr) or \
-                not param.shape == grad.shape == velocity.shape:
-            return ref["momentum_update"](param, grad, velocity, lr, **attrs)
-        meta.RULES["momentum_update"]((param.shape, grad.shape, velocity.shape, lr.shape), (param.dtype,) * 4, attrs)
+    def momentum_update(*arrays, **attrs):
+        if lib() is None or not _fast(arrays, 3, 4):
+            return ref["momentum_update"](*arrays, **attrs)
+        meta.RULES["momentum_update"](tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
+        param, grad, velocity, lr = arrays
+        mu, nesterov, wd = attrs.get("momentum", 0.9), attrs.get("use_nesterov", False), attrs.get("weight_decay", 0.0)
         out_p, out_v = np.empty_like(param), np.empty_like(param)
         lib().hwa_momentum(param.ctypes.data, grad.ctypes.data, velocity.ctypes.data, out_p.ctypes.data,
-                           out_v.ctypes.data, param.size, rate, float(np.float32(momentum)),
-                           float(np.float32(weight_decay)), int(bool(weight_decay)), int(bool(use_nesterov)))
+                           out_v.ctypes.data, param.size, _one(lr), float(np.float32(mu)), float(np.float32(wd)),
+                           int(bool(wd)), int(bool(nesterov)))
         return [out_p, out_v]
 
-    def adam_update(param, grad, m, v, lr, beta1_pow, beta2_pow, beta1=0.9, beta2=0.999, epsilon=1e-8,
-                    weight_decay=0.0, decoupled=False):
-        rate, b1p, b2p = _one(lr), _one(beta1_pow), _one(beta2_pow)
-        attrs = {"beta1": beta1, "beta2": beta2, "epsilon": epsilon, "weight_decay": weight_decay,
-                 "decoupled": decoupled}
-        arrays = (param, grad, m, v, lr, beta1_pow, beta2_pow)
-        if lib() is None or None in (rate, b1p, b2p) or not _ready(*arrays) or \
-                not param.shape == grad.shape == m.shape == v.shape:
+    def adam_update(*arrays, **attrs):
+        if lib() is None or not _fast(arrays, 4, 7):
             return ref["adam_update"](*arrays, **attrs)
-        meta.RULES["adam_update"](tuple(a.shape for a in arrays), (param.dtype,) * 7, attrs)
+        meta.RULES["adam_update"](tuple(a.shape for a in arrays), tuple(a.dtype for a in arrays), attrs)
+        param, grad, m, v, lr, beta1_pow, beta2_pow = arrays
+        beta1, beta2 = attrs.get("beta1", 0.9), attrs.get("beta2", 0.999)
+        epsilon, decoupled = attrs.get("epsilon", 1e-8), attrs.get("decoupled", False)
         f = np.float32
+        rate, wd = _one(lr), f(attrs.get("weight_decay", 0.0))
         out = [np.empty_like(param) for _ in range(3)]
-        wd = f(weight_decay)
         lib().hwa_adam(*(a.ctypes.data for a in (param, grad, m, v)), *(o.ctypes.data for o in out), param.size,
                        rate, float(f(beta1)), float(f(1 - beta1)), float(f(beta2)), float(f(1 - beta2)),
-                       float(f(1) - f(b1p)), float(f(1) - f(b2p)), float(f(epsilon)), float(wd),
-                       int(bool(weight_decay) and not decoupled), float(f(1) - f(rate) * wd),
-                       int(bool(weight_decay) and bool(decoupled)))
+                       float(f(1) - f(_one(beta1_pow))), float(f(1) - f(_one(beta2_pow))), float(f(epsilon)),
+                       float(wd), int(bool(wd) and not decoupled), float(f(1) - f(rate) * wd),
+                       int(bool(wd) and bool(decoupled)))
         return out
 
     return {"sgd_update": sgd_update, "momentum_update": momentum_update, "adam_update": adam_update}
