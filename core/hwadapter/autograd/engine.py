@@ -247,13 +247,21 @@ def _vjp(node: Node, grads: list) -> tuple:
 def _fused_kernel(node: Node):
     """`<op>_vjp` when the device of node's inputs (the real one, while tracing) has a kernel of it for these dtypes."""
     dev = node.inputs[0]._device
+    dev = getattr(dev, "base", dev)
     name = f"{node.op}_vjp"
+    dtypes = tuple(t._dtype for t in node.inputs) + tuple(d for _, d in node.meta)
+    key = (name, dtypes, "vjp")  # kept with the device's routes (a 3-tuple: no op's route), forgotten with them
+    routes = getattr(dev, "routes", None)
+    hit = routes.get(key, key) if routes is not None else key
+    if hit is not key:
+        return hit
     try:
-        found = getattr(dev, "base", dev).kernels.find(name, tuple(t._dtype for t in node.inputs) +
-                                                       tuple(d for _, d in node.meta))
+        found = name if dev.kernels.find(name, dtypes) is not None else None
     except Exception:  # a device without a registrar (or one that cannot list its kernels): the rules serve
-        return None
-    return name if found is not None else None
+        found = None
+    if routes is not None:
+        routes[key] = found
+    return found
 
 
 def _checked_vjp(node: Node, name: str, out) -> tuple:
