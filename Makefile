@@ -46,7 +46,7 @@ test-gpu: $(STAMP)
 	$(PY) benchmarks/cuda_plugin.py
 	$(PY) benchmarks/training.py --device cuda:0 --rounds 3
 
-# The runners (dispatch, fused_elementwise, matmul, graph, onnx_models), their output shown as they run and written,
+# The runners (dispatch, fused_elementwise, matmul, graph, onnx_models, training), their output shown as they run and written,
 # dated and with the machine, to docs/performance.md: the one place benchmark figures are kept.
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[bench]'
