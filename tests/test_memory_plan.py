@@ -224,3 +224,19 @@ def test_a_multi_output_or_reducing_node_is_never_in_place():
                                                  "inputs": ("a",), "outputs": ("s",), "name": "k"})
     graph = Graph([Node("n", "exp", ("x",), ("e",), {}), reduce], values, ["x"], ["s"])
     assert check(graph, writers={"f"}).inplace == {}
+
+
+def test_share_gives_values_whose_lives_do_not_overlap_one_slot():
+    """hwadapter.plugin.share (what subgraph backends plan their intermediates with): a value takes the smallest
+    free slot large enough, a slot is free after its last reader's step, and overlapping lives never share."""
+    from hwadapter.plugin import share
+    lives = {"a": (0, 1, 100), "b": (1, 2, 50), "c": (2, 3, 80), "d": (3, 4, 100), "e": (2, 2, 400)}
+    where, slots = share(lives)
+    for x, (f1, l1, _) in lives.items():
+        for y, (f2, l2, _) in lives.items():
+            if x < y and where[x] == where[y]:
+                assert l1 < f2 or l2 < f1, (x, y)  # never two live values in one slot
+    assert all(slots[where[v]] >= n for v, (_, _, n) in lives.items())
+    assert where["c"] == where["a"]  # a's last reader (step 1) came before c's first step (2); b was too small
+    assert where["d"] == where["e"]  # the smallest free slot large enough: e's, free after step 2
+    assert len(slots) == 3 and sum(slots) < sum(n for _, _, n in lives.values())

@@ -24,6 +24,7 @@ from .runtime.diskroom import check_room, no_room  # compilers that write files:
 from .runtime.memory import DeviceArray, contiguous_strides
 from .runtime.native import NATIVE_API_VERSION, NATIVE_INCLUDE, NativePlugin, NativeRuntime
 from .runtime.native_build import build_library  # a plugin's C device library for native hosts (native_library)
+from .runtime.sharing import share  # intermediates of a compiled subgraph sharing memory where their lives allow
 from .runtime.signature import BoundedCache, freeze, signature  # launch-plan caches
 
 
@@ -36,6 +37,6 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "HostEvent", "DeviceProperties", "KernelRegistrar", "CodegenBackend", "Program", "SubgraphBackend",
            "Executable", "NativePlugin", "NativeRuntime", "NATIVE_API_VERSION", "NATIVE_INCLUDE", "DeviceArray", "contiguous_strides",
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
-           "node_primitive", "load_source", "build_library", "DiskFullError", "check_room", "no_room",
+           "node_primitive", "load_source", "build_library", "share", "DiskFullError", "check_room", "no_room",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
            "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]

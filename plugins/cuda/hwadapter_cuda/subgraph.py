@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, Value, node_primitive,
-                              pack_executable, unpack_executable)
+                              pack_executable, share, unpack_executable)
 
 from . import kernels
 
@@ -150,19 +150,15 @@ class CudaExecutable(Executable):
             for name in names:
                 span = life.setdefault(root.get(name, name), [k, k])
                 span[1] = k
-        slots: list = []  # [bytes, free after this step, block's array]
-        out = {}
-        for name in sorted(scratch, key=lambda v: life.get(v, [0, 0])[0]):
-            first, last = life.get(name, [0, len(self.steps)])
+        sizes = {}
+        for name in scratch:
             v = self.values[name]
-            need = max(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize, 1)
-            free = [sl for sl in slots if sl[1] < first and sl[0] >= need]
-            slot = min(free, key=lambda sl: sl[0]) if free else None
-            if slot is None:
-                slot = [need, last, DeviceArray.empty(device, (need,), np.uint8)]
-                slots.append(slot)
-            slot[1] = last
-            out[name] = DeviceArray(device, slot[2].block, v.shape, v.dtype)
+            first, last = life.get(name, [0, len(self.steps)])
+            sizes[name] = (first, last, int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize)
+        where, slots = share(sizes)
+        blocks = [DeviceArray.empty(device, (n,), np.uint8).block for n in slots]
+        out = {name: DeviceArray(device, blocks[i], self.values[name].shape, self.values[name].dtype)
+               for name, i in where.items()}
         return out
 
     def _empty(self, device, name):

@@ -15,7 +15,7 @@ import numpy as np
 import pyopencl as cl
 
 from hwadapter.plugin import (DeviceArray, Executable, InvalidArgumentError, SubgraphBackend, node_primitive,
-                              pack_executable, unpack_executable)
+                              pack_executable, share, unpack_executable)
 
 from .codegen import Specialised
 from .runtime import build_key
@@ -212,18 +212,11 @@ class OpenCLExecutable(Executable):
                         if at[0] == "buf" and at[1] not in self.fresh:
                             span = life.setdefault(at[1], [k, k])
                             span[1] = k
-        slots: list = []  # [bytes, free after this node, device array]
-        memory = {}
-        for j, (first, last) in sorted(life.items(), key=lambda item: item[1][0]):
-            shape, dtype = self.buffers[j]
-            need = max(int(np.prod(shape)) * np.dtype(dtype).itemsize, 1)
-            free = [slot for slot in slots if slot[1] < first and slot[0] >= need]
-            slot = min(free, key=lambda sl: sl[0]) if free else None
-            if slot is None:
-                slot = [need, last, DeviceArray.empty(device, (need,), np.uint8)]
-                slots.append(slot)
-            slot[1] = last
-            memory[j] = slot[2]
+        sizes = {j: (first, last, int(np.prod(self.buffers[j][0])) * np.dtype(self.buffers[j][1]).itemsize)
+                 for j, (first, last) in life.items()}
+        where, slots = share(sizes)
+        arrays = [DeviceArray.empty(device, (n,), np.uint8) for n in slots]
+        memory = {j: arrays[i] for j, i in where.items()}
         return memory
 
     def run(self, inputs: list) -> list:
