@@ -21,6 +21,7 @@ from ..io import DataLoader, Dataset
 from ..metric import Metric
 from ..ops import api as ops
 from ..optimizer import Optimizer
+from ..optimizer.lr import positive_int
 from ..runtime.device import current
 from ..tensor import to_tensor
 from .progress import ProgressBar
@@ -67,10 +68,7 @@ def _flag(name: str, value) -> bool:
 
 
 def _positive(what: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-        raise InvalidArgumentError(f"Model.{what}: {name} must be a positive int, not {show(value)}. Fix: pass e.g. "
-                                   f"{name}=10", fix=f"pass a positive int as {name}")
-    return int(value)
+    return positive_int(f"Model.{what}", name, value)
 
 
 class Model:

@@ -25,7 +25,8 @@ def rate(owner: str, name: str, value) -> float:
     return float(value)
 
 
-def _positive_int(owner: str, name: str, value) -> int:
+def positive_int(owner: str, name: str, value) -> int:
+    """`value` checked as a positive int (an error naming `owner` and `name` else)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
         raise InvalidArgumentError(f"{owner}: {name} must be a positive int, not {show(value)}. Fix: pass e.g. "
                                    f"{name}=10", fix=f"pass a positive int as {name}")
@@ -127,7 +128,7 @@ class StepDecay(LRScheduler):
     """base_lr * gamma ** (epoch // step_size)."""
 
     def __init__(self, learning_rate, step_size, gamma=0.1, last_epoch=-1, verbose=False):
-        self.step_size = _positive_int("StepDecay", "step_size", step_size)
+        self.step_size = positive_int("StepDecay", "step_size", step_size)
         self.gamma = _gamma("StepDecay", gamma)
         super().__init__(learning_rate, last_epoch, verbose)
 
@@ -159,7 +160,7 @@ class CosineAnnealingDecay(LRScheduler):
     form eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2)."""
 
     def __init__(self, learning_rate, T_max, eta_min=0, last_epoch=-1, verbose=False):  # noqa: N803 paddle's name
-        self.T_max = _positive_int("CosineAnnealingDecay", "T_max", T_max)
+        self.T_max = positive_int("CosineAnnealingDecay", "T_max", T_max)
         self.eta_min = rate("CosineAnnealingDecay", "eta_min", eta_min)
         super().__init__(learning_rate, last_epoch, verbose)
 
@@ -184,7 +185,7 @@ class LinearWarmup(LRScheduler):
         if not isinstance(learning_rate, LRScheduler):
             learning_rate = rate("LinearWarmup", "learning_rate", learning_rate)
         self.learning_rate = learning_rate
-        self.warmup_steps = _positive_int("LinearWarmup", "warmup_steps", warmup_steps)
+        self.warmup_steps = positive_int("LinearWarmup", "warmup_steps", warmup_steps)
         self.start_lr = rate("LinearWarmup", "start_lr", start_lr)
         self.end_lr = rate("LinearWarmup", "end_lr", end_lr)
         if self.end_lr <= self.start_lr:
