@@ -18,6 +18,7 @@ astype = cast  # cast itself sits with the helpers, which promote with it
 
 
 _BITWISE = {"bitwise": _INTEGER | {_dt.bool_}, "shift": _INTEGER}
+_WEAK = (float, int)  # Python numbers that take a float tensor's dtype (bool is not among them: type() is exact)
 
 
 def _binary(op: str, kind: str, doc: str, name: str = ""):
@@ -29,6 +30,10 @@ def _binary(op: str, kind: str, doc: str, name: str = ""):
             xs = x._data.shape
             if xs != y._data.shape:
                 shapes.broadcast(name, xs, y._data.shape)
+        elif type(x) is Tensor and type(y) in _WEAK and x._dtype.kind == "f":  # x * 0.5: the number takes x's dtype
+            y = _scalar(y, x, x._dtype, name)  # (what _promote decides for a float tensor, without its walk)
+        elif type(y) is Tensor and type(x) in _WEAK and y._dtype.kind == "f":
+            x = _scalar(x, y, y._dtype, name)
         else:
             x, y = _promote(name, x, y)
             _check_shapes(name, x, y)
