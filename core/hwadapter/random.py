@@ -24,7 +24,7 @@ from .ops.elementwise import add, cast, multiply, remainder
 from .ops.manipulation import _reshape
 from .tensor import Tensor, target_device
 
-__all__ = ["uniform", "reset", "state", "read_state"]
+__all__ = ["uniform", "reset", "state"]
 
 P = (1 << 31) - 1  # the Mersenne prime 2**31 - 1: (x + k)**2 of residues stays below 2**63
 _ROUNDS = (0x3C6EF372 % P, 0x1B873593 % P, 0x68E31DA4 % P)  # round constants of the key schedule (arbitrary odd)
@@ -32,13 +32,7 @@ _BITS = {"float16": 11, "float32": 24, "float64": 31}  # random bits a draw keep
 
 _lock = threading.Lock()
 _states: dict = {}  # device name -> (seed buffer, counter buffer), both int64 0-d on that device
-_seen = {"rng": None, "seed": 0}  # the host generator hw.seed made last, and its seed
-
-
-def _seed_of(rng) -> int:
-    """The seed hw.seed gave the host generator `rng` (0 for hwadapter's initial one)."""
-    entropy = getattr(getattr(rng.bit_generator, "seed_seq", None), "entropy", 0)
-    return int(entropy) if isinstance(entropy, (int, np.integer)) else 0
+_seen = {"seed": 0}  # the seed of the last hw.seed (0 before any)
 
 
 def _seed_residue(seed: int) -> int:
@@ -51,16 +45,8 @@ def _seed_residue(seed: int) -> int:
             return (h ^ (h >> 29)) % P
 
 
-def _sync() -> None:
-    """Restart every stream if hw.seed made a new host generator since the last draw."""
-    rng = creation._rng  # hw.seed replaces it: its identity says whether hw.seed ran
-    if rng is not _seen["rng"]:
-        _seen["rng"] = rng
-        reset(_seed_of(rng))
-
-
 def reset(seed: int) -> None:
-    """Restart every device's stream at counter 0 under `seed` (what hw.seed does, seen at the next draw)."""
+    """Restart every device's stream at counter 0 under `seed` (what hw.seed does, through creation.on_seed)."""
     seed = shapes.int_arg("seed", "value", seed, low=0, high=(1 << 128) - 1)
     _seen["seed"] = seed
     residue = _seed_residue(seed)
@@ -89,19 +75,11 @@ def state(device=None) -> tuple:
     dev = _base(target_device(device))
     key = str(dev)
     with _lock:
-        _sync()
         hit = _states.get(key)
         if hit is None:
             hit = _states[key] = (autograd.buffer(np.int64(_seed_residue(_seen["seed"])), device=dev),
                                   autograd.buffer(np.int64(0), device=dev))
     return hit
-
-
-def read_state(t: Tensor) -> Tensor:
-    """Device state (a buffer) as the computation sees it now: inside a to_static trace, the trace's state input for
-    it (read at every run of the plan, never baked in as a constant) unless the trace has written it already."""
-    tracer = _trace.active()
-    return t if tracer is None or t._device is tracer.device else tracer.lift(t)
 
 
 def _pow5(x: Tensor) -> Tensor:
@@ -141,11 +119,10 @@ def uniform(shape, dtype="float32", device=None) -> Tensor:
         raise InvalidArgumentError(f"uniform: {n} values in one draw; the generator numbers at most {P - 1} per "
                                    f"draw. Fix: draw in parts")
     dev = target_device(device)
-    seed_buf, counter_buf = state(dev)
+    seed, counter = state(dev)  # buffers: a trace reads them as state inputs (the grad hook lifts them)
     with autograd.no_grad():
-        seed, counter = read_state(seed_buf), read_state(counter_buf)
         k1, k2, k3 = _round_keys(seed, counter)
-        counter_buf.set_value(add(counter, 1))
+        counter.set_value(add(counter, 1))
         index = creation.arange(0, n, dtype="int64", device=dev)
         x = _round(_round(_round(index, k1), k2), k3)
         bits = _BITS[dt.name]
@@ -154,10 +131,4 @@ def uniform(shape, dtype="float32", device=None) -> Tensor:
     return _reshape(u, dims)
 
 
-def _on_seed(value: int) -> None:
-    """hw.seed: every device stream restarts now (captured plans read the restarted buffers on their next run)."""
-    _seen["rng"] = creation._rng
-    reset(value)
-
-
-creation.on_seed.append(_on_seed)
+creation.on_seed.append(reset)  # hw.seed: every stream restarts now (captured plans read the buffers next run)

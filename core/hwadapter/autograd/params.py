@@ -13,12 +13,22 @@ from ..ops import creation
 from ..tensor import to_tensor
 
 
+def fans(shape: tuple) -> tuple:
+    """(fan_in, fan_out) as paddle computes them: [in, out] for a matrix, [out, in, k...] for a kernel."""
+    if not shape:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
 def xavier_uniform(shape: tuple, dtype) -> np.ndarray:
-    """Glorot uniform, paddle's default for weights (fan_in, fan_out from the first two axes and the rest)."""
-    receptive = math.prod(shape[2:]) if len(shape) > 2 else 1
-    fan_in = shape[1] * receptive if len(shape) > 2 else shape[0]
-    fan_out = shape[0] * receptive if len(shape) > 2 else (shape[1] if len(shape) > 1 else shape[0])
-    limit = math.sqrt(6.0 / max(fan_in + fan_out, 1))
+    """Glorot uniform, paddle's default for weights (nn.initializer.XavierUniform with its defaults)."""
+    fan_in, fan_out = fans(shape)
+    limit = math.sqrt(6.0 / (fan_in + fan_out)) if fan_in + fan_out else 0.0
     return creation._rng.uniform(-limit, limit, shape).astype(dtype)
 
 

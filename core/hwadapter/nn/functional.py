@@ -133,7 +133,7 @@ def _batch_norm_train(x, running_mean, running_var, weight, bias, momentum: floa
     with autograd.no_grad():
         for running, stat in ((running_mean, batch_mean), (running_var, batch_var)):
             if running is not None:
-                now = _random.read_state(running)
+                now = running
                 stat = _reshape(stat.detach(), (c,))
                 stat = stat if stat.dtype == now.dtype else cast(stat, now.dtype)
                 running.set_value(add(multiply(now, momentum), multiply(stat, 1.0 - momentum)))

@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..api import shapes
+from ..autograd.params import fans as _fans
 from ..api.errors import InvalidArgumentError
 from ..ops import creation
 from ..ops._common import number_arg
@@ -20,18 +21,6 @@ def _finite(op: str, name: str, value) -> float:
     if isinstance(value, bool) or not math.isfinite(value):
         raise InvalidArgumentError(f"{op}: {name} must be a finite number, not {value!r}. Fix: pass a float")
     return float(value)
-
-
-def _fans(shape: tuple) -> tuple:
-    """(fan_in, fan_out) as paddle computes them: [in, out] for a matrix, [out, in, k...] for a kernel."""
-    if not shape:
-        return 1, 1
-    if len(shape) == 1:
-        return shape[0], shape[0]
-    if len(shape) == 2:
-        return shape[0], shape[1]
-    receptive = math.prod(shape[2:])
-    return shape[1] * receptive, shape[0] * receptive
 
 
 class Initializer:

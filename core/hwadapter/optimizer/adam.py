@@ -8,7 +8,7 @@ from ..api.errors import InvalidArgumentError
 from ..dispatch.dispatcher import dispatch
 from ..ops import api as ops
 from .lr import rate
-from .optimizer import Optimizer, live
+from .optimizer import Optimizer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -52,15 +52,14 @@ class Adam(Optimizer):
     def _update(self, p, grad, lr, group) -> None:
         state = self._state_of(p, group)
         m, v, b1, b2 = (state[k] for k in self._accumulators)
-        b1_now, b2_now = live(b1), live(b2)
         attrs = {"beta1": group["beta1"], "beta2": group["beta2"], "epsilon": group["epsilon"],
                  "weight_decay": self._decay(p, group), "decoupled": self._decoupled}
-        new_p, new_m, new_v = dispatch("adam_update", (live(p), grad, live(m), live(v), lr, b1_now, b2_now), attrs)
+        new_p, new_m, new_v = dispatch("adam_update", (p, grad, m, v, lr, b1, b2), attrs)
         p.set_value(new_p)
         m.set_value(new_m)
         v.set_value(new_v)
-        b1.set_value(ops.multiply(b1_now, group["beta1"]))
-        b2.set_value(ops.multiply(b2_now, group["beta2"]))
+        b1.set_value(ops.multiply(b1, group["beta1"]))
+        b2.set_value(ops.multiply(b2, group["beta2"]))
 
 
 class AdamW(Adam):

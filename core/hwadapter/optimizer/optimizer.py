@@ -16,21 +16,12 @@ from ..api.errors import InvalidArgumentError, TracingError
 from ..api.shapes import show
 from ..dispatch.tensor import Tensor
 from ..ops import api as ops
-from ..trace import active as _tracing, is_symbolic
+from ..trace import active as _tracing
 from .clip import ClipGradBase
 from .lr import LRScheduler, rate
 from .params import make_groups
 
 __all__ = ["Optimizer"]
-
-
-def live(t: Tensor) -> Tensor:
-    """`t` as the to_static trace in progress must read it: a state input of the graph (read on every call, never a
-    constant baked in at trace time); outside a trace, `t` itself."""
-    tracer = _tracing()
-    if tracer is None or is_symbolic(t):
-        return t
-    return tracer.lift(t)
 
 
 def home(p: Tensor):
@@ -210,7 +201,7 @@ class Optimizer:
         for p, grad, group in pairs:
             if grad.dtype != p.dtype:  # float16 parameters' gradients add up in float32
                 grad = ops.cast(grad, p.dtype)
-            lr = live(self._lr_tensor(p))
+            lr = self._lr_tensor(p)
             if group["learning_rate"] != 1.0:
                 lr = ops.multiply(lr, group["learning_rate"])
             self._update(p, grad, lr, group)

@@ -8,7 +8,7 @@ from ..api.errors import InvalidArgumentError
 from ..api.shapes import flag
 from ..dispatch.dispatcher import dispatch
 from .lr import rate
-from .optimizer import Optimizer, live
+from .optimizer import Optimizer
 
 __all__ = ["SGD", "Momentum"]
 
@@ -20,7 +20,7 @@ class SGD(Optimizer):
         super().__init__(learning_rate, parameters, weight_decay, grad_clip, name)
 
     def _update(self, p, grad, lr, group) -> None:
-        p.set_value(dispatch("sgd_update", (live(p), grad, lr), {"weight_decay": group["weight_decay"]}))
+        p.set_value(dispatch("sgd_update", (p, grad, lr), {"weight_decay": group["weight_decay"]}))
 
 
 class Momentum(Optimizer):
@@ -49,6 +49,6 @@ class Momentum(Optimizer):
         velocity = self._state_of(p, group)["velocity"]
         attrs = {"momentum": group["momentum"], "use_nesterov": group["use_nesterov"],
                  "weight_decay": group["weight_decay"]}
-        new_p, new_v = dispatch("momentum_update", (live(p), grad, live(velocity), lr), attrs)
+        new_p, new_v = dispatch("momentum_update", (p, grad, velocity, lr), attrs)
         p.set_value(new_p)
         velocity.set_value(new_v)
