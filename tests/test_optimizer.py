@@ -61,17 +61,22 @@ def batches(dtype, device, steps, start=0):
             for i in range(start, start + steps)]
 
 
-def run_hw(make, dtype="float32", device="cpu:0", steps=10, static=False, each=None, ps=None, start=0):
-    """(losses, final weights) of `steps` train steps, eager or as one to_static step; `each(i, o)` runs between."""
-    ps = ps or hw_params(dtype, device)
-    o = make(ps)
-
+def train_step(ps, o):
+    """One train step of hw_loss over `ps` with optimizer `o` (forward, backward, step, clear), as a function."""
     def step(x, y):
         loss = hw_loss(ps, x, y)
         loss.backward()
         o.step()
         o.clear_grad()
         return loss
+    return step
+
+
+def run_hw(make, dtype="float32", device="cpu:0", steps=10, static=False, each=None, ps=None, start=0):
+    """(losses, final weights) of `steps` train steps, eager or as one to_static step; `each(i, o)` runs between."""
+    ps = ps or hw_params(dtype, device)
+    o = make(ps)
+    step = train_step(ps, o)
     fn = hw.jit.to_static(step) if static else step
     losses = []
     for i, (x, y) in enumerate(batches(dtype, device, steps, start)):
@@ -126,14 +131,7 @@ def test_to_static_train_step_equals_eager_and_torch(name):
 def test_captured_step_is_one_graph_with_fused_updates_and_state_inputs():
     ps = hw_params()
     o = opt.Adam(0.01, parameters=ps)
-
-    @hw.jit.to_static
-    def step(x, y):
-        loss = hw_loss(ps, x, y)
-        loss.backward()
-        o.step()
-        o.clear_grad()
-        return loss
+    step = hw.jit.to_static(train_step(ps, o))
     (x, y), = batches("float32", "cpu:0", 1)
     graph = step.get_graph(x, y)
     ops = [n.op for n in graph.nodes]
@@ -159,13 +157,7 @@ def test_lazy_state_made_eagerly_then_used_by_a_captured_step(dev):
     ps = hw_params(device=dev)
     o = make(ps)
     data = batches("float32", dev, 10)
-
-    def step(x, y):
-        loss = hw_loss(ps, x, y)
-        loss.backward()
-        o.step()
-        o.clear_grad()
-        return loss
+    step = train_step(ps, o)
     static = hw.jit.to_static(step)
     losses = [float(step(*data[i])) for i in range(3)] + [float(static(*data[i])) for i in range(3, 10)]
     assert_same((np.array(losses), [p.numpy() for p in ps]), run_torch(make_torch))

@@ -67,17 +67,21 @@ def torch_run(t, kind, opt_name, data):
     return losses
 
 
-def hw_run(h, opt_name, data, device, static):
-    opt = optimizer.SGD(learning_rate=0.1, parameters=h.parameters()) if opt_name == "sgd" else \
-        optimizer.Adam(learning_rate=0.01, parameters=h.parameters())
-    loss_fn = nn.CrossEntropyLoss()
-
+def train_step(model, opt, loss_fn):
+    """One train step (forward, loss, backward, update, clear) as a function of a batch."""
     def step(x, y):
-        loss = loss_fn(h(x), y)
+        loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
         opt.clear_grad()
         return loss
+    return step
+
+
+def hw_run(h, opt_name, data, device, static):
+    opt = optimizer.SGD(learning_rate=0.1, parameters=h.parameters()) if opt_name == "sgd" else \
+        optimizer.Adam(learning_rate=0.01, parameters=h.parameters())
+    step = train_step(h, opt, nn.CrossEntropyLoss())
     run = hw.jit.to_static(step) if static else step
     losses = [run(hw.to_tensor(x, device=device), hw.to_tensor(y, device=device)) for x, y in data]
     if static:
@@ -120,21 +124,13 @@ def test_the_cnn_learns_digits_to_95_percent(dev):
         model = nn.Sequential(nn.Conv2D(1, 16, 3, padding=1), nn.BatchNorm2D(16), nn.ReLU(), nn.MaxPool2D(2),
                               nn.Flatten(), nn.Linear(16 * 4 * 4, 10))
         opt = optimizer.Adam(learning_rate=3e-3, parameters=model.parameters())
-        loss_fn = nn.CrossEntropyLoss()
-
-        @hw.jit.to_static
-        def train_step(xb, yb):
-            loss = loss_fn(model(xb), yb)
-            loss.backward()
-            opt.step()
-            opt.clear_grad()
-            return loss
+        step = hw.jit.to_static(train_step(model, opt, nn.CrossEntropyLoss()))
         loader = hw.io.DataLoader(hw.io.TensorDataset([x[:cut], y[:cut]]), batch_size=64, shuffle=True,
                                   drop_last=True, seed=0)
         first = None
         for _ in range(8):
             for xb, yb in loader:
-                loss = train_step(xb, yb)
+                loss = step(xb, yb)
                 first = float(loss) if first is None else first
         model.eval()
         with hw.no_grad():

@@ -15,7 +15,7 @@ from ..dispatch import dispatcher
 from ..dispatch.dispatcher import dispatch
 from ..dispatch.tensor import GradState, Tensor, wrap
 from ..trace import active as _tracing
-from .registry import RULES, differentiable
+from .registry import RULES
 
 _seq = itertools.count()
 _FLOAT16 = np.dtype(np.float16)
@@ -350,9 +350,7 @@ def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list 
 
 def _accumulate(t: Tensor, g: Tensor) -> None:
     """Add g into leaf t's .grad (float16 adds up in float32 and is stored as float16)."""
-    ag = t._ag
-    if g.shape != t.shape:
-        g = fit(g, t.shape, t._dtype)
+    ag = t._ag  # g has t's shape: run() fits every gradient, _root_grad checks a root's
     old = ag.grad
     new = _as(g if old is None else _add(old, g), t._dtype)
     set_grad(t, new if _mode.enabled else _detached(new))  # recording (create_graph): the grad keeps its graph
@@ -464,11 +462,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bo
     if not create_graph:
         found = [None if g is None else _detached(g) for g in found]
     return found
-
-
-def differentiable_ops() -> frozenset:
-    """The ops with a vjp rule."""
-    return differentiable()
 
 
 __all__ = ["backward", "grad", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "Node", "fit",
