@@ -9,7 +9,6 @@ import threading
 
 import numpy as np
 
-from ..api import dtypes as _dt
 from ..api.errors import InvalidArgumentError, KernelExecutionError, UnsupportedDTypeError
 from ..dispatch import dispatcher
 from ..dispatch.dispatcher import dispatch

@@ -204,10 +204,5 @@ def _topk(node, gv, gi=None):
     if gv is None:
         return (None,)
     axis = node.attrs.get("axis", -1) % x.ndim
-    index = wrap_index(node)
+    index = node.output(1)  # topk's int64 indices, kept by the node
     return (dispatch("scatter_elements", (zeros(x.shape, gv), index, gv), {"axis": axis, "reduction": "add"}),)
-
-
-def wrap_index(node):
-    """topk's index output (int64: kept by the node as data)."""
-    return node.output(1)
