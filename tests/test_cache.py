@@ -423,7 +423,9 @@ def _no_room_child(tmp_path, setup: str, **env) -> tuple[subprocess.CompletedPro
     if not devices:
         pytest.skip("no device compiles kernels here")
     full = {**os.environ, "HWADAPTER_CPU_KERNELS": "codegen", "PYTHONDONTWRITEBYTECODE": "1",
-            "HWADAPTER_CACHE_DIR": str(tmp_path / "cache"), "POCL_CACHE_DIR": str(tmp_path / "pocl"), **env}
+            "HWADAPTER_CACHE_DIR": str(tmp_path / "cache"), "POCL_CACHE_DIR": str(tmp_path / "pocl"),
+            # an empty user cache: stevedore writes its entry-point cache there when it has none for this sys.path
+            "XDG_CACHE_HOME": str(tmp_path / "xdg"), **env}
     code = f"NO_ROOM_WORDS = {NO_ROOM_WORDS!r}\n" + NO_ROOM_CHILD
     proc = subprocess.run([sys.executable, "-c", code, ",".join(devices), setup], env=full, capture_output=True,
                           text=True, timeout=120)

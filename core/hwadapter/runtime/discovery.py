@@ -28,6 +28,7 @@ from stevedore import ExtensionManager, NamedExtensionManager
 from ..api.config import config
 from ..api.errors import DeviceUnavailableError, short_repr
 from ..api.interfaces import API_VERSION, Plugin
+from . import diskroom
 
 log = logging.getLogger("hwadapter")
 GROUP = "hwadapter.plugins"
@@ -394,6 +395,16 @@ class _Scan:
         return out
 
 
+def _listed() -> list:
+    """The group's entry points: stevedore's (through its cache), or importlib's where a file-size limit is set,
+    since stevedore writes its cache file (about 10 KiB per environment) without checking for room, and that write
+    kills a process that left SIGXFSZ at its default."""
+    if diskroom.file_limit() is not None:
+        return list(importlib.metadata.entry_points(group=GROUP))  # what stevedore would list, no file written
+    # names=[]: stevedore lists the group and loads none of it
+    return NamedExtensionManager(GROUP, names=[], on_missing_entrypoints_callback=None).list_entry_points()
+
+
 class _Registry:
     """Entry-point names are read once; each plugin is loaded on its first use."""
 
@@ -411,9 +422,7 @@ class _Registry:
         """name -> entry point value, in discovery order; a conflicting name maps to all its values."""
         with self._lock:
             if self._names is None:
-                # names=[]: stevedore lists the group (through its cache) and loads none of it
-                eps = NamedExtensionManager(GROUP, names=[], on_missing_entrypoints_callback=None)
-                scan = _Scan(eps.list_entry_points())
+                scan = _Scan(_listed())
                 self._scan, self._names = scan, scan.names()
                 self._warn(scan)
             return self._names
