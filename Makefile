@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml setup.py core/native/native.cpp core/hwadapter/include/
 	./scripts/ensure-opencl.sh
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,paddle]' $(addprefix -e ,$(PLUGINS) $(BRIDGES))
+	$(PY) -m pip install -q -e '.[test,paddle,mpi]' $(addprefix -e ,$(PLUGINS) $(BRIDGES))
 	touch $@
 
 demo: $(STAMP)
