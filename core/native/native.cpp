@@ -19,11 +19,13 @@ struct NativeFailure {
   int status;
   std::string message;
   bool in_kernel = false;  // a kernel's own failure is a KernelExecutionError
+  bool in_comm = false;    // a communication function's failure is a CollectiveError (bad arguments stay so)
 };
 
 // Fields up to and including `memory_info` (the 1.0 table) must be present for a table to be usable.
 constexpr size_t kMinStructSize = offsetof(HwaDeviceInterface, memory_info) + sizeof(void *);
 constexpr size_t kMaxInputs = 64;
+constexpr size_t kMaxUniqueId = 4096;  // bytes of a communicator's unique id (device_api.h)
 constexpr int kKnownDTypes[] = {HWA_BOOL, HWA_UINT8, HWA_INT8, HWA_INT16, HWA_INT32,
                                 HWA_INT64, HWA_FLOAT16, HWA_FLOAT32, HWA_FLOAT64};
 
@@ -101,6 +103,13 @@ class NativeDevice {
   bool has_streams() const { return t_.stream_create != nullptr; }
   bool has_properties() const { return t_.get_properties != nullptr; }
   bool has_current_device() const { return t_.set_device && t_.get_device; }
+  bool has_collectives() const { return t_.comm_init_rank != nullptr; }
+  // Which communication functions the library has (the six required ones are all there when has_collectives).
+  py::dict comm_functions() const {
+    py::dict d;
+    for (auto &f : comm_table()) d[f.name] = f.fn != nullptr;
+    return d;
+  }
   py::dict async_copies() const {
     py::dict d;
     d["h2d"] = t_.memcpy_h2d_async != nullptr;
@@ -221,6 +230,93 @@ class NativeDevice {
     call(t_.event_synchronize(dev, as_event(e)), "event_synchronize");
   }
 
+  // Communicators (1.2), as integers (the library's HwaComm handles); buffers are device addresses.
+  py::bytes comm_unique_id() {
+    need_comm(t_.comm_unique_id, "comm_unique_id");
+    size_t n = 0;
+    comm_call(t_.comm_unique_id_size(&n), "comm_unique_id_size");
+    if (n == 0 || n > kMaxUniqueId)
+      throw comm_failure(HWA_ERROR, "comm_unique_id_size gave " + std::to_string(n) + " bytes (1 to " +
+                                        std::to_string(kMaxUniqueId) + " allowed)");
+    std::string id(n, '\0');
+    {
+      py::gil_scoped_release release;
+      comm_call(t_.comm_unique_id(&id[0], n), "comm_unique_id");
+    }
+    return py::bytes(id);
+  }
+  uintptr_t comm_init_rank(int dev, const py::bytes &id, int nranks, int rank) {
+    need_comm(t_.comm_init_rank, "comm_init_rank");
+    std::string data = id;
+    HwaComm comm = nullptr;
+    {
+      py::gil_scoped_release release;  // every rank of the group meets here: others must run meanwhile
+      comm_call(t_.comm_init_rank(dev, data.data(), data.size(), nranks, rank, &comm), "comm_init_rank");
+    }
+    return reinterpret_cast<uintptr_t>(comm);
+  }
+  void comm_destroy(uintptr_t comm) {
+    need_comm(t_.comm_destroy, "comm_destroy");
+    py::gil_scoped_release release;
+    comm_call(t_.comm_destroy(as_comm(comm)), "comm_destroy");
+  }
+  void all_reduce(uintptr_t send, uintptr_t recv, size_t count, int dtype, int op, uintptr_t comm, uintptr_t stream) {
+    need_comm(t_.all_reduce, "all_reduce");
+    py::gil_scoped_release release;
+    comm_call(t_.all_reduce(ptr(send), ptr(recv), count, HwaDType(dtype), HwaReduceOp(op), as_comm(comm),
+                            as_stream(stream)), "all_reduce");
+  }
+  void broadcast(uintptr_t buf, size_t count, int dtype, int root, uintptr_t comm, uintptr_t stream) {
+    need_comm(t_.broadcast, "broadcast");
+    py::gil_scoped_release release;
+    comm_call(t_.broadcast(ptr(buf), count, HwaDType(dtype), root, as_comm(comm), as_stream(stream)), "broadcast");
+  }
+  void reduce(uintptr_t send, uintptr_t recv, size_t count, int dtype, int op, int root, uintptr_t comm,
+              uintptr_t stream) {
+    need_comm(t_.reduce, "reduce");
+    py::gil_scoped_release release;
+    comm_call(t_.reduce(ptr(send), ptr(recv), count, HwaDType(dtype), HwaReduceOp(op), root, as_comm(comm),
+                        as_stream(stream)), "reduce");
+  }
+  void all_gather(uintptr_t send, uintptr_t recv, size_t count, int dtype, uintptr_t comm, uintptr_t stream) {
+    need_comm(t_.all_gather, "all_gather");
+    py::gil_scoped_release release;
+    comm_call(t_.all_gather(ptr(send), ptr(recv), count, HwaDType(dtype), as_comm(comm), as_stream(stream)),
+              "all_gather");
+  }
+  void reduce_scatter(uintptr_t send, uintptr_t recv, size_t recv_count, int dtype, int op, uintptr_t comm,
+                      uintptr_t stream) {
+    need_comm(t_.reduce_scatter, "reduce_scatter");
+    py::gil_scoped_release release;
+    comm_call(t_.reduce_scatter(ptr(send), ptr(recv), recv_count, HwaDType(dtype), HwaReduceOp(op), as_comm(comm),
+                                as_stream(stream)), "reduce_scatter");
+  }
+  void all_to_all(uintptr_t send, uintptr_t recv, size_t count, int dtype, uintptr_t comm, uintptr_t stream) {
+    need_comm(t_.all_to_all, "all_to_all");
+    py::gil_scoped_release release;
+    comm_call(t_.all_to_all(ptr(send), ptr(recv), count, HwaDType(dtype), as_comm(comm), as_stream(stream)),
+              "all_to_all");
+  }
+  void send(uintptr_t buf, size_t count, int dtype, int peer, uintptr_t comm, uintptr_t stream) {
+    need_comm(t_.send, "send");
+    py::gil_scoped_release release;
+    comm_call(t_.send(ptr(buf), count, HwaDType(dtype), peer, as_comm(comm), as_stream(stream)), "send");
+  }
+  void recv(uintptr_t buf, size_t count, int dtype, int peer, uintptr_t comm, uintptr_t stream) {
+    need_comm(t_.recv, "recv");
+    py::gil_scoped_release release;
+    comm_call(t_.recv(ptr(buf), count, HwaDType(dtype), peer, as_comm(comm), as_stream(stream)), "recv");
+  }
+  void group_start() {
+    need_comm(t_.group_start, "group_start");
+    comm_call(t_.group_start(), "group_start");
+  }
+  void group_end() {
+    need_comm(t_.group_end, "group_end");
+    py::gil_scoped_release release;  // the fused calls run here
+    comm_call(t_.group_end(), "group_end");
+  }
+
   // The library's kernels: (index, op, input dtype codes) each.
   py::list kernels() const {
     py::list out;
@@ -275,6 +371,22 @@ class NativeDevice {
   static void *ptr(uintptr_t p) { return reinterpret_cast<void *>(p); }
   static HwaStream as_stream(uintptr_t s) { return reinterpret_cast<HwaStream>(s); }
   static HwaEvent as_event(uintptr_t e) { return reinterpret_cast<HwaEvent>(e); }
+  static HwaComm as_comm(uintptr_t c) { return reinterpret_cast<HwaComm>(c); }
+  struct Named {
+    const char *name;
+    const void *fn;
+  };
+  // The communication functions: the first six are required of a library that has any.
+  static constexpr size_t kRequiredComm = 6;
+  std::vector<Named> comm_table() const {
+    return {{"comm_unique_id_size", (void *)t_.comm_unique_id_size}, {"comm_unique_id", (void *)t_.comm_unique_id},
+            {"comm_init_rank", (void *)t_.comm_init_rank},           {"comm_destroy", (void *)t_.comm_destroy},
+            {"all_reduce", (void *)t_.all_reduce},                   {"broadcast", (void *)t_.broadcast},
+            {"reduce", (void *)t_.reduce},                           {"all_gather", (void *)t_.all_gather},
+            {"reduce_scatter", (void *)t_.reduce_scatter},           {"all_to_all", (void *)t_.all_to_all},
+            {"send", (void *)t_.send},                               {"recv", (void *)t_.recv},
+            {"group_start", (void *)t_.group_start},                 {"group_end", (void *)t_.group_end}};
+  }
   // stream_create / event_create: fn(dev, &handle), the handle as an integer.
   template <class Handle>
   uintptr_t create(int (*fn)(int, Handle *), int dev, const char *what) {
@@ -285,10 +397,6 @@ class NativeDevice {
   }
 
   void check_functions() {
-    struct Named {
-      const char *name;
-      const void *fn;
-    };
     const Named required[] = {{"device_count", (void *)t_.device_count}, {"allocate", (void *)t_.allocate},
                               {"deallocate", (void *)t_.deallocate},     {"memcpy_h2d", (void *)t_.memcpy_h2d},
                               {"memcpy_d2h", (void *)t_.memcpy_d2h},     {"memcpy_d2d", (void *)t_.memcpy_d2d},
@@ -305,6 +413,23 @@ class NativeDevice {
     if (!have.empty() && !missing.empty())
       fail("implements some stream and event functions but leaves " + missing +
            "empty: streams and events are all ten functions or none");
+    check_comm_functions();
+  }
+  void check_comm_functions() {
+    std::vector<Named> comm = comm_table();
+    std::string missing;
+    bool any = false;
+    for (size_t i = 0; i < comm.size(); ++i) {
+      any = any || comm[i].fn;
+      if (i < kRequiredComm && !comm[i].fn) missing += std::string(comm[i].name) + " ";
+    }
+    if (any && !missing.empty())
+      fail("implements communication functions but leaves " + missing +
+           "empty: a communicator needs comm_unique_id_size, comm_unique_id, comm_init_rank, comm_destroy, "
+           "all_reduce and broadcast (the others are optional), or none of them for hwadapter's default one on MPI");
+    if (!t_.group_start != !t_.group_end)
+      fail(std::string("sets ") + (t_.group_start ? "group_start" : "group_end") + " but leaves " +
+           (t_.group_start ? "group_end" : "group_start") + " empty: both or neither");
   }
   void check_kernels() {
     if (t_.num_kernels && !t_.kernels) fail("declares " + std::to_string(t_.num_kernels) + " kernels but kernels is NULL");
@@ -328,6 +453,23 @@ class NativeDevice {
   }
   static void need(bool fn, const char *name) {
     if (!fn) throw NativeFailure{HWA_UNSUPPORTED, std::string("the library does not implement ") + name};
+  }
+  template <class Fn>
+  void need_comm(Fn fn, const char *name) const {
+    if (!fn) {
+      NativeFailure f{HWA_UNSUPPORTED, device_type() + " (" + path_ + ") has no " + name +
+                                           " in its communication functions (device_api.h 1.2)"};
+      f.in_comm = true;
+      throw f;
+    }
+  }
+  NativeFailure comm_failure(int rc, const std::string &what) const {
+    NativeFailure f = failure(rc, what);
+    f.in_comm = true;
+    return f;
+  }
+  void comm_call(int rc, const char *what) const {
+    if (rc != HWA_OK) throw comm_failure(rc, what);
   }
   std::string last_error_suffix() const {
     const char *msg = t_.last_error ? t_.last_error() : nullptr;
@@ -374,6 +516,13 @@ PYBIND11_MODULE(_native, m) {
   m.attr("ATTR_FLOAT") = int(HWA_ATTR_FLOAT);
   m.attr("ATTR_INTS") = int(HWA_ATTR_INTS);
   m.attr("ATTR_STRING") = int(HWA_ATTR_STRING);
+  py::dict reduce_ops;
+  reduce_ops["sum"] = int(HWA_REDUCE_SUM);
+  reduce_ops["avg"] = int(HWA_REDUCE_AVG);
+  reduce_ops["max"] = int(HWA_REDUCE_MAX);
+  reduce_ops["min"] = int(HWA_REDUCE_MIN);
+  reduce_ops["prod"] = int(HWA_REDUCE_PROD);
+  m.attr("REDUCE_OPS") = reduce_ops;  // reduce op name -> HwaReduceOp
   // A failed call becomes the hwadapter error its status stands for (imported when first needed: no cycle at load).
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -381,6 +530,7 @@ PYBIND11_MODULE(_native, m) {
     } catch (const NativeFailure &f) {
       const char *name = f.status == HWA_OUT_OF_MEMORY      ? "OutOfMemoryError"
                          : f.status == HWA_INVALID_ARGUMENT ? "InvalidArgumentError"
+                         : f.in_comm                        ? "CollectiveError"
                          : f.status == HWA_UNSUPPORTED      ? "KernelNotFoundError"
                          : f.in_kernel                      ? "KernelExecutionError"
                                                             : "HwAdapterError";
@@ -397,6 +547,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("has_properties", &NativeDevice::has_properties)
       .def_property_readonly("has_current_device", &NativeDevice::has_current_device)
       .def_property_readonly("async_copies", &NativeDevice::async_copies)
+      .def_property_readonly("has_collectives", &NativeDevice::has_collectives)
+      .def_property_readonly("comm_functions", &NativeDevice::comm_functions)
       .def("device_count", &NativeDevice::device_count)
       .def("allocate", &NativeDevice::allocate)
       .def("deallocate", &NativeDevice::deallocate)
@@ -421,6 +573,28 @@ PYBIND11_MODULE(_native, m) {
       .def("event_record", &NativeDevice::event_record)
       .def("event_query", &NativeDevice::event_query)
       .def("event_synchronize", &NativeDevice::event_synchronize)
+      .def("comm_unique_id", &NativeDevice::comm_unique_id)
+      .def("comm_init_rank", &NativeDevice::comm_init_rank, py::arg("dev"), py::arg("id"), py::arg("nranks"),
+           py::arg("rank"))
+      .def("comm_destroy", &NativeDevice::comm_destroy)
+      .def("all_reduce", &NativeDevice::all_reduce, py::arg("send"), py::arg("recv"), py::arg("count"),
+           py::arg("dtype"), py::arg("op"), py::arg("comm"), py::arg("stream") = 0)
+      .def("broadcast", &NativeDevice::broadcast, py::arg("buf"), py::arg("count"), py::arg("dtype"), py::arg("root"),
+           py::arg("comm"), py::arg("stream") = 0)
+      .def("reduce", &NativeDevice::reduce, py::arg("send"), py::arg("recv"), py::arg("count"), py::arg("dtype"),
+           py::arg("op"), py::arg("root"), py::arg("comm"), py::arg("stream") = 0)
+      .def("all_gather", &NativeDevice::all_gather, py::arg("send"), py::arg("recv"), py::arg("count"),
+           py::arg("dtype"), py::arg("comm"), py::arg("stream") = 0)
+      .def("reduce_scatter", &NativeDevice::reduce_scatter, py::arg("send"), py::arg("recv"), py::arg("recv_count"),
+           py::arg("dtype"), py::arg("op"), py::arg("comm"), py::arg("stream") = 0)
+      .def("all_to_all", &NativeDevice::all_to_all, py::arg("send"), py::arg("recv"), py::arg("count"),
+           py::arg("dtype"), py::arg("comm"), py::arg("stream") = 0)
+      .def("send", &NativeDevice::send, py::arg("buf"), py::arg("count"), py::arg("dtype"), py::arg("peer"),
+           py::arg("comm"), py::arg("stream") = 0)
+      .def("recv", &NativeDevice::recv, py::arg("buf"), py::arg("count"), py::arg("dtype"), py::arg("peer"),
+           py::arg("comm"), py::arg("stream") = 0)
+      .def("group_start", &NativeDevice::group_start)
+      .def("group_end", &NativeDevice::group_end)
       .def("kernels", &NativeDevice::kernels)
       .def("call_kernel", &NativeDevice::call_kernel);
 }

@@ -8,10 +8,10 @@ import numpy as np
 
 from ..api.errors import DeviceUnavailableError
 from ..api.interfaces import API_VERSION, DeviceProperties, Event, HostEvent, HostStream, Plugin, Runtime, Stream
-from . import native_kernels
+from . import native_comm, native_kernels
 
 #: (MAJOR, MINOR) of the C device ABI (HWA_API_MAJOR/MINOR in device_api.h), versioned apart from the Python plugin API.
-NATIVE_API_VERSION = (1, 1)
+NATIVE_API_VERSION = (1, 2)
 #: The folder holding hwadapter/device_api.h, installed with hwadapter: compile a vendor library with -I this.
 NATIVE_INCLUDE = Path(__file__).resolve().parents[1] / "include"
 
@@ -166,7 +166,8 @@ class NativeRuntime(Runtime):
 class NativePlugin(Plugin):
     """Base of a plugin shim for a C device library: set `library` to its path (or override `library_path`).
 
-    The library's kernels (device_api.h 1.1) are registered with each device's kernel table."""
+    The library's kernels (device_api.h 1.1) are registered with each device's kernel table; its communicators
+    (1.2) are each device's collectives."""
 
     library: str = ""
     api_version = API_VERSION  # the core's own adapter; the C library's ABI is checked on loading (NATIVE_API_VERSION)
@@ -197,9 +198,22 @@ class NativePlugin(Plugin):
         """The library's kernels, each for its (op, input dtypes); ops without one run through fallback."""
         native_kernels.register(self._loaded(), kernels)
 
+    def collectives(self, device) -> native_comm.NativeCollectives | None:
+        """The library's own communicators when it has the communication functions (1.2), else None: MPI's."""
+        lib = self._loaded()
+        return native_comm.NativeCollectives(lib, device) if lib.has_collectives else None
+
     def levels(self) -> list[str]:
-        """"op" only when the library has kernels (or a subclass registers its own)."""
+        """"op" only when the library has kernels (or a subclass registers its own); "collectives" only when it has
+        communicators (or a subclass brings its own)."""
         out = super().levels()
+        if "collectives" in out and type(self).collectives is NativePlugin.collectives:
+            try:
+                has = self._loaded().has_collectives
+            except DeviceUnavailableError:
+                has = False
+            if not has:
+                out.remove("collectives")
         if "op" in out and type(self).register_kernels is NativePlugin.register_kernels:
             try:
                 has = bool(self._loaded().kernels())

@@ -8,11 +8,12 @@
  * newer. Minor versions only append fields, so a table built against an older header still loads:
  * the core reads no field at or past the library's struct_size (those are treated as absent, NULL).
  * Every function added after 1.0 is optional; see docs/native-abi.md for what the core does
- * without each one.
+ * without each one. 1.1 added properties, streams, events and kernels; 1.2 communicators (collectives).
  *
  * Memory is flat: `allocate` returns a device address that the core (and a second framework, e.g. a
  * Paddle custom-device shim) may offset by pointer arithmetic. Threads: the core calls memory,
- * copy and kernel functions without holding Python's GIL, possibly from several threads at once.
+ * copy, kernel and communication functions without holding Python's GIL, possibly from several
+ * threads at once.
  */
 #ifndef HWADAPTER_DEVICE_API_H
 #define HWADAPTER_DEVICE_API_H
@@ -21,7 +22,7 @@
 #include <stdint.h>
 
 #define HWA_API_MAJOR 1
-#define HWA_API_MINOR 1
+#define HWA_API_MINOR 2
 
 /* Statuses. */
 #define HWA_OK 0
@@ -52,6 +53,19 @@ extern "C" {
 /* 1.1: opaque handles the library defines. A NULL stream is the device's default stream. */
 typedef struct HwaStream_st *HwaStream;
 typedef struct HwaEvent_st *HwaEvent;
+/* 1.2: a communicator the library defines: one device's member of a group of ranks (NCCL's ncclComm_t,
+ * Paddle's C_CCLComm). */
+typedef struct HwaComm_st *HwaComm;
+
+/* 1.2: reductions; the numbering is Paddle's C_CCLReduceOp's. AVG is the sum divided by the number of ranks
+ * (floor division for integers, as numpy's //). */
+typedef enum HwaReduceOp {
+  HWA_REDUCE_SUM = 0,
+  HWA_REDUCE_AVG = 1,
+  HWA_REDUCE_MAX = 2,
+  HWA_REDUCE_MIN = 3,
+  HWA_REDUCE_PROD = 4
+} HwaReduceOp;
 
 /* 1.1: what a device says about itself. The core zeroes it and sets struct_size to the size it was
  * compiled with; the library writes no field at or past struct_size (strings NUL-terminated). */
@@ -157,6 +171,46 @@ typedef struct HwaDeviceInterface {
   /* The library's kernels: `num_kernels` definitions, registered with the device's kernel table. */
   size_t num_kernels;
   const HwaKernelDef *kernels;
+
+  /* ---- 1.2: communication, all optional ----
+   * A library brings its own communicator (as NCCL, or Paddle's xccl_* functions) with the six required ones
+   * (comm_unique_id_size, comm_unique_id, comm_init_rank, comm_destroy, all_reduce, broadcast) or none of them:
+   * without them hwadapter runs collectives on its default MPI communicator, staged through host memory. Each
+   * of the others is optional: called without it, the core raises CollectiveError naming it.
+   *
+   * Set-up, as ncclGetUniqueId / ncclCommInitRank: the core calls comm_unique_id on the group's rank 0, hands
+   * those bytes to every rank of the group (over MPI), and every rank calls comm_init_rank with them.
+   * Buffers are device addresses (from allocate, possibly offset); counts are elements of `dtype`; ranks and
+   * roots are ranks in the communicator's group. Each call is queued on `stream` (NULL: the default stream)
+   * after the work queued there before it; it may return before it completes: it has completed once that
+   * stream is synchronised (or queried done). A library without streams completes each call before it
+   * returns. The core keeps the buffers alive until then. Every rank of a group must make the same calls in
+   * the same order. An unsupported dtype or op: HWA_UNSUPPORTED with a last_error message. */
+  int (*comm_unique_id_size)(size_t *size);        /* bytes of a unique id (at most 4096) */
+  int (*comm_unique_id)(void *id, size_t size);    /* writes a new id: what the group's ranks need to meet */
+  int (*comm_init_rank)(int device, const void *id, size_t size, int nranks, int rank, HwaComm *comm);
+  int (*comm_destroy)(HwaComm comm);
+  /* recv = op over every rank's send; recv may equal send (in place). */
+  int (*all_reduce)(const void *send, void *recv, size_t count, HwaDType dtype, HwaReduceOp op, HwaComm comm,
+                    HwaStream stream);
+  /* Every rank's buf = rank root's buf. */
+  int (*broadcast)(void *buf, size_t count, HwaDType dtype, int root, HwaComm comm, HwaStream stream);
+  /* Rank root's recv = op over every rank's send; the others' recv is not written. */
+  int (*reduce)(const void *send, void *recv, size_t count, HwaDType dtype, HwaReduceOp op, int root, HwaComm comm,
+                HwaStream stream);
+  /* recv (nranks * count elements) = every rank's send (count elements), in rank order. */
+  int (*all_gather)(const void *send, void *recv, size_t count, HwaDType dtype, HwaComm comm, HwaStream stream);
+  /* recv (recv_count elements) = this rank's part of op over every rank's send (nranks * recv_count). */
+  int (*reduce_scatter)(const void *send, void *recv, size_t recv_count, HwaDType dtype, HwaReduceOp op,
+                        HwaComm comm, HwaStream stream);
+  /* send and recv in nranks parts of count elements: recv's part j = rank j's send's part (this rank). */
+  int (*all_to_all)(const void *send, void *recv, size_t count, HwaDType dtype, HwaComm comm, HwaStream stream);
+  /* Point to point: rank peer posts the matching recv / send. */
+  int (*send)(const void *buf, size_t count, HwaDType dtype, int peer, HwaComm comm, HwaStream stream);
+  int (*recv)(void *buf, size_t count, HwaDType dtype, int peer, HwaComm comm, HwaStream stream);
+  /* Calls between them may be fused (NCCL's ncclGroupStart/End); both or neither. */
+  int (*group_start)(void);
+  int (*group_end)(void);
 } HwaDeviceInterface;
 
 /* The one symbol a vendor library exports. */
