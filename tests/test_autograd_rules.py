@@ -57,6 +57,14 @@ def scatter_nd(x, index, updates):
 
 # --- one case per op with a rule --------------------------------------------------------------------------------
 _R = np.random.default_rng(1)
+
+
+def _collective(name, x, **attrs):
+    """op across the ranks of this process's world (of one: MPI starts as a singleton)."""
+    from hwadapter import distributed as dist  # lazy: only these two cases start MPI
+    group = dist.init_parallel_env()
+    group.communicator(x.device)
+    return dispatch(name, (x,), {"group": group.id, **attrs})
 _POS = np.abs(_R.standard_normal((2, 3))) + 0.5
 _UNIT = _R.uniform(-0.8, 0.8, (2, 3))
 _UNARY_DOMAIN = {"log": _POS, "sqrt": _POS, "rsqrt": _POS, "reciprocal": _POS, "asin": _UNIT, "acos": _UNIT,
@@ -129,6 +137,9 @@ EXAMPLES = {
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (2, 3)), [normal(_R, (1, 2, 5, 7))]),
     "lrn": (lambda x: F.local_response_norm(x, 3, alpha=0.5, beta=0.75, k=1.5), [normal(_R, (2, 4, 2, 3))]),
     "resize": (lambda x: resize(x, (1, 2, 5, 3), "linear"), [normal(_R, (1, 2, 3, 4))]),
+    # a world of one process here (tests/test_distributed.py checks them across ranks, with SyncBatchNorm)
+    "all_reduce": (lambda x: _collective("all_reduce", x, op="avg"), [normal(_R, (2, 3))]),
+    "broadcast": (lambda x: _collective("broadcast", x, root=0), [normal(_R, (3,))]),
 }
 
 #: Ops of the op set with float results and no vjp rule, and why. Integer- and bool-only ops (comparisons, logical

@@ -108,7 +108,7 @@ def test_header_and_extension_agree_with_the_python_api():
     header = (HEADER_DIR / "hwadapter" / "device_api.h").read_text()
     major = int(re.search(r"#define HWA_API_MAJOR (\d+)", header).group(1))
     minor = int(re.search(r"#define HWA_API_MINOR (\d+)", header).group(1))
-    assert _native.API_VERSION == (major, minor) == plugin.NATIVE_API_VERSION == (1, 1)  # the C ABI, versioned apart
+    assert _native.API_VERSION == (major, minor) == plugin.NATIVE_API_VERSION == (1, 2)  # the C ABI, versioned apart
     # every dtype hwadapter has, with the numbers of the header (which are Paddle's C_DataType's)
     codes = {name.lower(): int(v) for name, v in re.findall(r"HWA_(BOOL|U?INT\d+|FLOAT\d+) = (\d+)", header)}
     assert _native.DTYPES == codes and set(codes) == {d.name for d in hw.dtypes.ALL}
@@ -147,7 +147,7 @@ def test_library_round_trip_memset_and_oom(tmp_path):
 @pytest.mark.parametrize("major,minor", [(2, 0), (1, 7), (0, 9)])
 def test_incompatible_library_is_rejected_with_the_versions(tmp_path, major, minor):
     with pytest.raises(hw.DeviceUnavailableError, match=rf"implements device API {major}\.{minor}, this hwadapter "
-                                                        rf"provides 1\.1.*rebuild it"):
+                                                        rf"provides 1\.2.*rebuild it"):
         load_library(_build(tmp_path, major, minor))
 
 
@@ -316,7 +316,7 @@ def test_cdemo_runtime_streams_events_errors_and_oom(cdemo):
     rt = devices.get("cdemo:1").runtime
     props = rt.properties()
     assert (props.name, props.vendor, props.extra["native_api"]) == ("cdemo emulated device 1", "hwadapter examples",
-                                                                     (1, 1))
+                                                                     (1, 2))
     free0, total = rt.memory_info()
     assert total == props.total_memory == 256 << 20
     host = np.arange(1000, dtype=np.float32)

@@ -72,7 +72,7 @@ def test_device_library_through_hwadapters_native_runtime(name):
     rt = host.native_runtime(path)
     free0, total = rt.memory_info()
     props = rt.properties()
-    assert total > 0 and props.total_memory == total and props.extra["native_api"] == (1, 1)
+    assert total > 0 and props.total_memory == total and props.extra["native_api"] == (1, 2)
     assert props.extra["alignment"] >= 64
     data = np.random.default_rng(3).standard_normal(1000).astype(np.float32)
     a, b = rt.allocate(data.nbytes), rt.allocate(data.nbytes)

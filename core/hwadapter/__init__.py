@@ -22,7 +22,7 @@ bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 #: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
 _PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random", "metric", "hapi", "autograd", "trace",
-             "jit", "serialize")
+             "jit", "serialize", "distributed")
 
 
 def _frontend() -> dict:
@@ -41,14 +41,20 @@ def _frontend() -> dict:
              "autograd": autograd, "grad": autograd.grad, "no_grad": autograd.no_grad,
              "enable_grad": autograd.enable_grad, "is_grad_enabled": autograd.is_grad_enabled,
              "set_grad_enabled": autograd.set_grad_enabled, "create_parameter": autograd.create_parameter,
-             "ParamAttr": nn.ParamAttr, "Model": hapi.Model}
+             "ParamAttr": nn.ParamAttr, "Model": hapi.Model, "DataParallel": _data_parallel}
     names.update({n: getattr(ops, n) for n in ops.__all__})
     names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
                         "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError", "save", "load",
                         "io", "autograd", "grad", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
-                        "create_parameter", "ParamAttr", "optimizer", "random", "metric", "Model"] + list(ops.__all__)
+                        "create_parameter", "ParamAttr", "optimizer", "random", "metric", "Model", "DataParallel",
+                        "distributed"] + list(ops.__all__)
     globals().update(names)
     return names
+
+
+def _data_parallel(layers, *args, **kwargs):
+    """hw.DataParallel: hwadapter.distributed.DataParallel (imported on first use: it needs MPI)."""
+    return importlib.import_module(".distributed", __name__).DataParallel(layers, *args, **kwargs)
 
 
 def __getattr__(name):

@@ -75,3 +75,8 @@ def short_repr(obj, limit: int = 80) -> str:
     except Exception:
         text = f"<{type(obj).__name__} object>"
     return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+class CollectiveError(HwAdapterError, RuntimeError):
+    """A collective failed across ranks: a rank died, raised or never joined within the time limit, or the ranks
+    disagreed (shapes, dtypes, op); or the device's communicator lacks what was asked."""

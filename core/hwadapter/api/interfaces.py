@@ -20,7 +20,7 @@ from . import dtypes as _dtypes
 from .errors import DeviceUnavailableError, PluginLoadError, short_repr
 
 #: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
-API_VERSION = (2, 0)  # 2.0: codegen_backend and subgraph_backend receive the Device, not its Runtime
+API_VERSION = (2, 1)  # 2.0: codegen_backend and subgraph_backend receive the Device; 2.1: collectives
 
 
 @dataclass(frozen=True)
@@ -301,6 +301,11 @@ class Plugin(ABC):
         """Subgraph level: a new SubgraphBackend for `device` (the Device keeps it), or None."""
         return None
 
+    def collectives(self, device) -> "Collectives | None":
+        """Communication level (2.1): a hwadapter.plugin.Collectives for `device` (the Device keeps it), or None: the
+        device then gets the default communicator on MPI, staged through host memory where its memory is not."""
+        return None
+
     def native_library(self) -> str | None:
         """The path of a device_api.h library that gives this device type's memory, copies and streams to native hosts
         (another framework: the Paddle bridge), or None; raise DeviceUnavailableError saying why when it cannot be had
@@ -317,6 +322,8 @@ class Plugin(ABC):
             out.append("subgraph")
         if cls.codegen_backend is not Plugin.codegen_backend:
             out.append("codegen")
+        if cls.collectives is not Plugin.collectives:
+            out.append("collectives")
         return out
 
 

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from . import shapes as _shapes, vjp_meta
+from .collectives import COLLECTIVE_OPS
 from .errors import InvalidArgumentError, UnsupportedDTypeError
 
 BOOL = np.dtype(np.bool_)
@@ -331,6 +332,7 @@ RULES.update({
     "max_pool2d_grad": _max_pool2d_grad, "adaptive_max_pool2d_grad": _adaptive_max_pool2d_grad,
 })
 RULES.update({op: _update(op) for op in UPDATE_INPUTS})
+RULES.update(dict.fromkeys(COLLECTIVE_OPS, _same))  # all_reduce, broadcast across ranks: the input's shape and dtype
 
 
 def _fused(shapes, dtypes, attrs):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+import weakref
 
 import numpy as np
 
@@ -159,6 +160,22 @@ dispatcher.grad_hook = record
 
 
 # --- backward -----------------------------------------------------------------------------------------------------
+#: Watchers of backward passes that accumulate into .grad (hw.DataParallel): each has `ready(leaf)`, called as soon as
+#: a leaf's .grad holds this pass's total while the pass goes on (its all-reduce can start then), and `finished()`,
+#: called once the pass is done.
+watchers: weakref.WeakSet = weakref.WeakSet()
+
+
+def _last_uses(nodes: list) -> dict:
+    """id(leaf) -> the position in `nodes` of the last node that passes it a gradient."""
+    last = {}
+    for i, node in enumerate(nodes):
+        for t, need in zip(node.inputs, node.needs):
+            if need and t._ag is not None and t._ag.node is None:
+                last[id(t)] = i
+    return last
+
+
 def _nodes(roots: list) -> list:
     """Every node that the roots' results were computed through, newest first (a topological order)."""
     seen, stack = {}, [t._ag.node for t in roots if t._ag is not None and t._ag.node is not None]
@@ -304,13 +321,15 @@ def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list 
             ag = t._ag
             key = ("leaf", id(t)) if ag is None or ag.node is None else (id(ag.node), ag.index)
             want_keys.setdefault(key, []).append(i)
+    early = watchers and wanted is None and accumulate  # leaves get their .grad as soon as it is whole
+    last_use = _last_uses(nodes) if early else {}
     found = [None] * (len(wanted) if wanted is not None else 0)
     for key, idx in want_keys.items():  # a wanted tensor that is also a root
         if key in pending:
             for i in idx:
                 found[i] = pending[key]
     with set_grad_enabled(create):
-        for node in nodes:
+        for position, node in enumerate(nodes):
             grads = [pending.pop((id(node), i), None) for i in range(len(node.meta))]
             if all(g is None for g in grads):
                 continue
@@ -338,10 +357,21 @@ def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list 
                         pending[key] = _add(pending.get(key), g)
                 else:
                     pending[key] = _add(pending.get(key), g)
+            if early:
+                for t in node.inputs:
+                    if last_use.get(id(t)) == position and id(t) in leaves:
+                        _accumulate(leaves.pop(id(t)), pending.pop(("leaf", id(t))))
+                        for w in watchers:
+                            w.ready(t)
             if not retain:
                 node.inputs, node.outs, node.freed = (), (), True
         for k, t in leaves.items():
             _accumulate(t, pending.pop(("leaf", k)))
+            for w in (watchers if early else ()):
+                w.ready(t)
+    if early:
+        for w in list(watchers):
+            w.finished()
     if wanted is None:
         return None
     return [None if g is None else _as(g, t._dtype) for g, t in zip(found, wanted)]

@@ -60,7 +60,7 @@ def _not_found(op: str, dev, dtypes: tuple, why: str) -> KernelNotFoundError:
 
 def own(op: str, dev, dtypes: tuple):
     """The device's own way to run op: its kernel, else its kernel-primitive program, else None."""
-    return dev.kernels.find(op, dtypes) or dev.primitive(op)
+    return dev.kernels.find(op, dtypes) or dev.primitive(op) or dev.collective(op)
 
 
 def native_route(op: str, dev, dtypes: tuple):
@@ -68,7 +68,9 @@ def native_route(op: str, dev, dtypes: tuple):
     The partitioner's question (cold path: nothing is compiled or cached)."""
     if dev.kernels.find(op, dtypes) is not None:
         return "kernel"
-    return "codegen" if dev.primitive(op) is not None else None
+    if dev.primitive(op) is not None:
+        return "codegen"
+    return "kernel" if dev.collective(op) is not None else None
 
 
 def _fallback(op: str, dev, dtypes: tuple):

@@ -10,10 +10,11 @@ import threading
 import numpy as np
 
 from ..api.config import config
-from ..api.errors import DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
+from ..api.collectives import COLLECTIVE_OPS, Collectives
+from ..api.errors import CollectiveError, DeviceUnavailableError, HwAdapterError, InvalidDeviceError, PluginLoadError, short_repr
 from ..api.interfaces import DeviceProperties, KernelRegistrar, KernelTable, Runtime
 from ..api import reference, vjp_meta
-from . import codegen, contract
+from . import codegen, collective_ops, contract
 from .allocator import CachingAllocator
 from .discovery import BROKEN, TYPE_NAME, UNAVAILABLE, device_list, registry
 from .memory import DeviceArray
@@ -29,7 +30,8 @@ class Device:
     the caching allocator, the kernel table, the codegen and subgraph backends, primitive kernels and dispatch routes."""
 
     __slots__ = ("type", "index", "record", "routes", "codegen_unavailable", "_runtime", "_allocator", "_kernels",
-                 "_codegen", "_subgraph", "_primitives", "constants", "fused", "_str", "_lock", "__weakref__")
+                 "_codegen", "_subgraph", "_collectives", "_collective_kernels", "comms", "_primitives", "constants", "fused", "_str", "_lock",
+                 "__weakref__")
 
     def __init__(self, record, index: int):
         self.type, self.index, self.record = record.name, index, record
@@ -38,7 +40,10 @@ class Device:
         #: Why the plugin's codegen backend cannot compile here (None when it can, or there is none).
         self.codegen_unavailable: str | None = None
         self._runtime = self._allocator = self._kernels = None
-        self._codegen = self._subgraph = _UNSET
+        self._codegen = self._subgraph = self._collectives = _UNSET
+        #: group id -> this device's Communicator in that group (hwadapter.distributed sets them up).
+        self.comms: dict = {}
+        self._collective_kernels = None
         self._primitives: dict = {}
         #: (dtype, bytes) -> the 0-d DeviceArray of that value: `constant` uploads each scalar once.
         self.constants = BoundedCache(256)
@@ -141,6 +146,43 @@ class Device:
                     self._subgraph = self.plugin.subgraph_backend(self)
         return self._subgraph
 
+    @property
+    def collectives(self):
+        """The plugin's Collectives for this device (its own communicators), or None: the default one on MPI."""
+        if self._collectives is _UNSET:
+            with self._lock:
+                if self._collectives is _UNSET:
+                    try:
+                        found = self.plugin.collectives(self)
+                    except HwAdapterError:
+                        raise
+                    except Exception as err:
+                        raise contract.broken(self, "Plugin.collectives(device)",
+                                              f"raised {type(err).__name__}: {err}") from err
+                    if found is not None and not isinstance(found, Collectives):
+                        raise contract.returned(self, "Plugin.collectives(device)", found,
+                                                "a hwadapter.plugin.Collectives or None")
+                    self._collectives = found
+        return self._collectives
+
+    def collective(self, op: str):
+        """The kernel of collective op `op` (all_reduce, broadcast: run on this device's communicators), or None."""
+        if op not in COLLECTIVE_OPS:
+            return None
+        if self._collective_kernels is None:
+            self._collective_kernels = collective_ops.kernels(self)
+        return self._collective_kernels[op]
+
+    def communicator(self, group: int):
+        """This device's Communicator in group `group`."""
+        comm = self.comms.get(group)
+        if comm is None:
+            raise CollectiveError(f"{self}: no communicator for group {group} in this process. Fix: call "
+                                  f"hwadapter.distributed.init_parallel_env() (and new_group for a subgroup) before "
+                                  f"collectives, and run them on the device init_parallel_env chose",
+                                  fix="call hwadapter.distributed.init_parallel_env() first")
+        return comm
+
     def primitive(self, op: str):
         """The op's kernel-primitive program as a kernel of this device, or None (not written in primitives, or no
         codegen backend here). One per op: its bindings and loaded binaries serve every dtype."""
@@ -193,7 +235,7 @@ def is_op(name: str) -> bool:
     forward = vjp_meta.forward_of(name)
     if forward is not None:
         return is_op(forward)
-    return name in reference.KERNELS or name in codegen.op_set()  # op_set() imports hwadapter_kp: only if needed
+    return name in reference.KERNELS or name in COLLECTIVE_OPS or name in codegen.op_set()  # op_set() imports hwadapter_kp: only if needed
 
 
 _MAX_INDEX_DIGITS = 18  # keeps int() of the index cheap (and clear of Python's int-string length limit)

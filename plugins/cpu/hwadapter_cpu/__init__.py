@@ -24,7 +24,7 @@ __all__ = ["CpuPlugin", "CpuRuntime"]
 class CpuPlugin(Plugin):
     """The host CPU as one device, cpu:0; also the designated fallback device."""
 
-    api_version = (2, 0)
+    api_version = (2, 1)
 
     def device_count(self) -> int:
         return 1

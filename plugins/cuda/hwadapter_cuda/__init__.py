@@ -61,7 +61,7 @@ def _device_error(status, err: Exception | None = None) -> DeviceUnavailableErro
 class CudaPlugin(Plugin):
     """Every NVIDIA GPU cupy sees, as <type>:0, <type>:1, ..."""
 
-    api_version = (2, 0)
+    api_version = (2, 1)
 
     def device_count(self) -> int:
         cupy = load_cupy()

@@ -35,7 +35,7 @@ __version__ = "0.1.0"
 class OpenCLPlugin(Plugin):
     """Every device of every OpenCL platform, as <type>:0..N-1."""
 
-    api_version = (2, 0)
+    api_version = (2, 1)
 
     def device_count(self) -> int:
         return len(devices())

@@ -68,7 +68,7 @@ def _matmul(x, y, transpose_x=False, transpose_y=False):
 class TestDevPlugin(Plugin):
     """Two test devices with kernels for add, mul, relu and matmul in float32 only."""
 
-    api_version = (2, 0)
+    api_version = (2, 1)
 
     def device_count(self):
         return 2

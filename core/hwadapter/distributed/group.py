@@ -1,0 +1,163 @@
+"""Groups of ranks, and each group's communicator on a device: the plugin's own (from a unique id handed over MPI)
+or the default one on MPI, checked so that ranks that disagree on a call are told which rank passed what."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from ..api.collectives import Communicator
+from ..api.errors import CollectiveError, InvalidArgumentError
+from ..runtime import mpi
+from ..runtime.device import devices
+from .env import World
+
+
+class Group:
+    """Ranks (global, in group order) that run collectives together; `rank` is this process's place in it (-1: not
+    a member)."""
+
+    def __init__(self, world: World, gid: int, ranks: list[int], comm):
+        self.world, self.id, self.ranks, self.comm = world, gid, ranks, comm
+        self.rank = ranks.index(world.rank) if world.rank in ranks else -1
+        self.nranks = len(ranks)
+
+    @property
+    def world_size(self) -> int:
+        return self.nranks
+
+    def is_member(self) -> bool:
+        return self.rank >= 0
+
+    def get_group_rank(self, rank: int) -> int:
+        """The place of global `rank` in this group (-1 when it is not a member)."""
+        return self.ranks.index(rank) if rank in self.ranks else -1
+
+    def __repr__(self):
+        return f"Group(id={self.id}, ranks={self.ranks}, rank={self.rank})"
+
+    def communicator(self, device) -> Communicator:
+        """This group's communicator on `device`, made on first use (every member makes it at the same call)."""
+        comm = device.comms.get(self.id)
+        if comm is None:
+            if not self.is_member():
+                raise CollectiveError(f"rank {self.world.rank} is not in group {self.id} (ranks {self.ranks}). Fix: "
+                                      f"call collectives of a group only on its members")
+            comm = Checked(self._make(device), self) if self.world.check else self._make(device)
+            device.comms[self.id] = comm
+        return comm
+
+    def _make(self, device) -> Communicator:
+        own = device.collectives
+        if own is None:
+            return mpi.MpiCommunicator(device, self.comm, self.world.watch, self.world.timeout)
+        uid = own.unique_id() if self.rank == 0 else b""
+        size = np.array([len(uid)], np.int64)
+        self.comm.Bcast(size, root=0)
+        data = np.frombuffer(uid, np.uint8).copy() if self.rank == 0 else np.empty(int(size[0]), np.uint8)
+        self.comm.Bcast(data, root=0)
+        comm = own.communicator(data.tobytes(), self.rank, self.nranks)
+        if getattr(comm, "timeout", False) is None:  # a communicator that bounds its waits takes the job's limit
+            comm.timeout = self.world.timeout
+        return comm
+
+    def destroy(self) -> None:
+        for dev in devices.all():
+            comm = dev.comms.pop(self.id, None)
+            if comm is not None:
+                comm.destroy()
+
+
+def describe(call: str, buf, **attrs) -> str:
+    """What one rank passes to a call, as the others' error names it."""
+    extra = "".join(f", {k}={v}" for k, v in attrs.items() if v is not None)
+    return f"{call}({np.dtype(buf.dtype).name}{list(buf.shape)}{extra})"
+
+
+class Checked(Communicator):
+    """A communicator whose every call first checks, in one tiny all-reduce, that all ranks make the same call with
+    the same shapes and dtypes; when they do not, every rank raises naming what each passed (never a hang, never a
+    wrong result)."""
+
+    def __init__(self, inner: Communicator, group: Group):
+        self.inner, self.group = inner, group
+        self.rank, self.size = inner.rank, inner.size
+        self._MPI = mpi.module()
+        self._sig = np.empty(2, np.int64)
+
+    def __repr__(self):
+        return f"Checked({self.inner!r})"
+
+    def _agree(self, what: str) -> None:
+        h = zlib.crc32(what.encode())
+        self._sig[0], self._sig[1] = h, -h
+        w = self.group.world
+        mpi.wait(self._MPI, [self.group.comm.Iallreduce(self._MPI.IN_PLACE, self._sig, self._MPI.MAX)], what,
+                 w.watch, w.timeout)
+        if self._sig[0] == h and self._sig[1] == -h:
+            return
+        mine = np.zeros(256, np.uint8)
+        text = what.encode()[:256]
+        mine[:len(text)] = np.frombuffer(text, np.uint8)
+        everyone = np.empty((self.size, 256), np.uint8)
+        mpi.wait(self._MPI, [self.group.comm.Iallgather(mine, everyone)], what, w.watch, w.timeout)
+        texts = [bytes(row).rstrip(b"\0").decode("utf-8", "replace") for row in everyone]
+        said = "; ".join(f"rank {self.group.ranks[r]}: {text}" for r, text in enumerate(texts))
+        raise CollectiveError(f"the ranks of group {self.group.id} disagree on a collective ({said}). Fix: every rank "
+                              f"must make the same collective calls, in the same order, with tensors of the same "
+                              f"shape and dtype")
+
+    def all_reduce(self, send, recv, op="sum", stream=None):
+        self._agree(describe("all_reduce", send, op=op))
+        return self.inner.all_reduce(send, recv, op, stream)
+
+    def broadcast(self, buf, root, stream=None):
+        self._agree(describe("broadcast", buf, root=root))
+        return self.inner.broadcast(buf, root, stream)
+
+    def reduce(self, send, recv, op, root, stream=None):
+        self._agree(describe("reduce", send, op=op, root=root))
+        return self.inner.reduce(send, recv, op, root, stream)
+
+    def all_gather(self, send, recv, stream=None):
+        self._agree(describe("all_gather", send))
+        return self.inner.all_gather(send, recv, stream)
+
+    def reduce_scatter(self, send, recv, op="sum", stream=None):
+        self._agree(describe("reduce_scatter", send, op=op))
+        return self.inner.reduce_scatter(send, recv, op, stream)
+
+    def all_to_all(self, send, recv, stream=None):
+        self._agree(describe("all_to_all", send))
+        return self.inner.all_to_all(send, recv, stream)
+
+    def send(self, buf, peer, stream=None):  # point to point: the two ranks' calls differ by nature
+        return self.inner.send(buf, peer, stream)
+
+    def recv(self, buf, peer, stream=None):
+        return self.inner.recv(buf, peer, stream)
+
+    def barrier(self) -> None:
+        self._agree("barrier()")
+        self.inner.barrier()
+
+    def destroy(self) -> None:
+        self.inner.destroy()
+
+
+def make(world: World, ranks) -> Group:
+    """A new group of `ranks` (every rank of the world calls this, in the same order)."""
+    ranks = [int(r) for r in ranks]
+    if not ranks or len(set(ranks)) != len(ranks) or any(r < 0 or r >= world.size for r in ranks):
+        raise InvalidArgumentError(f"new_group({ranks}): ranks must be distinct, in 0..{world.size - 1}. Fix: pass "
+                                   f"ranks of this job (its world size is {world.size})")
+    gid = len(world.groups)
+    if ranks == list(range(world.size)) and gid == 0:
+        comm = world.comm.Dup()
+    elif world.rank in ranks:
+        comm = world.comm.Create_group(world.comm.Get_group().Incl(ranks), tag=gid)
+    else:
+        comm = None
+    group = Group(world, gid, ranks, comm)
+    world.groups.append(group)
+    return group
