@@ -200,3 +200,36 @@ def test_changing_a_parameter_a_pending_gradient_needs_is_an_error_naming_the_op
         p.set_value(p * 0)
     with pytest.raises(InvalidArgumentError, match="'mul'.*changed in place"):
         loss.backward()
+
+
+@pytest.mark.parametrize("dev", ["cpu:0"])
+def test_gradients_accumulate_across_to_static_calls_as_eagerly(dev):
+    """Micro-batches whose backward runs in one to_static function and the step in another: the second reads the
+    .grad the first left (a state input read at each run, never a constant of the trace), and a function traced
+    with no .grad present is traced again the first time one is (accumulating is another graph)."""
+    def run(static: bool):
+        hw.seed(0)
+        net = nn.Linear(3, 2)
+        opt = optimizer.SGD(learning_rate=0.1, parameters=net.parameters())
+
+        def grads(x):
+            loss = net(x).sum()
+            loss.backward()
+            return loss
+
+        def step(x):
+            loss = (net(x) ** 2).sum()
+            loss.backward()
+            opt.step()
+            opt.clear_grad()
+            return loss
+        if static:
+            grads, step = hw.jit.to_static(grads), hw.jit.to_static(step)
+        rng = np.random.default_rng(0)
+        for i in range(4):
+            for _ in range(1 + i % 2):  # one micro-batch, then two (the second accumulates into the first's .grad)
+                grads(hw.to_tensor(rng.standard_normal((2, 3)).astype(np.float32), device=dev))
+            step(hw.to_tensor(rng.standard_normal((2, 3)).astype(np.float32), device=dev))
+        return [p.numpy() for p in net.parameters()]
+    for a, b in zip(run(False), run(True)):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)

@@ -56,7 +56,7 @@ class _Entry:
     """One traced signature: its graph, how its outputs are shaped, its device state (parameters, optimizer state and
     gradients it reads and writes: hwadapter.trace.State), and the runner (made on first run)."""
 
-    __slots__ = ("graph", "structure", "device", "state", "runner", "lock", "keys", "used", "eager")
+    __slots__ = ("graph", "structure", "device", "state", "runner", "lock", "keys", "used", "eager", "variants")
 
     def __init__(self, graph, structure, device, state, eager=None):
         self.graph, self.structure, self.device, self.state, self.runner = graph, structure, device, state, None
@@ -64,6 +64,7 @@ class _Entry:
         self.keys: list = []  # its keys in the cache (the full one, and the fast one of tensor-only calls)
         self.used = next(_tick)
         self.eager = eager  # the function itself, run as is: its results need gradients outside (see _entry)
+        self.variants: dict = {}  # which probed gradients are present -> the trace for that (see _variant)
 
     def run(self, tensors: list, args=(), kwargs=None):
         self.used = next(_tick)
@@ -143,13 +144,32 @@ class StaticFunction:
             except AttributeError:  # not all tensors
                 entry = None
             if entry is not None:
+                if entry.state.probes and not entry.state.matches():
+                    entry = self._variant(entry, args, kwargs, list(args))
                 return entry.run(list(args), args)
         leaves: list = []
         _trace.flatten((args, kwargs), "", leaves)
         tensors = [t for _, t in leaves]
         if any(_trace.is_symbolic(t) for t in tensors):  # called inside another traced function: inlined
             return self._fn(*args, **kwargs)
-        return self._entry(args, kwargs, tensors).run(tensors, args, kwargs)
+        entry = self._entry(args, kwargs, tensors)
+        if entry.state.probes and not entry.state.matches():
+            entry = self._variant(entry, args, kwargs, tensors)
+        return entry.run(tensors, args, kwargs)
+
+    def _variant(self, entry: _Entry, args: tuple, kwargs: dict, tensors: list) -> _Entry:
+        """The trace of this signature for the gradients present now (accumulating into a .grad and starting one
+        afresh are different graphs), traced on first need and kept with the entry."""
+        presence = entry.state.presence()
+        variant = entry.variants.get(presence)
+        if variant is None:
+            with self._lock:
+                variant = entry.variants.get(presence)
+                if variant is None:
+                    graph, structure, state = _trace.trace(self._fn, args, kwargs, entry.device)
+                    variant = entry.variants[presence] = _Entry(graph, structure, entry.device, state, entry.eager)
+                    self._traces += 1
+        return variant
 
     def get_graph(self, *args, **kwargs):
         """The Graph traced for these arguments (traced now unless this signature was seen before)."""

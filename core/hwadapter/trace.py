@@ -20,6 +20,7 @@ from .api.errors import InvalidArgumentError, TracingError
 from .api import meta
 from .runtime.device import Device
 from .runtime.memory import DeviceArray
+from .dispatch import tensor as _dispatch_tensor
 from .dispatch.tensor import wrap
 from .tensor import Tensor, _make
 from .api.ir import Graph, Node, Value
@@ -181,6 +182,8 @@ class Tracer:
         self.state: list = []  # (input name, tensor) read
         self.writes: dict = {}  # id(tensor) -> (tensor, its data, device and dtype before the trace)
         self.grads: dict = {}  # id(tensor) -> (tensor, its .grad before the trace)
+        self.grad_reads: list = []  # (input name, GradState) whose .grad from before the trace the graph reads
+        self._grad_lifted: dict = {}  # id(GradState) -> the symbolic stand-in of its .grad
 
     def _name(self) -> str:
         name = str(self._count)
@@ -227,6 +230,22 @@ class Tracer:
                 lifted = _make(self.constant(tensor.numpy()), self.device)
             hit = self._lifted[id(tensor)] = (tensor, lifted)  # holds tensor: its id stays its
         return hit[1]
+
+    def lift_grad(self, ag) -> Tensor:
+        """The .grad a state held before the trace, as a state input read at each run (not a constant: it changes
+        between calls, e.g. gradients accumulated over micro-batches)."""
+        hit = self._grad_lifted.get(id(ag))
+        if hit is None:
+            grad = ag.grad
+            name = f"grad{len(self.grad_reads)}"
+            while name in self.values:
+                name += "_"
+            self.values[name] = Value(name, tuple(grad.shape), grad.dtype)
+            self.inputs.append(name)
+            self.state.append((name, GradOf(ag)))  # in input order with the other state reads
+            self.grad_reads.append((name, ag))
+            hit = self._grad_lifted[id(ag)] = _make(_symbol(self.device, name, grad.shape, grad.dtype), self.device)
+        return hit
 
     def assign(self, tensor: Tensor, value: Tensor) -> None:
         """tensor.set_value(value) inside the trace: from here on `tensor` is the symbolic value; after the trace it
@@ -408,26 +427,63 @@ def _finish(fn, tracer: Tracer, result):
                                f"from this function's arguments", fix="return tensors of this trace")
         outputs.append(tracer.output(t))
     needs_grad = any(t._ag is not None and t._ag.node is not None and not t._ag.node.freed for _, t in out_leaves)
+    absent = [t._ag for t, old in tracer.grads.values() if old is None]  # no .grad before: the graph reads none
     writes, grads = tracer.restore()
     state = State([t for _, t in tracer.state], [t for t, _ in writes], [t for t, _ in grads],
-                  [name is not None for _, name in grads], len(outputs), needs_grad)
+                  [name is not None for _, name in grads], len(outputs), needs_grad,
+                  [ag for _, ag in tracer.grad_reads], absent)
     outputs += [name for _, name in writes] + [name for _, name in grads if name is not None]
     return tracer.graph(outputs), out_structure, state
+
+
+class GradOf:
+    """A state read of the .grad a GradState holds at each run."""
+
+    __slots__ = ("ag",)
+
+    def __init__(self, ag):
+        self.ag = ag
+
+    def now(self) -> Tensor:
+        return wrap(self.ag.grad._data, self.ag.grad._device)
+
+
+def _read_grad(ag):
+    """Tensor.grad inside a trace: a gradient from before the trace is a state input (see Tracer.lift_grad)."""
+    tracer, grad = _active.get(), ag.grad
+    if tracer is None or is_symbolic(grad):
+        return grad
+    return tracer.lift_grad(ag)
+
+
+_dispatch_tensor.read_grad = _read_grad
 
 
 class State:
     """The device state of one trace: tensors read as extra inputs (after the arguments), written back from extra
     outputs (after the function's own), and whose .grad each run sets (to an output, or to None)."""
 
-    __slots__ = ("reads", "writes", "grads", "grad_set", "results", "needs_grad")
+    __slots__ = ("reads", "writes", "grads", "grad_set", "results", "needs_grad", "grad_reads", "absent", "probes")
 
-    def __init__(self, reads, writes, grads, grad_set, results, needs_grad):
+    def __init__(self, reads, writes, grads, grad_set, results, needs_grad, grad_reads=(), absent=()):
         self.reads, self.writes, self.grads, self.grad_set = reads, writes, grads, grad_set
         self.results, self.needs_grad = results, needs_grad  # the function's own outputs; one needs a gradient
+        #: GradStates whose .grad the graph reads (it had one when traced), and those it had none (the graph starts
+        #: them afresh): a call where either differs needs another trace (see `matches`)
+        self.grad_reads, self.absent = list(grad_reads), list(absent)
+        self.probes = self.grad_reads + self.absent
 
     def inputs(self) -> list:
-        """The state tensors to pass after the arguments, as they are now."""
-        return [wrap(t._data, t._device) for t in self.reads]
+        """The state tensors (and gradients read) to pass after the arguments, as they are now."""
+        return [wrap(t._data, t._device) if type(t) is not GradOf else t.now() for t in self.reads]
+
+    def presence(self) -> tuple:
+        """Which of the probed states have a .grad now."""
+        return tuple(ag.grad is not None for ag in self.probes)
+
+    def matches(self) -> bool:
+        """Whether the gradients are present now as when this was traced."""
+        return all(ag.grad is not None for ag in self.grad_reads) and all(ag.grad is None for ag in self.absent)
 
     def update(self, outs: list) -> list:
         """Write the run's state outputs back; the function's own outputs."""

@@ -54,6 +54,10 @@ def _reflected(fn):
     return reflected
 
 
+#: Set by hwadapter.trace: read_grad(grad_state) -> the gradient to use (inside a to_static trace, a concrete one
+#: becomes a state input of the graph, read afresh at each run, not a constant).
+read_grad = None
+
 class GradState:
     """A tensor's autograd state, made on first need (most tensors have none: `Tensor._ag` is None)."""
 
@@ -140,7 +144,9 @@ class Tensor:
     def grad(self):
         """The gradient accumulated by backward() (a Tensor of this shape), or None."""
         ag = self._ag
-        return None if ag is None else ag.grad
+        if ag is None or ag.grad is None:
+            return None
+        return ag.grad if read_grad is None else read_grad(ag)
 
     @property
     def is_leaf(self) -> bool:
