@@ -3,7 +3,7 @@ group. Inside a to_static trace, all_reduce and broadcast are ops of the capture
 from __future__ import annotations
 
 from ..api.collectives import DONE, REDUCE_OPS
-from ..api.errors import InvalidArgumentError, TracingError
+from ..api.errors import InvalidArgumentError, TracingError, UnsupportedDTypeError
 from ..dispatch.dispatcher import dispatch
 from ..dispatch.tensor import GradState, Tensor, wrap
 from ..runtime.device import devices
@@ -44,6 +44,13 @@ def _tensor(t, call: str) -> Tensor:
     if not isinstance(t, Tensor):
         raise InvalidArgumentError(f"dist.{call}: expected a Tensor, got {type(t).__name__}. Fix: pass "
                                    f"hw.to_tensor(...)")
+    own = getattr(t._device, "base", t._device).collectives
+    if own is not None:  # the plugin's communicator may carry fewer dtypes than its device has
+        names = own.dtypes()
+        if names is not None and t._dtype.name not in names:
+            raise UnsupportedDTypeError(f"dist.{call}: the communicator of {t._device} carries "
+                                        f"{', '.join(sorted(names))}, not {t._dtype.name}. Fix: cast the tensor to "
+                                        f"one of those first")
     return t
 
 
@@ -139,9 +146,14 @@ def all_gather(tensor_list: list, tensor, group=None, sync_op: bool = True):
     def finish():
         whole = wrap(out, dev)
         tensor_list.clear()
-        tensor_list.extend(dispatch("slice", (whole,), {"axes": (0,), "starts": (i,), "ends": (i + 1,), "steps": (1,)})
-                           .reshape(list(t.shape)) for i in range(g.nranks))
+        tensor_list.extend(_part(whole, i, t.shape) for i in range(g.nranks))
     return _done(Task(work, finish), sync_op)
+
+
+def _part(whole: Tensor, i: int, shape) -> Tensor:
+    """Part i (along the first axis) of a gathered tensor, in `shape` (taken literally: a 0 is a size)."""
+    piece = dispatch("slice", (whole,), {"axes": (0,), "starts": (i,), "ends": (i + 1,), "steps": (1,)})
+    return dispatch("reshape", (piece,), {"shape": tuple(shape)})
 
 
 def _stacked(tensors: list, call: str, n: int):
@@ -152,7 +164,8 @@ def _stacked(tensors: list, call: str, n: int):
     if len(shapes) != 1:
         raise InvalidArgumentError(f"dist.{call}: the tensors of the list have different shapes {sorted(shapes)}. "
                                    f"Fix: give each rank's part the same shape")
-    return dispatch("concat", tuple(x.reshape([1] + list(x.shape)) for x in tensors), {"axis": 0})
+    return dispatch("concat", tuple(dispatch("reshape", (x,), {"shape": (1,) + tuple(x.shape)}) for x in tensors),
+                    {"axis": 0})
 
 
 def reduce_scatter(tensor, tensor_list: list, op=ReduceOp.SUM, group=None, sync_op: bool = True):
@@ -181,8 +194,7 @@ def alltoall(in_tensor_list: list, out_tensor_list: list, group=None, sync_op: b
     def finish():
         got = wrap(out, dev)
         out_tensor_list.clear()
-        out_tensor_list.extend(dispatch("slice", (got,), {"axes": (0,), "starts": (i,), "ends": (i + 1,), "steps": (1,)})
-                               .reshape(list(whole.shape[1:])) for i in range(g.nranks))
+        out_tensor_list.extend(_part(got, i, whole.shape[1:]) for i in range(g.nranks))
     return _done(Task(work, finish), sync_op)
 
 
