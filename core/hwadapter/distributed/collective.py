@@ -55,6 +55,8 @@ def _tensor(t, call: str) -> Tensor:
 
 
 def _op(op, call: str) -> str:
+    if op in REDUCE_OPS:
+        return op
     name = getattr(op, "value", op)
     name = str(name).lower()
     if name not in REDUCE_OPS:
@@ -98,10 +100,14 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op: bool = True):
     t, g, name = _tensor(tensor, "all_reduce"), _group(group), _op(op, "all_reduce")
     if _tracing() is not None:
         return _done(_traced(t, "all_reduce", {"group": g.id, "op": name}, g), sync_op)
-    dev = t._device
-    out = dev.empty(t.shape, t._dtype)
-    work = g.communicator(dev).all_reduce(t._data, out, name)
-    return _done(Task(work, lambda: _replace(t, out)), sync_op)
+    dev, data = t._device, t._data
+    out = dev.empty(data.shape, data.dtype)
+    work = g.communicator(dev).all_reduce(data, out, name)
+    if sync_op:  # the common call, without a Task
+        work.wait()
+        _replace(t, out)
+        return None
+    return Task(work, lambda: _replace(t, out))
 
 
 def broadcast(tensor, src: int, group=None, sync_op: bool = True):

@@ -84,17 +84,24 @@ class Checked(Communicator):
         self.rank, self.size = inner.rank, inner.size
         self._MPI = mpi.module()
         self._sig = np.empty(2, np.int64)
+        self._known: dict = {}
 
     def __repr__(self):
         return f"Checked({self.inner!r})"
 
-    def _agree(self, what: str) -> None:
-        h = zlib.crc32(what.encode())
-        self._sig[0], self._sig[1] = h, -h
+    def _agree(self, call: str, buf=None, **attrs) -> None:
+        key = (call, None if buf is None else (buf.shape, buf.dtype.char), tuple(attrs.items()))
+        known = self._known.get(key)
+        if known is None:  # a call's description and hash, made once per kind of call
+            what = f"{call}()" if buf is None else describe(call, buf, **attrs)
+            known = self._known[key] = (what, zlib.crc32(what.encode()))
+        what, h = known
+        sig = self._sig
+        sig[0], sig[1] = h, -h
         w = self.group.world
-        mpi.wait(self._MPI, [self.group.comm.Iallreduce(self._MPI.IN_PLACE, self._sig, self._MPI.MAX)], what,
+        mpi.wait(self._MPI, [self.group.comm.Iallreduce(self._MPI.IN_PLACE, sig, self._MPI.MAX)], what,
                  w.watch, w.timeout)
-        if self._sig[0] == h and self._sig[1] == -h:
+        if sig[0] == h and sig[1] == -h:
             return
         mine = np.zeros(256, np.uint8)
         text = what.encode()[:256]
@@ -108,27 +115,27 @@ class Checked(Communicator):
                               f"shape and dtype")
 
     def all_reduce(self, send, recv, op="sum", stream=None):
-        self._agree(describe("all_reduce", send, op=op))
+        self._agree("all_reduce", send, op=op)
         return self.inner.all_reduce(send, recv, op, stream)
 
     def broadcast(self, buf, root, stream=None):
-        self._agree(describe("broadcast", buf, root=root))
+        self._agree("broadcast", buf, root=root)
         return self.inner.broadcast(buf, root, stream)
 
     def reduce(self, send, recv, op, root, stream=None):
-        self._agree(describe("reduce", send, op=op, root=root))
+        self._agree("reduce", send, op=op, root=root)
         return self.inner.reduce(send, recv, op, root, stream)
 
     def all_gather(self, send, recv, stream=None):
-        self._agree(describe("all_gather", send))
+        self._agree("all_gather", send)
         return self.inner.all_gather(send, recv, stream)
 
     def reduce_scatter(self, send, recv, op="sum", stream=None):
-        self._agree(describe("reduce_scatter", send, op=op))
+        self._agree("reduce_scatter", send, op=op)
         return self.inner.reduce_scatter(send, recv, op, stream)
 
     def all_to_all(self, send, recv, stream=None):
-        self._agree(describe("all_to_all", send))
+        self._agree("all_to_all", send)
         return self.inner.all_to_all(send, recv, stream)
 
     def send(self, buf, peer, stream=None):  # point to point: the two ranks' calls differ by nature
@@ -138,7 +145,7 @@ class Checked(Communicator):
         return self.inner.recv(buf, peer, stream)
 
     def barrier(self) -> None:
-        self._agree("barrier()")
+        self._agree("barrier")
         self.inner.barrier()
 
     def destroy(self) -> None:

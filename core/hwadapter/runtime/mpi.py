@@ -76,10 +76,13 @@ class Watch:
         self.broken = self.broken or f"this rank failed: {text}"
 
 
-def wait(MPI, requests: list, what: str, watch: Watch | None, timeout: float) -> None:
-    """Wait for MPI `requests` at most `timeout` seconds, stopping early when a rank announced a failure."""
-    if MPI.Request.Testall(requests):
+def wait(MPI, requests: list, what: str, watch: Watch | None, timeout: float, comm=None) -> None:
+    """Wait for MPI `requests` at most `timeout` seconds, stopping early when a rank announced a failure; `what` names
+    the call in errors (with `comm`: the call's name, which the communicator words)."""
+    if requests[0].Test() if len(requests) == 1 else MPI.Request.Testall(requests):
         return
+    if comm is not None:
+        what = comm._what(what)
     deadline, spins = time.monotonic() + timeout, 0
     while not MPI.Request.Testall(requests):
         spins += 1
@@ -100,13 +103,13 @@ def wait(MPI, requests: list, what: str, watch: Watch | None, timeout: float) ->
 class MpiWork(Work):
     """MPI requests in flight, and what to do once they complete (copy back, divide an average)."""
 
-    def __init__(self, comm: "MpiCommunicator", requests: list, what: str, then=None):
-        self.comm, self.requests, self.what, self.then = comm, requests, what, then
+    def __init__(self, comm: "MpiCommunicator", requests: list, call: str, then=None):
+        self.comm, self.requests, self.call, self.then = comm, requests, call, then
         self._done = False
 
     def wait(self) -> None:
         if not self._done:
-            wait(self.comm.MPI, self.requests, self.what, self.comm.watch, self.comm.timeout)
+            wait(self.comm.MPI, self.requests, self.call, self.comm.watch, self.comm.timeout, self.comm)
             self._done = True
             if self.then is not None:
                 self.then()
@@ -127,6 +130,9 @@ class MpiCommunicator(Communicator):
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.host = device.host_memory
         self._ops = _ops(self.MPI)
+        #: (dtype, op) -> the MPI op, for what needs no conversion and no division after
+        self._plain = {(np.dtype(d).char, op): mop for d in ("float32", "float64", "int8", "int16", "int32", "int64",
+                                                         "uint8") for op, mop in self._ops.items() if op != "avg"}
         self._stage: np.ndarray | None = None
 
     def __repr__(self):
@@ -178,7 +184,7 @@ class MpiCommunicator(Communicator):
         upcast = send.dtype == np.float16
         s = send.astype(np.float32) if upcast else send
         r = np.empty(send.shape, np.float32) if upcast else recv
-        inplace = s is r or (not upcast and np.shares_memory(s, r))
+        inplace = s is r  # in place means the same array: hwadapter's callers never pass overlapping ones
         src = self.MPI.IN_PLACE if inplace and (root is None or self.rank == root) else s
         if inplace and root is not None and self.rank != root:
             r = np.empty_like(s)  # MPI_Reduce with IN_PLACE only on the root
@@ -205,7 +211,7 @@ class MpiCommunicator(Communicator):
             return DONE
         if self.host:
             reqs, then = self._reduce_host(send, recv, op, call, root)
-            return MpiWork(self, reqs, self._what(call), then)
+            return MpiWork(self, reqs, call, then)
         item = send.dtype.itemsize
         step = max(item, CHUNK // item * item)
         host = self._host_buffer(min(send.nbytes, step))
@@ -221,6 +227,9 @@ class MpiCommunicator(Communicator):
         return DONE
 
     def all_reduce(self, send, recv, op="sum", stream=None) -> Work:
+        mop = self._plain.get((send.dtype.char, op)) if self.host and send is not recv else None
+        if mop is not None and send.size:  # host memory of a type MPI reduces itself: straight to MPI
+            return MpiWork(self, [self.comm.Iallreduce(send, recv, mop)], "all_reduce")
         return self._reduce(send, recv, op, "all_reduce", None, stream)
 
     def reduce(self, send, recv, op, root, stream=None) -> Work:
@@ -246,7 +255,7 @@ class MpiCommunicator(Communicator):
                     (np.divide if r.dtype.kind == "f" else np.floor_divide)(r, self.size, out=r)
                 if r is not recv:
                     np.copyto(recv, r, casting="unsafe")
-            return MpiWork(self, [req], self._what("reduce_scatter"), then)
+            return MpiWork(self, [req], "reduce_scatter", then)
         # staged: the all-reduce of each rank's part, kept by its owner (chunked like all_reduce)
         part = n * send.dtype.itemsize
         for j in range(self.size):
@@ -267,7 +276,7 @@ class MpiCommunicator(Communicator):
         if buf.size == 0:
             return DONE
         if self.host:
-            return MpiWork(self, [self.comm.Ibcast(self._bytes(buf), root=root)], self._what("broadcast"))
+            return MpiWork(self, [self.comm.Ibcast(self._bytes(buf), root=root)], "broadcast")
         host = self._host_buffer(min(buf.nbytes, CHUNK))
         for start in range(0, buf.nbytes, len(host)):
             n = min(len(host), buf.nbytes - start)
@@ -288,8 +297,7 @@ class MpiCommunicator(Communicator):
         if send.size == 0:
             return DONE
         if self.host:
-            return MpiWork(self, [self.comm.Iallgather(self._bytes(send), self._bytes(recv))],
-                           self._what("all_gather"))
+            return MpiWork(self, [self.comm.Iallgather(self._bytes(send), self._bytes(recv))], "all_gather")
         part = send.nbytes
         step = min(part, max(1, CHUNK // self.size))
         mine = np.empty(step, np.uint8)
@@ -309,8 +317,7 @@ class MpiCommunicator(Communicator):
         if send.size == 0:
             return DONE
         if self.host:
-            return MpiWork(self, [self.comm.Ialltoall(self._bytes(send), self._bytes(recv))],
-                           self._what("all_to_all"))
+            return MpiWork(self, [self.comm.Ialltoall(self._bytes(send), self._bytes(recv))], "all_to_all")
         s, r = send.numpy(stream), np.empty(recv.shape, recv.dtype)  # one part per rank: no smaller unit to stage
         self._wait([self.comm.Ialltoall(self._bytes(s), self._bytes(r))], "all_to_all")
         self._up(self._bytes(r), recv, 0, r.nbytes, stream)
@@ -320,13 +327,13 @@ class MpiCommunicator(Communicator):
         if buf.size == 0:
             return DONE
         data = self._bytes(buf) if self.host else self._bytes(buf.numpy(stream))
-        return MpiWork(self, [self.comm.Isend(data, dest=peer, tag=P2P_TAG)], self._what("send"))
+        return MpiWork(self, [self.comm.Isend(data, dest=peer, tag=P2P_TAG)], "send")
 
     def recv(self, buf, peer, stream=None) -> Work:
         if buf.size == 0:
             return DONE
         if self.host:
-            return MpiWork(self, [self.comm.Irecv(self._bytes(buf), source=peer, tag=P2P_TAG)], self._what("recv"))
+            return MpiWork(self, [self.comm.Irecv(self._bytes(buf), source=peer, tag=P2P_TAG)], "recv")
         host = np.empty(buf.nbytes, np.uint8)
         self._wait([self.comm.Irecv(host, source=peer, tag=P2P_TAG)], "recv")
         self._up(host, buf, 0, buf.nbytes, stream)
