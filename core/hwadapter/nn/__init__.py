@@ -10,9 +10,10 @@ from .loss import CrossEntropyLoss, MSELoss
 from .norm import BatchNorm1D, BatchNorm2D, LayerNorm
 from .param_attr import ParamAttr
 from .pooling import AdaptiveAvgPool2D, AdaptiveMaxPool2D, AvgPool2D, MaxPool2D
+from .sync_norm import SyncBatchNorm
 from ..optimizer.clip import ClipGradByGlobalNorm, ClipGradByNorm, ClipGradByValue  # paddle's names, under nn
 
 __all__ = ["functional", "initializer", "Layer", "ParamAttr", "Linear", "Conv2D", "BatchNorm1D", "BatchNorm2D",
-           "LayerNorm", "Dropout", "Embedding", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax",
-           "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D", "AdaptiveMaxPool2D", "Flatten", "Sequential", "LayerList",
-           "CrossEntropyLoss", "MSELoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipGradByValue"]
+           "SyncBatchNorm", "LayerNorm", "Dropout", "Embedding", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax",
+           "LogSoftmax", "MaxPool2D", "AvgPool2D", "AdaptiveAvgPool2D", "AdaptiveMaxPool2D", "Flatten", "Sequential",
+           "LayerList", "CrossEntropyLoss", "MSELoss", "ClipGradByGlobalNorm", "ClipGradByNorm", "ClipGradByValue"]
