@@ -39,8 +39,8 @@ test-slow: $(STAMP)
 # On a machine with an NVIDIA GPU: cupy for CUDA 13, the CUDA plugin's GPU tests, the conformance kit on cuda, and
 # its benchmarks.
 test-gpu: $(STAMP)
-	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]'
-	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_cuda_native.py tests/test_paddle_adopt.py tests/test_onnx_conformance.py tests/test_training.py
+	$(PY) -m pip install -q -e 'plugins/cuda[cuda13]' 'nvidia-nccl-cu13>=2.27.7,<3'  # NCCL: cupy's wheel does not bring it
+	$(PY) -m pytest -q -n auto -m gpu tests/test_cuda.py tests/test_cuda_native.py tests/test_paddle_adopt.py tests/test_onnx_conformance.py tests/test_training.py tests/test_cuda_collectives.py
 	$(PY) -m pytest -q tests/test_autograd.py -k "device"  # every device's gradients against cpu:0's, cuda:0 among them
 	$(VENV)/bin/hwadapter conformance cuda --timeout 600  # cold kernel builds on a GPU take longer than the default 120 s
 	$(PY) benchmarks/cuda_plugin.py

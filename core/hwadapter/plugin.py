@@ -7,9 +7,10 @@ op kernels (`register_kernels`), a `SubgraphBackend`, or a `CodegenBackend`. The
 from __future__ import annotations
 
 from .api import dtypes
+from .api.collectives import DONE, REDUCE_OPS, Collectives, Communicator, Work  # the communication level (2.1)
 from .api.config import cpu_kernels
-from .api.errors import (CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError, InvalidArgumentError,
-                         KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
+from .api.errors import (CollectiveError, CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError,
+                         InvalidArgumentError, KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
 from .api.ir import Graph, Node, Value, pack_executable, unpack_executable  # what subgraph backends get
 from .runtime.fused import node_primitive  # a node's kernel-primitive program, "fused" nodes included
 from .api.interfaces import (API_VERSION, CodegenBackend, DeviceProperties, Event, Executable, HostBufferRuntime,
@@ -39,4 +40,5 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "BoundedCache", "freeze", "signature", "Graph", "Node", "Value", "pack_executable", "unpack_executable",
            "node_primitive", "load_source", "build_library", "share", "DiskFullError", "check_room", "no_room",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
-           "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError"]
+           "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError",
+           "Collectives", "Communicator", "Work", "DONE", "REDUCE_OPS", "CollectiveError"]

@@ -93,3 +93,9 @@ class CudaPlugin(Plugin):
     def subgraph_backend(self, device):
         from .subgraph import CudaSubgraphBackend
         return CudaSubgraphBackend(device)
+
+    def collectives(self, device):
+        """NCCL on this GPU (collectives.py), or None, so the MPI communicator is used staged through host memory:
+        without cupy's NCCL, on a device that is no GPU, or when ranks on this machine outnumber its GPUs."""
+        from .collectives import collectives_for
+        return collectives_for(device)
