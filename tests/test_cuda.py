@@ -47,7 +47,7 @@ def test_plugin_is_discovered_with_all_three_levels():
     rec = registry.get("cuda")
     assert rec.distribution[0] == "hwadapter-cuda"
     assert rec.status in ("ok", "unavailable"), rec.explain()  # never "failed": importing needs no cupy
-    assert sorted(rec.levels) == ["codegen", "op", "subgraph"]
+    assert sorted(rec.levels) == ["codegen", "collectives", "op", "subgraph"]
 
 
 def test_importing_the_plugin_never_imports_cupy(tmp_path):

@@ -1,8 +1,8 @@
-"""The CUDA reference plugin: NVIDIA GPUs through cupy, at all three levels.
+"""The CUDA reference plugin: NVIDIA GPUs through cupy, at all three levels, and NCCL as its collectives.
 
 Op level: cuBLAS matmul/conv2d and CUDA C pooling/arg-reduction kernels (`kernels.py`); compiler level: kernel
 primitives rendered as CUDA C and compiled by NVRTC (`codegen.py`); subgraph level: whole graphs prepared into one
-stream of launches (`subgraph.py`). `import hwadapter_cuda` never imports cupy: `device_count()` does, and says
+stream of launches (`subgraph.py`); collectives: NCCL through cupy (`collectives.py`). `import hwadapter_cuda` never imports cupy: `device_count()` does, and says
 precisely why no GPU can be used (no cupy, no driver, no GPU) and how to fix it.
 """
 from __future__ import annotations
