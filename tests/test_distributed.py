@@ -26,11 +26,17 @@ MPIEXEC = Path(sys.executable).parent / "mpiexec"
 pytestmark = pytest.mark.skipif(not MPIEXEC.exists(), reason="no mpiexec beside python: pip install 'hwadapter[mpi]'")
 
 
-def mpirun(n: int, script: str, *args: str, timeout: float = 120, **env) -> tuple[subprocess.CompletedProcess, list]:
-    """Run tests/dist_ranks/<script> on n ranks: the finished process and the RESULT records its ranks printed."""
+def mpirun(n: int, script: str, *args: str, timeout: float = 120, results_dir: Path | None = None,
+           **env) -> tuple[subprocess.CompletedProcess, list]:
+    """Run tests/dist_ranks/<script> on n ranks: the finished process and the RESULT records its ranks printed (or,
+    with `results_dir`, wrote there as rank<r>.json: ranks printing at the same time interleave their lines)."""
     full = {**os.environ, "HWADAPTER_COLLECTIVE_TIMEOUT": "60", **env}
+    if results_dir is not None:
+        full["RESULT_DIR"] = str(results_dir)
     proc = subprocess.run([str(MPIEXEC), "-n", str(n), sys.executable, str(RANKS / script), *args], env=full,
                           capture_output=True, text=True, timeout=timeout)
+    if results_dir is not None:
+        return proc, [json.loads(p.read_text()) for p in sorted(results_dir.glob("rank*.json"))]
     results = [json.loads(line[7:]) for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     return proc, results
 
@@ -47,7 +53,7 @@ def test_every_collective_dtype_and_op_equals_numpy(kind, n):
     wrong = {k: v for k, v in cases.items() if v != "ok"}
     assert not wrong, wrong
     assert results[0]["ok_per_rank"] == [len(cases)] * n  # every rank saw every case pass
-    assert len(cases) >= 80 + (n >= 4)  # 8 dtypes x (5 ops + 5 collectives), and the subgroup on 4 ranks
+    assert len(cases) >= 87 + (n >= 4)  # 8 dtypes x (5 ops + 5 collectives), 7 large, the subgroup on 4 ranks
 
 
 @pytest.mark.parametrize("kind,model,mode,accumulate,n", [
@@ -65,9 +71,9 @@ def test_data_parallel_training_equals_one_process_on_the_global_batch(kind, mod
 
 
 # --- faults --------------------------------------------------------------------------------------------------
-def test_a_rank_that_raises_makes_the_others_fail_at_once_naming_it():
+def test_a_rank_that_raises_makes_the_others_fail_at_once_naming_it(tmp_path):
     start = time.monotonic()
-    proc, results = mpirun(2, "faults.py", "raise", timeout=60)
+    proc, results = mpirun(2, "faults.py", "raise", timeout=60, results_dir=tmp_path)
     assert time.monotonic() - start < 30  # the limit is 60 s: the others heard of the failure, they did not time out
     assert proc.returncode != 0 and "ValueError: boom in the data loader" in proc.stderr
     (r,) = results
@@ -75,28 +81,28 @@ def test_a_rank_that_raises_makes_the_others_fail_at_once_naming_it():
     assert "rank 1 failed: ValueError: boom in the data loader at faults.py:" in r["text"]
 
 
-def test_a_rank_that_never_calls_is_a_time_limit_error_not_a_hang():
-    proc, results = mpirun(2, "faults.py", "silent", timeout=60, HWADAPTER_COLLECTIVE_TIMEOUT="1")
+def test_a_rank_that_never_calls_is_a_time_limit_error_not_a_hang(tmp_path):
+    proc, results = mpirun(2, "faults.py", "silent", timeout=60, results_dir=tmp_path, HWADAPTER_COLLECTIVE_TIMEOUT="1")
     (r,) = results
     assert r["rank"] == 0 and r["error"] == "CollectiveError" and 1 <= r["seconds"] < 5, r
     assert "did not complete within 1 s" in r["text"] and "all_reduce(float32[4], op=sum)" in r["text"]
 
 
 @pytest.mark.parametrize("case,said", [
-    ("shape", "rank 0: all_reduce(float32[3], op=sum); rank 1: all_reduce(float32[3, 4], op=sum)"),
+    ("shape", "rank 0: all_reduce(float32[3], op=sum); rank 1: all_reduce(float32[3, 1000], op=sum)"),
     ("dtype", "rank 0: all_reduce(float32[3], op=sum); rank 1: all_reduce(int32[3], op=sum)"),
     ("op", "rank 0: all_reduce(float32[3], op=sum); rank 1: all_reduce(float32[3], op=max)")])
-def test_ranks_that_disagree_are_told_what_each_passed(case, said):
-    proc, results = mpirun(2, "faults.py", case, timeout=60)
+def test_ranks_that_disagree_are_told_what_each_passed(case, said, tmp_path):
+    proc, results = mpirun(2, "faults.py", case, timeout=60, results_dir=tmp_path)
     assert sorted(r["rank"] for r in results) == [0, 1], proc.stdout + proc.stderr
     for r in results:
         assert r["error"] == "CollectiveError" and said in r["text"] and r["seconds"] < 10, r
 
 
-def test_a_rank_killed_mid_collective_leaves_no_process_behind():
+def test_a_rank_killed_mid_collective_leaves_no_process_behind(tmp_path):
     marker = f"hwadapter-kill-{uuid.uuid4().hex}"
     start = time.monotonic()
-    proc, _ = mpirun(2, "faults.py", "kill", marker, timeout=60)
+    proc, _ = mpirun(2, "faults.py", "kill", marker, timeout=60, results_dir=tmp_path)
     assert proc.returncode != 0 and time.monotonic() - start < 30
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
     assert left.stdout.strip() == "", f"processes left behind: {left.stdout}"

@@ -68,6 +68,14 @@ def main() -> None:
                 close(t.numpy(), oracle([data(r, dtype) for r in everyone], op, dtype), dtype)
             case(f"all_reduce/{dtype}/{op}", all_reduce)
 
+        if dtype != "bool":  # past the size a small all-reduce carries along with the cross-rank check
+            def all_reduce_large(dtype=dtype):
+                for op in ("sum", "avg"):
+                    t = hw.to_tensor(data(rank, dtype, (40, 60)))
+                    dist.all_reduce(t, op=op)
+                    close(t.numpy(), oracle([data(r, dtype, (40, 60)) for r in everyone], op, dtype), dtype)
+            case(f"all_reduce_large/{dtype}", all_reduce_large)
+
         def broadcast(dtype=dtype):
             for src in everyone:
                 t = hw.to_tensor(data(rank, dtype))

@@ -5,7 +5,7 @@ silent  rank 1 never makes the call (and exits after a while)
 shape   the ranks pass tensors of different shapes; dtype: of different dtypes; op: different reduce ops
 kill    rank 1 is killed (SIGKILL) while rank 0 waits in the all-reduce
 
-Each rank that catches a CollectiveError prints `RESULT {json}` with its text and how long the call took.
+Each rank writes RESULT_DIR/rank<r>.json: the CollectiveError it caught (its text) and how long the call took.
 """
 import json
 import os
@@ -25,9 +25,14 @@ rank = dist.get_rank()
 dist.barrier()
 
 
+def result(record: dict) -> None:
+    """The rank's record, in its own file under RESULT_DIR (ranks printing at once interleave their lines)."""
+    with open(os.path.join(os.environ["RESULT_DIR"], f"rank{rank}.json"), "w") as f:
+        json.dump(record, f)
+
+
 def report(err, start):
-    print("RESULT " + json.dumps({"rank": rank, "error": type(err).__name__, "text": str(err),
-                                  "seconds": time.monotonic() - start}), flush=True)
+    result({"rank": rank, "error": type(err).__name__, "text": str(err), "seconds": time.monotonic() - start})
 
 
 start = time.monotonic()
@@ -47,11 +52,11 @@ try:
             os.kill(os.getpid(), signal.SIGKILL)
         dist.all_reduce(hw.to_tensor(np.ones(4, np.float32)))
     elif case in ("shape", "dtype", "op"):
-        shape = (3, 4) if case == "shape" and rank == 1 else (3,)
+        shape = (3, 1000) if case == "shape" and rank == 1 else (3,)  # past what a small all-reduce carries
         dtype = np.int32 if case == "dtype" and rank == 1 else np.float32
         op = dist.ReduceOp.MAX if case == "op" and rank == 1 else dist.ReduceOp.SUM
         dist.all_reduce(hw.to_tensor(np.ones(shape, dtype)), op=op)
-    print("RESULT " + json.dumps({"rank": rank, "error": None, "seconds": time.monotonic() - start}), flush=True)
+    result({"rank": rank, "error": None, "seconds": time.monotonic() - start})
 except CollectiveError as err:
     report(err, start)
     sys.exit(1)

@@ -6,7 +6,7 @@ import zlib
 
 import numpy as np
 
-from ..api.collectives import Communicator
+from ..api.collectives import DONE, Communicator
 from ..api.errors import CollectiveError, InvalidArgumentError
 from ..runtime import mpi
 from ..runtime.device import devices
@@ -74,49 +74,65 @@ def describe(call: str, buf, **attrs) -> str:
     return f"{call}({np.dtype(buf.dtype).name}{list(buf.shape)}{extra})"
 
 
+#: Bytes of a call's description in the check's block, and of data a small all-reduce carries in it.
+HEADER, SMALL = 256, 4096
+
+
 class Checked(Communicator):
-    """A communicator whose every call first checks, in one tiny all-reduce, that all ranks make the same call with
-    the same shapes and dtypes; when they do not, every rank raises naming what each passed (never a hang, never a
-    wrong result)."""
+    """A communicator whose every call first exchanges, in one all-gather of a fixed-size block, each rank's
+    description of the call (name, shapes, dtype, op): when they differ every rank raises naming what each passed
+    (never a hang, never a wrong result). A small all-reduce of host memory carries its data in the same block and is
+    reduced locally, so the check costs it no second round trip."""
 
     def __init__(self, inner: Communicator, group: Group):
         self.inner, self.group = inner, group
         self.rank, self.size = inner.rank, inner.size
         self._MPI = mpi.module()
-        self._sig = np.empty(2, np.int64)
+        self._block = np.zeros(HEADER + SMALL, np.uint8)
+        self._gathered = np.empty((self.size, HEADER + SMALL), np.uint8)
         self._known: dict = {}
+        #: The inner communicator reduces host memory with MPI's own arithmetic: small all-reduces can go in the block.
+        self._carry = isinstance(inner, mpi.MpiCommunicator) and inner.host
 
     def __repr__(self):
         return f"Checked({self.inner!r})"
 
-    def _agree(self, call: str, buf=None, **attrs) -> None:
+    def _agree(self, call: str, buf=None, payload=None, **attrs) -> np.ndarray:
+        """Exchange this call's description (and `payload`'s bytes, at most SMALL) with every rank; the gathered
+        blocks, once all agree."""
         key = (call, None if buf is None else (buf.shape, buf.dtype.char), tuple(attrs.items()))
         known = self._known.get(key)
-        if known is None:  # a call's description and hash, made once per kind of call
+        if known is None:  # a call's description and its header, made once per kind of call
             what = f"{call}()" if buf is None else describe(call, buf, **attrs)
-            known = self._known[key] = (what, zlib.crc32(what.encode()))
-        what, h = known
-        sig = self._sig
-        sig[0], sig[1] = h, -h
+            text = what.encode()[:HEADER - 4]
+            header = np.zeros(HEADER, np.uint8)
+            header[:4] = np.frombuffer(np.uint32(zlib.crc32(what.encode())).tobytes(), np.uint8)
+            header[4:4 + len(text)] = np.frombuffer(text, np.uint8)
+            known = self._known[key] = (what, header)
+        what, header = known
+        block, gathered = self._block, self._gathered
+        block[:HEADER] = header
+        if payload is not None and payload.nbytes:
+            block[HEADER:HEADER + payload.nbytes] = payload.reshape(-1).view(np.uint8)
         w = self.group.world
-        mpi.wait(self._MPI, [self.group.comm.Iallreduce(self._MPI.IN_PLACE, sig, self._MPI.MAX)], what,
-                 w.watch, w.timeout)
-        if sig[0] == h and sig[1] == -h:
-            return
-        mine = np.zeros(256, np.uint8)
-        text = what.encode()[:256]
-        mine[:len(text)] = np.frombuffer(text, np.uint8)
-        everyone = np.empty((self.size, 256), np.uint8)
-        mpi.wait(self._MPI, [self.group.comm.Iallgather(mine, everyone)], what, w.watch, w.timeout)
-        texts = [bytes(row).rstrip(b"\0").decode("utf-8", "replace") for row in everyone]
+        mpi.wait(self._MPI, [self.group.comm.Iallgather(block, gathered)], what, w.watch, w.timeout)
+        if (gathered[:, :4] == header[:4]).all():
+            return gathered
+        texts = [bytes(row[4:HEADER]).rstrip(b"\0").decode("utf-8", "replace") for row in gathered]
         said = "; ".join(f"rank {self.group.ranks[r]}: {text}" for r, text in enumerate(texts))
         raise CollectiveError(f"the ranks of group {self.group.id} disagree on a collective ({said}). Fix: every rank "
                               f"must make the same collective calls, in the same order, with tensors of the same "
                               f"shape and dtype")
 
     def all_reduce(self, send, recv, op="sum", stream=None):
-        self._agree("all_reduce", send, op=op)
-        return self.inner.all_reduce(send, recv, op, stream)
+        if not (self._carry and send.nbytes <= SMALL and type(send) is np.ndarray):
+            self._agree("all_reduce", send, op=op)
+            return self.inner.all_reduce(send, recv, op, stream)
+        ufunc = self.inner.ufunc(op, send.dtype, "all_reduce")  # validates op and dtype before anything is sent
+        gathered = self._agree("all_reduce", send, send, op=op)
+        parts = gathered[:, HEADER:HEADER + send.nbytes].view(send.dtype)
+        self.inner.reduce_parts(parts, ufunc, op, recv)
+        return DONE
 
     def broadcast(self, buf, root, stream=None):
         self._agree("broadcast", buf, root=root)
@@ -145,8 +161,7 @@ class Checked(Communicator):
         return self.inner.recv(buf, peer, stream)
 
     def barrier(self) -> None:
-        self._agree("barrier")
-        self.inner.barrier()
+        self._agree("barrier")  # every rank has called it once the all-gather is done
 
     def destroy(self) -> None:
         self.inner.destroy()

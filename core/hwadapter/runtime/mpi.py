@@ -153,6 +153,27 @@ class MpiCommunicator(Communicator):
             return self.MPI.LOR if op in ("sum", "max") else self.MPI.LAND
         return self._ops[op]
 
+    def ufunc(self, op: str, dtype: np.dtype, call: str):
+        """The numpy ufunc that reduces like MPI's op for `dtype` (validating both as `_op` does)."""
+        self._op(op, dtype, call)
+        if dtype == np.bool_:
+            return np.logical_or if op in ("sum", "max") else np.logical_and
+        return {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[op]
+
+    def reduce_parts(self, parts: np.ndarray, ufunc, op: str, recv: np.ndarray) -> None:
+        """recv = every rank's part (rows of `parts`, in rank order) reduced as this communicator's MPI reduction
+        would be: rank order, float16 in float32, avg as the sum divided (floored for integers)."""
+        out = recv.reshape(-1)
+        if parts.dtype == np.float16:
+            wide = ufunc.reduce(parts.astype(np.float32), axis=0)
+            if op == "avg":
+                wide /= self.size
+            np.copyto(out, wide, casting="unsafe")
+            return
+        ufunc.reduce(parts, axis=0, out=out)
+        if op == "avg":
+            (np.divide if out.dtype.kind == "f" else np.floor_divide)(out, self.size, out=out)
+
     def _wait(self, requests: list, call: str) -> None:
         wait(self.MPI, requests, self._what(call), self.watch, self.timeout)
 
