@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 #: The kit's sections, in the order they run.
-SECTIONS = ("discovery", "runtime", "kernels", "autograd", "subgraph", "codegen", "onnx", "native")
+SECTIONS = ("discovery", "runtime", "kernels", "autograd", "subgraph", "codegen", "onnx", "native", "collectives")
 #: level -> the sections that must pass (with at least one test passed in the last one) to qualify for it.
 LEVEL_SECTIONS = {"op": ("discovery", "runtime", "kernels"), "subgraph": ("discovery", "runtime", "subgraph"),
                   "compiler": ("discovery", "runtime", "codegen"),
