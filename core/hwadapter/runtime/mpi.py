@@ -118,6 +118,9 @@ class MpiWork(Work):
         return self._done or self.comm.MPI.Request.Testall(self.requests)
 
 
+_UFUNCS = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
 def _ops(MPI) -> dict:
     return {"sum": MPI.SUM, "avg": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}
 
@@ -158,7 +161,7 @@ class MpiCommunicator(Communicator):
         self._op(op, dtype, call)
         if dtype == np.bool_:
             return np.logical_or if op in ("sum", "max") else np.logical_and
-        return {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}[op]
+        return _UFUNCS[op]
 
     def reduce_parts(self, parts: np.ndarray, ufunc, op: str, recv: np.ndarray) -> None:
         """recv = every rank's part (rows of `parts`, in rank order) reduced as this communicator's MPI reduction
