@@ -2,10 +2,13 @@
 picture written to a file, the result checked against the expected output (and, with random weights, against
 onnxruntime), the latency beside onnxruntime's and the top kernels of the profile; then a small MLP, one
 kernel-primitive op and one compiled subgraph on every device, the digits CNN trained on every device (accuracy
-table, loss curves in build/demo/loss_curves.svg), and what fell back."""
+table, loss curves in build/demo/loss_curves.svg), then on two processes with data parallelism, and what fell
+back."""
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -222,6 +225,20 @@ def mlp_demo() -> None:
     return x
 
 
+def parallel_demo() -> None:
+    """examples/train_digits_parallel.py on two ranks through hwadapter's launcher (mpiexec)."""
+    script = Path(__file__).with_name("train_digits_parallel.py")
+    cmd = [sys.executable, "-m", "hwadapter.distributed.launch", "--nproc", "2", str(script), "--epochs", "2"]
+    try:
+        done = subprocess.run(cmd, timeout=300)
+    except subprocess.TimeoutExpired:
+        console.print("[red]the two ranks did not finish within 300 s[/]")
+        return
+    if done.returncode:
+        console.print(f"[yellow]the data-parallel part exited with {done.returncode}[/] (MPI missing? pip install "
+                      f"'hwadapter[mpi]')")
+
+
 def main() -> None:
     console.rule("[bold]hwadapter devices")
     cli.main(["devices"])
@@ -246,6 +263,10 @@ def main() -> None:
 
     console.rule("[bold]training: the digits CNN, a few seconds on every device, each step one captured plan")
     train_digits.main([])
+
+    console.rule("[bold]data parallel: the digits CNN on 2 processes (mpiexec), the all-reduce inside each captured "
+                 "step")
+    parallel_demo()
 
     console.rule("[bold]fallback report (ops that ran on the CPU instead)")
     report = hw.profiler.fallback_report()
