@@ -15,8 +15,8 @@ _STYLE = {"passed": "green", "failed": "bold red", "crashed": "bold red", "timeo
 
 def _add_conformance(sub) -> None:
     p = sub.add_parser("conformance", help="run the conformance kit against a device type's plugin",
-                       description="Runs the conformance kit's sections (discovery, runtime, kernels, subgraph, "
-                                   "codegen, onnx, native) against the plugin of TYPE, each in a child process with a "
+                       description="Runs the conformance kit's sections (discovery, runtime, kernels, autograd, "
+                                   "subgraph, codegen, onnx, native, collectives) against the plugin of TYPE, each in a child process with a "
                                    "time limit, and prints passed/failed/skipped per section, the levels the plugin "
                                    "qualifies for and a reproducer command per failure. Exit status 0 when every "
                                    "section run passed, 1 otherwise, 2 for an unknown or unavailable device type.")

@@ -53,9 +53,10 @@ class Group:
             return mpi.MpiCommunicator(device, self.comm, self.world.watch, self.world.timeout)
         uid = own.unique_id() if self.rank == 0 else b""
         size = np.array([len(uid)], np.int64)
-        self.comm.Bcast(size, root=0)
+        w, what = self.world, f"making group {self.id}'s communicator on {device}"
+        mpi.wait(w.MPI, [self.comm.Ibcast(size, root=0)], what, w.watch, w.timeout)
         data = np.frombuffer(uid, np.uint8).copy() if self.rank == 0 else np.empty(int(size[0]), np.uint8)
-        self.comm.Bcast(data, root=0)
+        mpi.wait(w.MPI, [self.comm.Ibcast(data, root=0)], what, w.watch, w.timeout)
         comm = own.communicator(data.tobytes(), self.rank, self.nranks)
         if getattr(comm, "timeout", False) is None:  # a communicator that bounds its waits takes the job's limit
             comm.timeout = self.world.timeout
@@ -94,7 +95,7 @@ class Checked(Communicator):
         self._known: dict = {}
         self._last = None  # the header now in the block
         #: The inner communicator reduces host memory with MPI's own arithmetic: small all-reduces can go in the block.
-        self._carry = isinstance(inner, mpi.MpiCommunicator) and inner.host
+        self._carry = type(inner) is mpi.MpiCommunicator and inner.host  # not a plugin's subclass: its own runs
 
     def __repr__(self):
         return f"Checked({self.inner!r})"
@@ -166,6 +167,8 @@ class Checked(Communicator):
 
     def barrier(self) -> None:
         self._agree("barrier")  # every rank has called it once the all-gather is done
+        if not self._carry:  # a plugin's barrier also orders the device's streams
+            self.inner.barrier()
 
     def destroy(self) -> None:
         self.inner.destroy()
