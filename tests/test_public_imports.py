@@ -34,7 +34,7 @@ KIT = CORE / "hwadapter" / "conformance"
 PLUGIN_MODULES = {"hwadapter.plugin"}
 HOST_MODULES = {"hwadapter", "hwadapter.plugin", "hwadapter.host", "hwadapter.device", "hwadapter.graph",
                 "hwadapter.onnx", "hwadapter.onnx.nodetests", "hwadapter.jit", "hwadapter.nn", "hwadapter.profiler",
-                "hwadapter.kp", "hwadapter.conformance"}
+                "hwadapter.kp", "hwadapter.conformance", "hwadapter.distributed", "hwadapter.distributed.launch"}
 #: An import line inside a string constant (child code).
 _CODE_LINE = re.compile(r"^\s*(from\s+hwadapter\S*\s+import\s+[^\n]+|import\s+hwadapter\S*[^\n]*)$", re.M)
 

@@ -24,13 +24,9 @@ import numpy as np
 
 import hwadapter as hw
 from hwadapter import distributed as dist
-from hwadapter.api.collectives import REDUCE_OPS
-from hwadapter.api.config import seconds
-from hwadapter.api.errors import CollectiveError, HwAdapterError
-from hwadapter.distributed import env
+from hwadapter import CollectiveError, HwAdapterError
 from hwadapter.distributed.launch import INSTALL, find_mpiexec
-from hwadapter.runtime import mpi
-from hwadapter.runtime.device import devices
+from hwadapter.plugin import REDUCE_OPS
 
 RANKS = 2
 #: The dtypes each collective runs over (those a plugin's Collectives.dtypes() leaves out are skipped).
@@ -290,10 +286,7 @@ def _barrier(k: _Rank) -> None:
     entered."""
     k.call = "dist.barrier()"
     dist.barrier()
-    w = env.world()
-    comm = w.groups[0].communicator(devices.get(k.device))
-    own = getattr(comm, "inner", comm)
-    MPI = mpi.module()
+    own = dist.communicator(k.device)
     for late in range(k.size):
         k.call = f"barrier() of the communicator with rank {late} entering 0.1 s late"
         if k.rank == late:
@@ -302,7 +295,7 @@ def _barrier(k: _Rank) -> None:
         own.barrier()
         left = time.time()
         every = np.zeros(k.size)
-        mpi.wait(MPI, [_Kit.comm.Iallgather(np.array([entered]), every)], "the kit's barrier times", None, w.timeout)
+        _wait(_Kit.comm.Iallgather(np.array([entered]), every), "the kit's barrier times", dist.ParallelEnv().timeout)
         if left < every[late]:
             k.problems.append(f"{k.call}: rank {k.rank} left the barrier {every[late] - left:.3f} s before rank "
                               f"{late} entered it")
@@ -330,6 +323,20 @@ def run_case(k: _Rank, case: str) -> str:
     return "; ".join(k.problems) or "ok"
 
 
+def _mpi():
+    """mpi4py.MPI: the kit's own messages between the ranks (not the collectives under test)."""
+    return importlib.import_module("mpi4py.MPI")
+
+
+def _wait(request, what: str, timeout: float) -> None:
+    """Wait for one MPI request of the kit's own at most `timeout` seconds (CollectiveError past it)."""
+    deadline = time.monotonic() + timeout
+    while not request.Test():
+        if time.monotonic() > deadline:
+            raise CollectiveError(f"{what} did not complete within {timeout:g} s")
+        time.sleep(0.0005)
+
+
 class _Kit:
     """The job's own MPI communicator (a Dup of the world: never mixed with the collectives under test)."""
     comm = None
@@ -339,11 +346,10 @@ class _Kit:
 def _in_step(case: str, timeout: float) -> str | None:
     """After a case, the ranks agree whether they can go on; why they cannot (a collective failed with a
     CollectiveError, a rank is stuck), or None."""
-    MPI = mpi.module()
     mine = np.array([1 if _Kit.collective_error else 0], np.int8)
     every = np.zeros(_Kit.comm.Get_size(), np.int8)
     try:
-        mpi.wait(MPI, [_Kit.comm.Iallgather(mine, every)], f"the kit's step after {case}", None, timeout)
+        _wait(_Kit.comm.Iallgather(mine, every), f"the kit's step after {case}", timeout)
     except CollectiveError:
         return f"a rank did not finish {case} within {timeout:g} s"
     failed = [r for r in range(every.size) if every[r]]
@@ -373,11 +379,11 @@ class _Out:
 def _communicator(group, device: str) -> dict:
     """Which communicator the ranks use on `device` (made now, as every rank's first collective would)."""
     try:
-        comm = group.communicator(devices.get(device))
+        inner = dist.communicator(device, group)
+        own = hw.set_device(device).collectives  # the Device: its plugin's Collectives, or None
     except Exception as err:  # noqa: BLE001: reported with every case
         return {"communicator_error": f"{type(err).__name__}: {' '.join(str(err).split())[:600]}"}
-    inner = getattr(comm, "inner", comm)  # the cross-rank check's wrapper (HWADAPTER_COLLECTIVE_CHECK)
-    kind = "default" if type(inner) is mpi.MpiCommunicator else "plugin"
+    kind = "default" if own is None else "plugin"
     return {"communicator": kind, "class": f"{type(inner).__module__}.{type(inner).__qualname__}"}
 
 
@@ -396,18 +402,18 @@ def main(argv=None) -> int:
         out = _Out(args.out, int(os.environ.get("PMI_RANK", "0")))
         out.write(**header, error=f"init_parallel_env raised {type(err).__name__}: {' '.join(str(err).split())}")
         return 1
-    w = env.world()
-    k = _Rank(w.device)
+    penv = dist.ParallelEnv()
+    k = _Rank(penv.device)
     out = _Out(args.out, k.rank)
-    out.write(**header, rank=k.rank, size=k.size, device=w.device, **_communicator(group, w.device))
-    _Kit.comm = w.comm.Dup()
+    out.write(**header, rank=k.rank, size=k.size, device=penv.device, **_communicator(group, penv.device))
+    _Kit.comm = _mpi().COMM_WORLD.Dup()
     stopped = None
-    for case in args.case or runnable(devices.get(w.device)):
+    for case in args.case or runnable(hw.set_device(penv.device)):
         if stopped:
             out.write(case=case, result=f"not run: {stopped}")
             continue
         out.write(case=case, result=run_case(k, case))
-        stopped = _in_step(case, w.timeout + 5)
+        stopped = _in_step(case, penv.timeout + 5)
     out.write(done=True)
     if stopped:
         sys.stdout.flush()
@@ -463,7 +469,10 @@ class Job:
 
 def _env(device_type: str) -> dict:
     environ = {k: v for k, v in os.environ.items() if k != "HWADAPTER_COLLECTIVE_CHECK"}
-    given = seconds(environ.get("HWADAPTER_COLLECTIVE_TIMEOUT", ""))
+    try:
+        given = float(environ.get("HWADAPTER_COLLECTIVE_TIMEOUT", ""))
+    except ValueError:
+        given = None
     environ["HWADAPTER_COLLECTIVE_TIMEOUT"] = f"{min(given or CALL_TIMEOUT, CALL_TIMEOUT):g}"
     environ["HWADAPTER_DEVICE"] = device_type
     return environ

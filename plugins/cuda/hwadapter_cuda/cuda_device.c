@@ -456,6 +456,21 @@ static const HwaDeviceInterface table = {
     .last_error = hwa_last_error,
     .num_kernels = 0, /* memory only: hwadapter's kernels for this device are cupy's (kernels.py), Python */
     .kernels = NULL,
+    /* 1.2: no communicator here (NCCL is the Python plugin's, collectives.py); named so C++ sees every field set */
+    .comm_unique_id_size = NULL,
+    .comm_unique_id = NULL,
+    .comm_init_rank = NULL,
+    .comm_destroy = NULL,
+    .all_reduce = NULL,
+    .broadcast = NULL,
+    .reduce = NULL,
+    .all_gather = NULL,
+    .reduce_scatter = NULL,
+    .all_to_all = NULL,
+    .send = NULL,
+    .recv = NULL,
+    .group_start = NULL,
+    .group_end = NULL,
 };
 
 EXPORT const HwaDeviceInterface *hwadapter_get_device_interface(void) { return &table; }
