@@ -2,6 +2,10 @@
 group. Inside a to_static trace, all_reduce and broadcast are ops of the captured graph; the others run eagerly."""
 from __future__ import annotations
 
+import sys
+
+import numpy as np
+
 from ..api.collectives import DONE, REDUCE_OPS
 from ..api.errors import InvalidArgumentError, TracingError, UnsupportedDTypeError
 from ..dispatch.dispatcher import dispatch
@@ -11,6 +15,10 @@ from ..trace import active as _tracing
 from ..autograd.engine import no_grad
 from ..autograd.inplace import set_value
 from . import env
+
+
+#: sys.getrefcount of a tensor's array that only the tensor holds (the tensor, the local name, the call's argument).
+_OWNED = 3
 
 
 class ReduceOp:
@@ -101,7 +109,10 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, sync_op: bool = True):
     if _tracing() is not None:
         return _done(_traced(t, "all_reduce", {"group": g.id, "op": name}, g), sync_op)
     dev, data = t._device, t._data
-    out = dev.empty(data.shape, data.dtype)
+    # in place when nothing but t holds its array (no view, no other tensor, no cache: CPython's count says so), as
+    # numpy elides temporaries; a new array each call would cost a page fault per 4 KiB of a large tensor
+    out = data if type(data) is np.ndarray and data.base is None and sys.getrefcount(data) <= _OWNED \
+        and data.flags.writeable else dev.empty(data.shape, data.dtype)
     work = g.communicator(dev).all_reduce(data, out, name)
     if sync_op:  # the common call, without a Task
         work.wait()

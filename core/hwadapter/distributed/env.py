@@ -6,6 +6,8 @@ import os
 import sys
 import traceback
 
+import threadpoolctl
+
 from ..api.errors import CollectiveError, InvalidArgumentError
 from ..device import device_count, get_device, set_device
 from ..runtime import mpi
@@ -30,6 +32,7 @@ class World:
         self.watch = mpi.Watch(self.comm.Dup())
         self.groups: list = []
         self.device = _assign(self.local_rank)
+        _share_cores(self.local_size)
 
 
 def _timeout() -> float:
@@ -56,6 +59,18 @@ def _assign(local_rank: int) -> str:
     name = f"{kind}:{local_rank % count}"
     set_device(name)
     return name
+
+
+def _share_cores(local: int) -> None:
+    """Ranks on one machine share its cores: each one's BLAS gets its part of them (else every rank's BLAS threads
+    fill all cores and the ranks slow each other down many times over), and more ranks than cores yield early while
+    they wait."""
+    if local <= 1 or any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")):
+        return  # one rank here, or the user chose the threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threadpoolctl.threadpool_limits(limits=max(1, cores // local), user_api="blas")
+    if local > cores:
+        mpi.SPIN = 16
 
 
 _world: World | None = None

@@ -93,6 +93,7 @@ class Checked(Communicator):
         self._gathered = np.empty((self.size, HEADER + SMALL), np.uint8)
         self._hashes = self._gathered.view(np.uint32)[:, 0]  # each rank's hash of its description
         self._known: dict = {}
+        self._small: dict = {}
         self._last = None  # the header now in the block
         #: The inner communicator reduces host memory with MPI's own arithmetic: small all-reduces can go in the block.
         self._carry = type(inner) is mpi.MpiCommunicator and inner.host  # not a plugin's subclass: its own runs
@@ -100,13 +101,13 @@ class Checked(Communicator):
     def __repr__(self):
         return f"Checked({self.inner!r})"
 
-    def _agree(self, call: str, buf=None, payload=None, **attrs) -> np.ndarray:
-        """Exchange this call's description (and `payload`'s bytes, at most SMALL) with every rank; the gathered
-        blocks, once all agree."""
-        key = (call, None if buf is None else (buf.shape, buf.dtype.char), tuple(attrs.items()))
+    def _agree(self, call: str, buf=None, op=None, root=None) -> np.ndarray:
+        """Exchange this call's description (and whatever the caller put in the block's data part) with every rank;
+        the gathered blocks, once all agree."""
+        key = (call, None, op, root) if buf is None else (call, buf.shape, buf.dtype.char, op, root)
         known = self._known.get(key)
         if known is None:  # a call's description and its header, made once per kind of call
-            what = f"{call}()" if buf is None else describe(call, buf, **attrs)
+            what = f"{call}()" if buf is None else describe(call, buf, op=op, root=root)
             text = what.encode()[:HEADER - 4]
             header = np.zeros(HEADER, np.uint8)
             header[:4] = np.frombuffer(np.uint32(zlib.crc32(what.encode())).tobytes(), np.uint8)
@@ -117,8 +118,6 @@ class Checked(Communicator):
         if self._last is not header:
             block[:HEADER] = header
             self._last = header
-        if payload is not None and payload.nbytes:
-            block[HEADER:HEADER + payload.nbytes] = payload.reshape(-1).view(np.uint8)
         w = self.group.world
         mpi.wait(self._MPI, [self.group.comm.Iallgather(block, gathered)], what, w.watch, w.timeout)
         if self._hashes.tolist() == agreed:
@@ -131,11 +130,18 @@ class Checked(Communicator):
 
     def all_reduce(self, send, recv, op="sum", stream=None):
         if not (self._carry and send.nbytes <= SMALL and type(send) is np.ndarray):
-            self._agree("all_reduce", send, op=op)
+            self._agree("all_reduce", send, op)
             return self.inner.all_reduce(send, recv, op, stream)
-        ufunc = self.inner.ufunc(op, send.dtype, "all_reduce")  # validates op and dtype before anything is sent
-        gathered = self._agree("all_reduce", send, send, op=op)
-        parts = gathered[:, HEADER:HEADER + send.nbytes].view(send.dtype)
+        key = (send.shape, send.dtype.char, op)
+        small = self._small.get(key)
+        if small is None:  # per kind of call: the reduction (op and dtype validated) and typed views of the blocks
+            n = send.nbytes
+            small = self._small[key] = (self.inner.ufunc(op, send.dtype, "all_reduce"),
+                                        self._block[HEADER:HEADER + n].view(send.dtype).reshape(send.shape),
+                                        self._gathered[:, HEADER:HEADER + n].view(send.dtype))
+        ufunc, slot, parts = small
+        np.copyto(slot, send)
+        self._agree("all_reduce", send, op)
         self.inner.reduce_parts(parts, ufunc, op, recv)
         return DONE
 
@@ -144,7 +150,7 @@ class Checked(Communicator):
         return self.inner.broadcast(buf, root, stream)
 
     def reduce(self, send, recv, op, root, stream=None):
-        self._agree("reduce", send, op=op, root=root)
+        self._agree("reduce", send, op, root)
         return self.inner.reduce(send, recv, op, root, stream)
 
     def all_gather(self, send, recv, stream=None):
@@ -152,7 +158,7 @@ class Checked(Communicator):
         return self.inner.all_gather(send, recv, stream)
 
     def reduce_scatter(self, send, recv, op="sum", stream=None):
-        self._agree("reduce_scatter", send, op=op)
+        self._agree("reduce_scatter", send, op)
         return self.inner.reduce_scatter(send, recv, op, stream)
 
     def all_to_all(self, send, recv, stream=None):

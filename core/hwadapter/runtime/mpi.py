@@ -18,6 +18,9 @@ from .memory import DeviceArray
 
 #: Bytes of device memory staged through the host per step (per rank's part for gathers and scatters).
 CHUNK = 4 << 20
+#: Polls of a request before a wait starts yielding its core (hwadapter.distributed lowers it when there are more
+#: ranks on a machine than cores: a spinning rank would keep the one it waits for off the core).
+SPIN = 4096
 #: MPI tags of hwadapter's own messages on its private communicators.
 FAILURE_TAG, P2P_TAG = 7301, 7302
 _MISSING = ("MPI is not installed: hwadapter's default communicator runs on mpi4py. Fix: pip install "
@@ -83,9 +86,12 @@ def wait(MPI, requests: list, what: str, watch: Watch | None, timeout: float, co
         return
     if comm is not None:
         what = comm._what(what)
-    deadline, spins = time.monotonic() + timeout, 0
-    while not MPI.Request.Testall(requests):
+    deadline, spins, busy = time.monotonic() + timeout, 0, SPIN
+    test = requests[0].Test if len(requests) == 1 else (lambda: MPI.Request.Testall(requests))
+    while not test():
         spins += 1
+        if spins > busy:
+            time.sleep(0 if spins < 4 * busy else 0.0002)  # yield the core: a peer on it may be the one to wait for
         if spins % 256 == 0:
             if watch is not None:
                 watch.check(what)
@@ -96,8 +102,6 @@ def wait(MPI, requests: list, what: str, watch: Watch | None, timeout: float, co
                     watch.broken = watch.broken or f"{what} {reason}"
                 raise CollectiveError(f"{what} {reason}", fix="find the rank that stopped (its output says why); raise "
                                       "the limit with HWADAPTER_COLLECTIVE_TIMEOUT=<seconds> if the work is just slow")
-            if spins > 4096:
-                time.sleep(0.0002)  # a long wait: let other processes on these cores run
 
 
 class MpiWork(Work):
@@ -173,7 +177,12 @@ class MpiCommunicator(Communicator):
                 wide /= self.size
             np.copyto(out, wide, casting="unsafe")
             return
-        ufunc.reduce(parts, axis=0, out=out)
+        if len(parts) == 1:
+            np.copyto(out, parts[0])
+        else:  # a left fold in rank order, as ufunc.reduce over axis 0 is, without its set-up cost
+            ufunc(parts[0], parts[1], out=out)
+            for r in range(2, len(parts)):
+                ufunc(out, parts[r], out=out)
         if op == "avg":
             (np.divide if out.dtype.kind == "f" else np.floor_divide)(out, self.size, out=out)
 
@@ -251,9 +260,10 @@ class MpiCommunicator(Communicator):
         return DONE
 
     def all_reduce(self, send, recv, op="sum", stream=None) -> Work:
-        mop = self._plain.get((send.dtype.char, op)) if self.host and send is not recv else None
+        mop = self._plain.get((send.dtype.char, op)) if self.host else None
         if mop is not None and send.size:  # host memory of a type MPI reduces itself: straight to MPI
-            return MpiWork(self, [self.comm.Iallreduce(send, recv, mop)], "all_reduce")
+            return MpiWork(self, [self.comm.Iallreduce(self.MPI.IN_PLACE if send is recv else send, recv, mop)],
+                           "all_reduce")
         return self._reduce(send, recv, op, "all_reduce", None, stream)
 
     def reduce(self, send, recv, op, root, stream=None) -> Work:
