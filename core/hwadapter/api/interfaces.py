@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from . import dtypes as _dtypes
+from .collectives import Collectives
 from .errors import DeviceUnavailableError, PluginLoadError, short_repr
 
 #: (MAJOR, MINOR) of this plugin API. A plugin is accepted when its MAJOR equals this one and its MINOR is not newer.
@@ -301,7 +302,7 @@ class Plugin(ABC):
         """Subgraph level: a new SubgraphBackend for `device` (the Device keeps it), or None."""
         return None
 
-    def collectives(self, device) -> "Collectives | None":
+    def collectives(self, device) -> Collectives | None:
         """Communication level (2.1): a hwadapter.plugin.Collectives for `device` (the Device keeps it), or None: the
         device then gets the default communicator on MPI, staged through host memory where its memory is not."""
         return None

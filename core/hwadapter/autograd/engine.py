@@ -379,7 +379,7 @@ def run(roots: list, root_grads: list, retain: bool, create: bool, wanted: list 
 
 def _accumulate(t: Tensor, g: Tensor) -> None:
     """Add g into leaf t's .grad (float16 adds up in float32 and is stored as float16)."""
-    ag = t._ag  # g has t's shape: run() fits every gradient, _root_grad checks a root's
+    # g has t's shape: run() fits every gradient, _root_grad checks a root's
     old = t.grad  # inside a trace, a gradient from before it is a state input (Tensor.grad lifts it)
     new = _as(g if old is None else _add(old, g), t._dtype)
     set_grad(t, new if _mode.enabled else _detached(new))  # recording (create_graph): the grad keeps its graph
