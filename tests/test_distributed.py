@@ -110,11 +110,13 @@ def test_a_rank_killed_mid_collective_leaves_no_process_behind(tmp_path):
 
 # --- in this process (a world of one) ------------------------------------------------------------------------
 def test_collectives_before_init_say_how_to_start():
-    if dist.is_initialized():
-        pytest.skip("this worker already joined a world")
-    with pytest.raises(hw.CollectiveError, match="init_parallel_env"):
-        dist.all_reduce(hw.to_tensor(np.ones(2, np.float32)))
-    assert dist.get_rank() == 0 and dist.get_world_size() == 1
+    code = ("import numpy as np, hwadapter as hw\nfrom hwadapter import distributed as dist\n"
+            "assert not dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1\n"
+            "try:\n    dist.all_reduce(hw.to_tensor(np.ones(2, np.float32)))\n"
+            "except hw.CollectiveError as err:\n    print('said:', err)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "said: the parallel environment is not initialised" in proc.stdout \
+        and "init_parallel_env()" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_a_world_of_one_and_bad_arguments():
