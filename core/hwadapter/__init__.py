@@ -41,7 +41,7 @@ def _frontend() -> dict:
              "autograd": autograd, "grad": autograd.grad, "no_grad": autograd.no_grad,
              "enable_grad": autograd.enable_grad, "is_grad_enabled": autograd.is_grad_enabled,
              "set_grad_enabled": autograd.set_grad_enabled, "create_parameter": autograd.create_parameter,
-             "ParamAttr": nn.ParamAttr, "Model": hapi.Model, "DataParallel": _data_parallel}
+             "ParamAttr": nn.ParamAttr, "Model": hapi.Model}
     names.update({n: getattr(ops, n) for n in ops.__all__})
     names["__all__"] = ["Tensor", "to_tensor", "from_dlpack", "set_device", "get_device", "device_guard",
                         "configure", "device", "nn", "jit", "profiler", "dtypes", "HwAdapterError", "save", "load",
@@ -52,16 +52,13 @@ def _frontend() -> dict:
     return names
 
 
-def _data_parallel(layers, *args, **kwargs):
-    """hw.DataParallel: hwadapter.distributed.DataParallel (imported on first use: it needs MPI)."""
-    return importlib.import_module(".distributed", __name__).DataParallel(layers, *args, **kwargs)
-
-
 def __getattr__(name):
     if name == "kp":  # the kernel-primitive language is imported when first used, not with the frontend
         return importlib.import_module(".kp", __name__)
     if name in _PACKAGES:
         return importlib.import_module(f".{name}", __name__)
+    if name == "DataParallel":  # the class itself, from hwadapter.distributed, which loads only when asked for
+        return importlib.import_module(".distributed", __name__).DataParallel
     names = _frontend()
     if name in names:
         return names[name]
@@ -69,4 +66,4 @@ def __getattr__(name):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_frontend()))
+    return sorted(set(globals()) | set(_frontend()) | {"DataParallel"})

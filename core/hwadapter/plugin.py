@@ -7,7 +7,7 @@ op kernels (`register_kernels`), a `SubgraphBackend`, or a `CodegenBackend`. The
 from __future__ import annotations
 
 from .api import dtypes
-from .api.collectives import DONE, REDUCE_OPS, Collectives, Communicator, Work  # the communication level (2.1)
+from .api.collectives import DONE, REDUCE_OPS, Collectives, Communicator, Work, poll  # the communication level (2.1)
 from .api.config import cpu_kernels
 from .api.errors import (CollectiveError, CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError,
                          InvalidArgumentError, KernelNotFoundError, OutOfMemoryError, UnsupportedDTypeError)
@@ -41,4 +41,4 @@ __all__ = ["API_VERSION", "Plugin", "Runtime", "SynchronousRuntime", "HostBuffer
            "node_primitive", "load_source", "build_library", "share", "DiskFullError", "check_room", "no_room",
            "reference", "shapes", "meta", "dtypes", "primitive_ops", "cpu_kernels", "CompileError", "DeviceUnavailableError", "HwAdapterError",
            "InvalidArgumentError", "KernelNotFoundError", "OutOfMemoryError", "UnsupportedDTypeError",
-           "Collectives", "Communicator", "Work", "DONE", "REDUCE_OPS", "CollectiveError"]
+           "Collectives", "Communicator", "Work", "DONE", "REDUCE_OPS", "CollectiveError", "poll"]

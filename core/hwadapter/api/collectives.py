@@ -8,8 +8,11 @@ must issue the same calls in the same order with matching shapes and dtypes.
 """
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Callable
+
+from .errors import CollectiveError
 
 #: The reductions every communicator offers ("avg" divides the sum by the group's size).
 REDUCE_OPS = ("sum", "avg", "max", "min", "prod")
@@ -19,6 +22,29 @@ COLLECTIVE_OPS = ("all_reduce", "broadcast")
 #: The calls of a Communicator, in the order the conformance kit checks them.
 CALLS = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "send", "recv",
          "barrier")
+
+
+def poll(done: Callable[[], bool], what: str, timeout: float, check: Callable[[], None] | None = None,
+         spin: int = 1000) -> None:
+    """Wait until done() is true, at most `timeout` seconds: CollectiveError past it. `check()`, called now and
+    then, may raise to stop sooner (a peer that announced its failure, an asynchronous error); past `spin` polls the
+    wait yields its core, since a process on it may be the one waited for."""
+    if done():
+        return
+    deadline, polls = time.monotonic() + timeout, 0
+    while not done():
+        polls += 1
+        if polls > spin:
+            time.sleep(0 if polls < 4 * spin else 0.0002)
+        if polls % 256 == 0:
+            if check is not None:
+                check()
+            if time.monotonic() > deadline:
+                raise CollectiveError(
+                    f"{what} did not complete within {timeout:g} s: a rank died, hangs, or did not make the same call "
+                    f"(every rank must issue the same collectives in the same order)",
+                    fix="find the rank that stopped (its output says why); raise the limit with "
+                        "HWADAPTER_COLLECTIVE_TIMEOUT=<seconds> if the work is just slow")
 
 
 class Work(ABC):

@@ -26,7 +26,7 @@ import hwadapter as hw
 from hwadapter import distributed as dist
 from hwadapter import CollectiveError, HwAdapterError
 from hwadapter.distributed.launch import INSTALL, find_mpiexec
-from hwadapter.plugin import REDUCE_OPS
+from hwadapter.plugin import REDUCE_OPS, poll
 
 RANKS = 2
 #: The dtypes each collective runs over (those a plugin's Collectives.dtypes() leaves out are skipped).
@@ -295,7 +295,8 @@ def _barrier(k: _Rank) -> None:
         own.barrier()
         left = time.time()
         every = np.zeros(k.size)
-        _wait(_Kit.comm.Iallgather(np.array([entered]), every), "the kit's barrier times", dist.ParallelEnv().timeout)
+        req = _Kit.comm.Iallgather(np.array([entered]), every)
+        poll(req.Test, "the kit's barrier times", dist.ParallelEnv().timeout)
         if left < every[late]:
             k.problems.append(f"{k.call}: rank {k.rank} left the barrier {every[late] - left:.3f} s before rank "
                               f"{late} entered it")
@@ -328,15 +329,6 @@ def _mpi():
     return importlib.import_module("mpi4py.MPI")
 
 
-def _wait(request, what: str, timeout: float) -> None:
-    """Wait for one MPI request of the kit's own at most `timeout` seconds (CollectiveError past it)."""
-    deadline = time.monotonic() + timeout
-    while not request.Test():
-        if time.monotonic() > deadline:
-            raise CollectiveError(f"{what} did not complete within {timeout:g} s")
-        time.sleep(0.0005)
-
-
 class _Kit:
     """The job's own MPI communicator (a Dup of the world: never mixed with the collectives under test)."""
     comm = None
@@ -349,7 +341,8 @@ def _in_step(case: str, timeout: float) -> str | None:
     mine = np.array([1 if _Kit.collective_error else 0], np.int8)
     every = np.zeros(_Kit.comm.Get_size(), np.int8)
     try:
-        _wait(_Kit.comm.Iallgather(mine, every), f"the kit's step after {case}", timeout)
+        req = _Kit.comm.Iallgather(mine, every)
+        poll(req.Test, f"the kit's step after {case}", timeout)
     except CollectiveError:
         return f"a rank did not finish {case} within {timeout:g} s"
     failed = [r for r in range(every.size) if every[r]]

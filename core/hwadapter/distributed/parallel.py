@@ -8,8 +8,8 @@ import numpy as np
 
 from ..autograd import engine
 from ..autograd.engine import no_grad
+from ..autograd.rules_shape import zeros
 from ..dispatch.dispatcher import dispatch
-from ..dispatch.tensor import wrap
 from ..nn.layer import Layer
 from ..trace import active as _tracing
 from . import collective, env
@@ -110,8 +110,7 @@ class DataParallel(Layer):
             for p in b.current():
                 g = p.grad
                 if g is None:
-                    g = wrap(p._device.constant(np.zeros((), p._dtype)), p._device)
-                    g = dispatch("expand", (g,), {"shape": tuple(p.shape)})
+                    g = zeros(p.shape, p)
                 parts.append(dispatch("reshape", (g,), {"shape": (-1,)}))
             flat = parts[0] if len(parts) == 1 else dispatch("concat", tuple(parts), {"axis": 0})
             if _tracing() is None:

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from ..api.collectives import DONE, Communicator, Work
+from ..api.collectives import DONE, Communicator, Work, poll
 from ..api.errors import CollectiveError, InvalidArgumentError, UnsupportedDTypeError
 from .memory import DeviceArray
 
@@ -82,26 +82,17 @@ class Watch:
 def wait(MPI, requests: list, what: str, watch: Watch | None, timeout: float, comm=None) -> None:
     """Wait for MPI `requests` at most `timeout` seconds, stopping early when a rank announced a failure; `what` names
     the call in errors (with `comm`: the call's name, which the communicator words)."""
-    if requests[0].Test() if len(requests) == 1 else MPI.Request.Testall(requests):
+    done = requests[0].Test if len(requests) == 1 else (lambda: MPI.Request.Testall(requests))
+    if done():
         return
     if comm is not None:
         what = comm._what(what)
-    deadline, spins, busy = time.monotonic() + timeout, 0, SPIN
-    test = requests[0].Test if len(requests) == 1 else (lambda: MPI.Request.Testall(requests))
-    while not test():
-        spins += 1
-        if spins > busy:
-            time.sleep(0 if spins < 4 * busy else 0.0002)  # yield the core: a peer on it may be the one to wait for
-        if spins % 256 == 0:
-            if watch is not None:
-                watch.check(what)
-            if time.monotonic() > deadline:
-                reason = (f"did not complete within {timeout:g} s: a rank died, hangs, or did not make the same call "
-                          f"(every rank must issue the same collectives in the same order)")
-                if watch is not None:
-                    watch.broken = watch.broken or f"{what} {reason}"
-                raise CollectiveError(f"{what} {reason}", fix="find the rank that stopped (its output says why); raise "
-                                      "the limit with HWADAPTER_COLLECTIVE_TIMEOUT=<seconds> if the work is just slow")
+    try:
+        poll(done, what, timeout, None if watch is None else (lambda: watch.check(what)), SPIN)
+    except CollectiveError as err:
+        if watch is not None:  # a wait that ran out of time leaves this process's collectives unusable
+            watch.broken = watch.broken or str(err)
+        raise
 
 
 class MpiWork(Work):

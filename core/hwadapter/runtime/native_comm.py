@@ -8,11 +8,10 @@ the communicator's `timeout` seconds, when set); a library without streams compl
 from __future__ import annotations
 
 import importlib
-import time
 
 import numpy as np
 
-from ..api.collectives import DONE, REDUCE_OPS, Collectives, Communicator, Work
+from ..api.collectives import DONE, REDUCE_OPS, Collectives, Communicator, Work, poll
 from ..api.errors import CollectiveError, HwAdapterError, InvalidArgumentError, UnsupportedDTypeError
 from .memory import DeviceArray
 
@@ -35,19 +34,9 @@ class NativeWork(Work):
         if self.buffers is None:
             return
         limit = self.comm.timeout
-        if limit is not None and not self.is_completed():
-            deadline, spins = time.monotonic() + limit, 0
-            while not self.is_completed():
-                if time.monotonic() > deadline:
-                    raise CollectiveError(
-                        f"{self.call} on {self.comm.device} (rank {self.comm.rank} of {self.comm.size}) did not "
-                        f"complete within {limit:g} s: a rank died, hangs, or did not make the same call. Fix: find "
-                        f"the rank that stopped (its output says why); raise the limit with "
-                        f"HWADAPTER_COLLECTIVE_TIMEOUT=<seconds> if the work is just slow",
-                        fix="find the rank that stopped")
-                spins += 1
-                if spins > 1000:
-                    time.sleep(0.0002)  # a long wait: let other processes on these cores run
+        if limit is not None:
+            comm = self.comm
+            poll(self.is_completed, f"{self.call} on {comm.device} (rank {comm.rank} of {comm.size})", limit)
         with self.comm.context(self.call):
             self.stream.synchronize()
         self.buffers = None

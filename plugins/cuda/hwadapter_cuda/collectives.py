@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import time
 import warnings
 
 import numpy as np
 
 from hwadapter.plugin import (DONE, REDUCE_OPS, CollectiveError, Collectives, Communicator, DeviceArray,
-                              HwAdapterError, InvalidArgumentError, UnsupportedDTypeError, Work)
+                              HwAdapterError, InvalidArgumentError, UnsupportedDTypeError, Work, poll)
 
 from . import load_cupy
 from .runtime import CudaRuntime, CudaStream
@@ -133,19 +132,12 @@ class NcclWork(Work):
             with comm.gpu:
                 self.event.synchronize()
         else:
-            deadline, spins = time.monotonic() + limit, 0
-            while not self.event.done:
-                comm.check_async(self.call)  # a peer that died shows here long before the limit
-                if time.monotonic() > deadline:
-                    comm.abort(f"{self.call} did not complete within {limit:g} s")
-                    raise CollectiveError(
-                        f"{self.call} on {comm.where} did not complete within {limit:g} s: a rank died, hangs, or did "
-                        f"not make the same call; the communicator is aborted. Fix: find the rank that stopped (its "
-                        f"output says why); raise the limit with HWADAPTER_COLLECTIVE_TIMEOUT=<seconds> if the work "
-                        f"is just slow", fix="find the rank that stopped")
-                spins += 1
-                if spins > 100:
-                    time.sleep(0.0002)  # a long wait: let the other ranks' processes run
+            try:  # an asynchronous NCCL error (a peer that died) shows long before the limit
+                poll(lambda: self.event.done, f"{self.call} on {comm.where}", limit, lambda: comm.check_async(self.call),
+                     spin=100)
+            except CollectiveError as err:
+                comm.abort(str(err))
+                raise CollectiveError(f"{err}; the communicator is aborted", fix=err.fix) from None
         self.event = self.buffers = None
 
     def is_completed(self) -> bool:
