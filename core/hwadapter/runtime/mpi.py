@@ -163,10 +163,7 @@ class MpiCommunicator(Communicator):
         would be: rank order, float16 in float32, avg as the sum divided (floored for integers)."""
         out = recv.reshape(-1)
         if parts.dtype == np.float16:
-            wide = ufunc.reduce(parts.astype(np.float32), axis=0)
-            if op == "avg":
-                wide /= self.size
-            np.copyto(out, wide, casting="unsafe")
+            self._settle(ufunc.reduce(parts.astype(np.float32), axis=0), out, op)
             return
         if len(parts) == 1:
             np.copyto(out, parts[0])
@@ -174,8 +171,15 @@ class MpiCommunicator(Communicator):
             ufunc(parts[0], parts[1], out=out)
             for r in range(2, len(parts)):
                 ufunc(out, parts[r], out=out)
+        self._settle(out, out, op)
+
+    def _settle(self, r: np.ndarray, recv: np.ndarray, op: str) -> None:
+        """After MPI reduced into r: an average divided (floored for integers, as MPI and NCCL give it), then r into
+        recv when it is not recv itself (float16's float32 sum)."""
         if op == "avg":
-            (np.divide if out.dtype.kind == "f" else np.floor_divide)(out, self.size, out=out)
+            (np.divide if r.dtype.kind == "f" else np.floor_divide)(r, self.size, out=r)
+        if r is not recv:
+            np.copyto(recv, r, casting="unsafe")
 
     def _wait(self, requests: list, call: str) -> None:
         wait(self.MPI, requests, self._what(call), self.watch, self.timeout)
@@ -219,15 +223,8 @@ class MpiCommunicator(Communicator):
         mine = root is None or self.rank == root
 
         def then():
-            if not mine:
-                return
-            if op == "avg":
-                if r.dtype.kind == "f":
-                    np.divide(r, self.size, out=r)
-                else:
-                    np.floor_divide(r, self.size, out=r)
-            if r is not recv:
-                np.copyto(recv, r, casting="unsafe")
+            if mine:
+                self._settle(r, recv, op)
         return [req], then
 
     def _reduce(self, send, recv, op: str, call: str, root: int | None, stream) -> Work:
@@ -274,13 +271,7 @@ class MpiCommunicator(Communicator):
             s = send.astype(np.float32) if upcast else send
             r = np.empty(recv.shape, np.float32) if upcast else recv
             req = self.comm.Ireduce_scatter_block(s, r, mop)
-
-            def then():
-                if op == "avg":
-                    (np.divide if r.dtype.kind == "f" else np.floor_divide)(r, self.size, out=r)
-                if r is not recv:
-                    np.copyto(recv, r, casting="unsafe")
-            return MpiWork(self, [req], "reduce_scatter", then)
+            return MpiWork(self, [req], "reduce_scatter", lambda: self._settle(r, recv, op))
         # staged: the all-reduce of each rank's part, kept by its owner (chunked like all_reduce)
         part = n * send.dtype.itemsize
         for j in range(self.size):
