@@ -1,10 +1,11 @@
-"""`hwadapter paddle install|status|remove`: hwadapter devices as PaddlePaddle custom devices (hwadapter-paddle).
+"""`hwadapter paddle install|status|remove|launch|trace`: hwadapter devices as PaddlePaddle custom devices (hwadapter-paddle).
 
 The work is in the separate distribution hwadapter-paddle (bridges/paddle), imported when a subcommand runs; paddle
 itself is never imported here (the bridge finds it through importlib and checks a new shim in a child process).
 """
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -47,7 +48,41 @@ def _add_paddle(sub) -> None:
     rm.add_argument("types", nargs="*", metavar="TYPE")
     rm.add_argument("--dir", help="the shim folder (default as for install)")
     rm.set_defaults(func=_cmd_remove)
+    la = actions.add_parser("launch", help="run a Paddle script as N ranks over MPI on a bridged device",
+                            description="Start N copies of a Paddle script under mpiexec, each with Paddle's "
+                                        "distributed variables set (PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM, "
+                                        "PADDLE_DISTRI_BACKEND, PADDLE_XCCL_BACKEND, FLAGS_selected_<type>s), so "
+                                        "paddle.distributed.init_parallel_env() and paddle.DataParallel run their "
+                                        "collectives on the device's communicator (MPI unless the plugin has its "
+                                        "own).")
+    la.add_argument("-n", "--nprocs", type=int, default=2, help="ranks to start (default 2)")
+    la.add_argument("--device", help="the device type ranks use (Paddle's name, e.g. hwa_cpu; default: the first "
+                                     "custom device type Paddle lists)")
+    la.add_argument("--devices", help="device ids, one per rank, comma separated (default: ranks share device 0 "
+                                      "when there is one, else rank i takes device i)")
+    la.add_argument("--backend", default="xccl", choices=("xccl", "gloo"),
+                    help="xccl: the bridged device's collectives (default); gloo: Paddle's own on the CPU, a "
+                         "reference run")
+    la.add_argument("--timeout", type=float, help="seconds a collective may wait (HWADAPTER_COLLECTIVE_TIMEOUT)")
+    la.add_argument("command", nargs="+", metavar="-- COMMAND", help="the script and its arguments")
+    la.set_defaults(func=lambda args: _delegate("launch", args))
+    tr = actions.add_parser("trace", help="run a Paddle script and show, per kernel, device or CPU fallback",
+                            description="Run a command with the bridge's kernel counters and Paddle's fallback log "
+                                        "on, then print per phi kernel how many calls ran on each bridged device "
+                                        "and how many fell back to Paddle's CPU.")
+    tr.add_argument("--json", action="store_true", help="print machine-readable JSON instead of tables")
+    tr.add_argument("--strict", action="store_true", help="exit with status 3 when any kernel fell back")
+    tr.add_argument("command", nargs="+", metavar="-- COMMAND", help="the command and its arguments")
+    tr.set_defaults(func=lambda args: _delegate("trace", args))
     p.set_defaults(func=lambda args: _usage(p))
+
+
+def _delegate(name: str, args) -> int:
+    """Run hwadapter_paddle.<name>.main(args) (launch, trace): their options are parsed here, the work is there."""
+    bridge = _bridge()
+    if bridge is None:
+        return 2
+    return importlib.import_module(f"hwadapter_paddle.{name}").main(args)
 
 
 def _bridge():
