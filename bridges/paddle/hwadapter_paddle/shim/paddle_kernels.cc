@@ -1107,4 +1107,19 @@ __attribute__((visibility("default"))) long long hwadapter_paddle_kernel_calls(c
   return -1;
 }
 
+/* Every phi kernel's calls in this process, "phi=calls;..." (those that ran; contiguous included): what
+ * `hwadapter paddle trace` reads at the end of a run. The text lives until the next call. */
+__attribute__((visibility("default"))) const char *hwadapter_paddle_kernel_counts(void) {
+  static std::mutex lock;
+  static std::string text;
+  std::lock_guard<std::mutex> hold(lock);
+  text.clear();
+#ifndef HWA_PD_PYTHON
+  if (uint64_t n = hwa_pd::g_contiguous_calls.load()) text += "contiguous=" + std::to_string(n) + ";";
+#endif
+  for (const hwa_pd::Counter *c = hwa_pd::counters; c->name; ++c)
+    if (uint64_t n = c->calls->load()) text += std::string(c->name) + "=" + std::to_string(n) + ";";
+  return text.c_str();
+}
+
 }  // extern "C"
