@@ -15,9 +15,12 @@ from typing import Callable
 
 import numpy as np
 
+from .api.config import config as _config
 from .api.errors import KernelNotFoundError
 from .api.interfaces import Runtime
+from .autograd.opvjp import op_vjp
 from .dispatch.dispatcher import own as _own
+from .dispatch.tensor import Tensor, wrap as _wrap
 from .runtime.device import Device, devices as _devices
 from .runtime.discovery import PluginRecord, registry as _registry
 from .runtime.memory import DeviceArray
@@ -25,7 +28,8 @@ from .runtime.native import NativeRuntime
 from .runtime.native import load_library as _load_library
 
 __all__ = ["Device", "DeviceArray", "PluginRecord", "device", "own_kernel", "run_own_kernel", "accepts_native_memory",
-           "adopt", "native_array", "load_library", "native_runtime", "plugin_types", "plugin_record"]
+           "adopt", "native_array", "load_library", "native_runtime", "plugin_types", "plugin_record", "tensor", "data",
+           "op_vjp", "strict"]
 
 
 # ---- devices and their own kernels ----
@@ -51,6 +55,29 @@ def run_own_kernel(op: str, device: Device, *arrays, **attrs):
                                   f"(hwadapter.{op}), which may fall back to the CPU, or use dtypes {device.type} "
                                   f"registered (`hwadapter ops --device {device.type}`)")
     return fn(*arrays, **attrs)
+
+
+def tensor(device: Device, array) -> Tensor:
+    """A hwadapter Tensor over the device's own array (a numpy array on a host-memory device, else a DeviceArray, as
+    native_array gives), sharing its memory: hwadapter's ops then run on it (op_vjp: the gradients by its rules)."""
+    return _wrap(array, device)
+
+
+def data(t: Tensor):
+    """The device array a Tensor holds (numpy on a host-memory device, else a DeviceArray), not copied."""
+    return t._data
+
+
+class strict:
+    """A context in which hwadapter's dispatch never falls back to the CPU (a missing kernel is an error), as a host
+    running a device's kernels for another framework needs: that framework counts its own fallbacks."""
+
+    def __enter__(self):
+        self._was, _config.fallback = _config.fallback, "error"
+        return self
+
+    def __exit__(self, *exc):
+        _config.fallback = self._was
 
 
 # ---- lending a native host's memory ----
