@@ -11,11 +11,14 @@ them (pykernels.py).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 
-from . import optable
+import numpy as np
+
+from . import optable, training
 
 HERE = Path(__file__).resolve().parent
 KERNELS_SOURCE = HERE / "shim" / "paddle_kernels.cc"
@@ -155,9 +158,71 @@ def _wrapper(m: optable.Mapping) -> str:
             f"}}\n")
 
 
-def generate(register: dict[str, list[str]]) -> str:
-    """hwa_kernels.inc for {op: dtypes}: wrappers, registrations, the counters and the HWA_PD_REGISTERED string."""
+_PADDLE_TYPES = re.compile(r"(?<![\w:])(DenseTensor|IntArray|Scalar|DataType)\b")
+
+
+def parameters(params: str) -> list[tuple[str, str, str]]:
+    """Paddle's C++ parameter list as [(kind, C++ type, name)]: kind "in", "in_list", "optional", "out", "out_list" or
+    "attr"."""
+    out = []
+    for part in filter(None, (p.strip() for p in params.split(","))):
+        ctype, name = part.rsplit(None, 1)
+        compact = ctype.replace(" ", "")
+        kind = {"constDenseTensor&": "in", "constpaddle::optional<DenseTensor>&": "optional",
+                "conststd::vector<constDenseTensor*>&": "in_list", "DenseTensor*": "out",
+                "std::vector<DenseTensor*>": "out_list"}.get(compact, "attr")
+        out.append((kind, ctype, name))
+    return out
+
+
+def composite_wrapper(c) -> str:
+    """One composite's phi kernel: its inputs, attributes and outputs handed by name to pykernels.run_composite."""
+    params = parameters(c.params)
+    decl = ", ".join(_PADDLE_TYPES.sub(r"phi::\1", ctype) + " " + name for _, ctype, name in params)
+    body = []
+    for kind, _, name in params:
+        if kind in ("in", "in_list"):
+            body.append(f'  c.in("{name}", {"&" if kind == "in" else ""}{name});')
+        elif kind == "optional":
+            body.append(f'  c.in("{name}", {name}.get_ptr());')
+        elif kind == "out":
+            like = c.host_outputs.get(name)
+            body.append(f'  c.out<T>("{name}", {name}{", &" + like if like else ""});')
+        elif kind == "out_list":
+            body.append(f'  c.out("{name}", {name});')
+        else:
+            body.append(f'  c.attr("{name}", {name});')
+    return (f"std::atomic<uint64_t> calls_{c.phi}{{0}};\n"
+            f"template <typename T, typename Context>\n"
+            f"void c_{c.phi}(const Context &ctx, {decl}) {{\n"
+            f'  Composite c("{c.phi}", ctx, calls_{c.phi});\n' + "\n".join(body) + "\n  c.run();\n}\n")
+
+
+def composite_registration(c, dtypes: list[str]) -> str:
+    """PD_REGISTER_PLUGIN_KERNEL for a composite: inputs Paddle may keep on the CPU read from any backend, outputs
+    that follow them left to the kernel (as Paddle's own GPU kernels register Adam's beta powers)."""
+    params = parameters(c.params)
+    ins = [name for kind, _, name in params if kind in ("in", "optional", "in_list")]
+    outs = [name for kind, _, name in params if kind in ("out", "out_list")]
+    body = [f"kernel->InputAt({ins.index(n)}).SetBackend(phi::Backend::ALL_BACKEND);" for n in c.host_inputs]
+    body += [f"kernel->OutputAt({outs.index(n)}).SetBackend(phi::Backend::UNDEFINED);" for n in c.host_outputs]
+    if c.phi in ("cast",):  # the output's dtype is the attribute's, not the kernel key's
+        body.append("kernel->OutputAt(0).SetDataType(phi::DataType::UNDEFINED);")
+    types = ", ".join(optable.CPP_TYPES[d] for d in dtypes)
+    return (f"PD_REGISTER_PLUGIN_KERNEL({c.phi}, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::c_{c.phi}, {types}) "
+            f"{{{' '.join(body)}}}\n")
+
+
+def generate(register: dict[str, list[str]], composites: dict[str, list[str]] | None = None) -> str:
+    """hwa_kernels.inc for {op: dtypes} (and {composite phi kernel: dtypes}, the Python-kernel library's): wrappers,
+    registrations, the counters and the HWA_PD_REGISTERED string."""
     wrappers, registrations, counters, said = [], [], [], []
+    for phi, dtypes in (composites or {}).items():
+        c = training.BY_PHI[phi]
+        wrappers.append(composite_wrapper(c))
+        registrations.append(composite_registration(c, dtypes))
+        counters.append(f"{{\"{phi}\", &calls_{phi}}}, ")
+        said.append(f"{phi}:composite:{'|'.join(dtypes)}")
     for op, dtypes in register.items():
         for m in optable.phi_kernels(optable.BY_OP[op]):  # the op's phi kernel, and any further one (also)
             wrappers.append(_wrapper(m))
@@ -194,7 +259,7 @@ def python_kernels(device_type: str, c_kernels: dict[str, list[str]]) -> list[tu
 
 def compile_kernels(device_type: str, library: str | os.PathLike, out: str | os.PathLike, paddle,
                     register: dict[str, list[str]], compiler: str, include_dirs: list[Path],
-                    python_type: str | None = None) -> list[str]:
+                    python_type: str | None = None, composites: dict[str, list[str]] | None = None) -> list[str]:
     """Compile the kernels library for one device type into `out` (the Python-kernel one, calling the plugin of
     hwadapter device type `python_type`, when given); returns the command. RuntimeError with the compiler's last
     lines when it fails (the caller installs the runtime shim alone then)."""
@@ -203,7 +268,7 @@ def compile_kernels(device_type: str, library: str | os.PathLike, out: str | os.
     python = ([f"-I{sysconfig.get_paths()['include']}", "-DHWA_PD_PYTHON", f"-DHWA_PD_HWA_TYPE=\"{python_type}\""]
               if python_type else [])
     with tempfile.TemporaryDirectory(prefix="hwadapter-paddle-kernels-") as tmp:
-        (Path(tmp) / "hwa_kernels.inc").write_text(generate(register))
+        (Path(tmp) / "hwa_kernels.inc").write_text(generate(register, composites))
         # The Python-kernel library's wrappers hand each call to Python, whose cost is theirs: -O1 compiles it a
         # fifth faster (11.7 s, not 15.0, for the cpu plugin's 59 entries on the loaded 2-core machine).
         cmd = [compiler, "-shared", "-fPIC", "-O1" if python_type else "-O2", *PADDLE_KERNEL_FLAGS,
@@ -257,14 +322,15 @@ def _build_python(device_type, paddle_type, library, stage, paddle, compiler, in
     except Exception as err:  # the plugin cannot be loaded here: its C kernels still serve
         entry["python"] = {"file": None, "registered": [], "error": f"cannot read the plugin's kernels: {err}"}
         return
-    if not wanted:
+    composites, left = plan_composites(device_type)
+    if not wanted and not composites:
         return
-    register, _ = optable.plan(wanted, python=True)
-    py = {"file": None, "registered": [], "error": None}
+    register, _ = optable.plan(wanted, python=True) if wanted else ({}, [])
+    py = {"file": None, "registered": [], "error": None, "left": left}
     entry["python"] = py
     try:
         compile_kernels(paddle_type, library, stage / kernels_filename(device_type, python=True), paddle, register,
-                        compiler, include_dirs, python_type=device_type)
+                        compiler, include_dirs, python_type=device_type, composites=composites)
     except (RuntimeError, OSError) as err:
         py["error"] = str(err)
         return
@@ -272,6 +338,43 @@ def _build_python(device_type, paddle_type, library, stage, paddle, compiler, in
     py["registered"] = [{"phi": m.phi, "op": op, "ops": [op, *m.requires], "dtypes": dtypes, "exact": m.exact,
                          "python": True}
                         for op, dtypes in register.items() for m in optable.phi_kernels(optable.BY_OP[op])]
+    py["registered"] += [{"phi": phi, "op": "composite", "ops": [], "dtypes": dtypes,
+                          "exact": training.BY_PHI[phi].exact, "python": True, "composite": True}
+                         for phi, dtypes in composites.items()]
+
+
+def plan_composites(device_type: str) -> tuple[dict[str, list[str]], list[dict]]:
+    """({composite phi kernel: dtypes} whose sample runs on the device's own kernels, [{"phi", "dtypes", "why"}] left
+    to Paddle's CPU): each composite is run once per dtype on a small sample with hwadapter's fallback off, so one
+    that needs an op the plugin lacks is never registered half-done. ({}, []) when the plugin's runtime cannot reach
+    a native host's memory."""
+    import hwadapter as hw  # lazy: `hwadapter paddle` imports this module; only building loads the plugin
+    from hwadapter import host
+    dev = host.device(f"{device_type}:0")
+    if not host.accepts_native_memory(dev):
+        return {}, []
+    found, left = {}, []
+    for c in training.COMPOSITES:
+        outs = [name for kind, _, name in parameters(c.params) if kind == "out"]
+        for dtype in c.dtypes:
+            try:
+                ins, attrs = c.sample(dtype)
+                ins = {k: v if v is None or k in c.host_inputs else hw.to_tensor(v, device=dev)
+                       for k, v in ins.items()}
+                with host.strict():
+                    got = c.fn(dev, ins, dict(attrs), {n: (None, np.dtype(dtype)) for n in outs})
+                missing = [n for n in outs if n not in got and n not in _OPTIONAL_OUTPUTS]
+                if missing:
+                    raise RuntimeError(f"gave no {', '.join(missing)}")
+            except Exception as err:  # the reason is recorded: the kernel falls back to Paddle's CPU
+                left.append({"phi": c.phi, "dtypes": [dtype], "why": f"{type(err).__name__}: {err}".splitlines()[0]})
+                continue
+            found.setdefault(c.phi, []).append(dtype)
+    return found, left
+
+
+#: outputs a composite may leave unwritten (Paddle allocates them only in modes the composite refuses)
+_OPTIONAL_OUTPUTS = ("master_param_out", "master_param_outs", "moment2_max_out", "reserve_space")
 
 
 def expected(entry: dict) -> dict[str, set[str]]:

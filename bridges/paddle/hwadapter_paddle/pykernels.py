@@ -13,6 +13,7 @@ import numpy as np
 from hwadapter import host
 from hwadapter.plugin import contiguous_strides
 
+from . import training
 from .optable import CODE_NAMES
 
 _kernels: dict = {}
@@ -100,3 +101,89 @@ def _run(device_type: str, op: str, inputs: list, output, attrs: dict) -> None:
             # Without a stream the copy returns when it is done, and so is the kernel queued before it: Paddle's
             # next op may read the output through the library, outside our queues.
             dev.runtime.copy_d2d(out.handle, 0, result.handle, 0, out.nbytes)
+
+
+# ---- composite kernels (training.py): a phi kernel as hwadapter's ops on the device ----
+
+def run_composite(device_type: str, index: int, phi: str, inputs: dict, attrs: dict, outputs: dict) -> None:
+    """inputs/outputs: {name: (memoryview, shape, strides, dtype code, on the host) or None or a list of them}:
+    outputs = training.BY_PHI[phi].fn on the device's tensors, hwadapter's dispatch never falling back. The error's
+    text reaches Paddle, a hwadapter error's fix part of it."""
+    try:
+        _run_composite(device_type, index, phi, inputs, attrs, outputs)
+    except training.Refused as err:
+        raise RuntimeError(f"{phi} on {device_type}:{index}: {err}; this call cannot run on the device and Paddle has "
+                           f"no per-call fallback: move its tensors to the CPU for it") from err
+    except Exception as err:
+        fix = getattr(err, "fix", "")
+        if fix and fix not in str(err):
+            raise RuntimeError(f"{type(err).__name__}: {err} Fix: {fix}") from err
+        raise
+
+
+_devices: dict = {}
+
+
+def _device(device_type: str, index: int):
+    key = (device_type, index)
+    dev = _devices.get(key)
+    if dev is None:
+        dev = _devices[key] = host.device(f"{device_type}:{index}")
+    return dev
+
+
+def _input(dev, phi: str, t):
+    """A Paddle tensor as the composite takes it: a Tensor of dev, a numpy array when Paddle keeps it on the CPU."""
+    if t is None:
+        return None
+    if isinstance(t, list):
+        return [_input(dev, phi, x) for x in t]
+    memory, shape, strides, code, on_host = t
+    if memory is None and int(np.prod(shape)) > 0:
+        return training.Meta(tuple(shape), _DTYPES[code])
+    if on_host:
+        return _array(memory, shape, strides, code)
+    if dev.host_memory:
+        return host.tensor(dev, _array(memory, shape, strides, code))
+    return host.tensor(dev, _lent(dev, phi, memory, shape, strides, code))
+
+
+def _run_composite(device_type: str, index: int, phi: str, inputs: dict, attrs: dict, outputs: dict) -> None:
+    kernel = training.BY_PHI[phi]
+    dev = _device(device_type, index)
+    ins = {name: _input(dev, phi, t) for name, t in inputs.items()}
+    want = {name: (tuple(t[1]), _DTYPES[t[3]]) for name, t in outputs.items() if t is not None}
+    with host.strict():
+        results = kernel.fn(dev, ins, attrs, want)
+    for name, t in outputs.items():
+        if t is None:
+            continue
+        if name not in results:
+            raise RuntimeError(f"{phi} on {dev}: no result for its output {name} (hwadapter-paddle's training.py)")
+        _write(dev, phi, name, results[name], t)
+
+
+def _write(dev, phi: str, name: str, result, t) -> None:
+    """Copy one result (a Tensor of dev or a numpy array) into Paddle's output t."""
+    memory, shape, strides, code, on_host = t
+    dtype = _DTYPES[code]
+    data = host.data(result) if not isinstance(result, np.ndarray) else result
+    if tuple(data.shape) != tuple(shape):
+        if int(np.prod(data.shape)) != int(np.prod(shape)) or max(len(data.shape), len(shape)) > 1:
+            raise RuntimeError(f"{phi} on {dev}: its {name} came out {np.dtype(data.dtype).name}{list(data.shape)}, "
+                               f"Paddle expects {dtype.name}{list(shape)}")
+    if np.dtype(data.dtype) != dtype:
+        raise RuntimeError(f"{phi} on {dev}: its {name} came out {np.dtype(data.dtype).name}, Paddle expects "
+                           f"{dtype.name}")
+    if memory is None:
+        return
+    if on_host or dev.host_memory:
+        out = _array(memory, shape, strides, code)
+        np.copyto(out, (data if isinstance(data, np.ndarray) else data.numpy()).reshape(shape), casting="no")
+        return
+    out = _lent(dev, phi, memory, shape, strides, code)
+    if isinstance(data, np.ndarray):
+        dev.runtime.copy_h2d(out.handle, 0, np.ascontiguousarray(data))
+    elif out.nbytes:
+        # without a stream the copy returns when it is done, and so is the kernel queued before it
+        dev.runtime.copy_d2d(out.handle, 0, data.handle, 0, out.nbytes)

@@ -17,7 +17,7 @@ from ..api import meta
 from ..api.shapes import broadcast
 from ..runtime.device import devices
 from ..runtime.discovery import registry
-from ..runtime.memory import DeviceArray, transfer
+from ..runtime.memory import DeviceArray, Lent, transfer
 from ..runtime.signature import BoundedCache
 from . import fallback
 from .tensor import Tensor, wrap
@@ -178,13 +178,14 @@ def _broadcast(xs: tuple, ys: tuple) -> tuple | None:
 
 
 def _own_memory(a: DeviceArray, dev) -> bool:
-    """True when device array `a` is memory of dev that holds its bytes."""
+    """True when device array `a` is memory of dev that holds its bytes: dev's own allocation, or memory a native
+    host lent dev for this call (a view of a lent input, e.g. a reshape)."""
     if a.device is not dev:
         return False
     block, nbytes = a.block, a.nbytes
     if block is None:
         return nbytes == 0
-    return block.allocator is dev._allocator and block.size >= nbytes
+    return (block.allocator is dev._allocator or type(block) is Lent) and block.size >= nbytes
 
 
 def _array_ok(value, dev, host: bool) -> bool:

@@ -24,7 +24,7 @@ def contiguous_strides(shape: tuple) -> tuple:
 _new = object.__new__
 
 
-class _Lent:
+class Lent:
     """A native host's memory as a block: no allocator, so nothing returns it to a cache or frees it."""
 
     __slots__ = ("handle", "size", "requested")
@@ -67,7 +67,7 @@ class DeviceArray:
     def adopt(cls, device, address: int, shape: tuple, dtype: np.dtype) -> "DeviceArray":
         """A view of memory a native host owns (Runtime.adopt), lent for the length of one call: never freed here."""
         nbytes = math.prod(shape) * dtype.itemsize
-        lent = _Lent(contract.call(device, "adopt", device.runtime.adopt, address, nbytes), nbytes) \
+        lent = Lent(contract.call(device, "adopt", device.runtime.adopt, address, nbytes), nbytes) \
             if nbytes else None
         return cls(device, lent, shape, dtype)
 

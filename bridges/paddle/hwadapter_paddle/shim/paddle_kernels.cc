@@ -216,6 +216,194 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
   PyGILState_Release(gil);
   return rc;
 }
+
+/* ---- composite kernels (training.py): a phi kernel (a grad, an optimizer step, a forward Paddle's way) run by
+ * hwadapter_paddle.pykernels.run_composite as hwadapter's ops on this device: its inputs, attributes and outputs by
+ * name, each output allocated here (Paddle's InferMeta has set its dims and dtype) before the GIL is taken. ---- */
+int32_t any_code(phi::DataType d) {
+  switch (d) {
+    case phi::DataType::BOOL: return HWA_BOOL;
+    case phi::DataType::UINT8: return HWA_UINT8;
+    case phi::DataType::INT8: return HWA_INT8;
+    case phi::DataType::INT16: return HWA_INT16;
+    case phi::DataType::INT32: return HWA_INT32;
+    case phi::DataType::INT64: return HWA_INT64;
+    case phi::DataType::FLOAT16: return HWA_FLOAT16;
+    case phi::DataType::FLOAT32: return HWA_FLOAT32;
+    case phi::DataType::FLOAT64: return HWA_FLOAT64;
+    default: return -1;
+  }
+}
+
+class Composite {
+ public:
+  Composite(const char *phi_name, const phi::CustomContext &ctx, std::atomic<uint64_t> &calls)
+      : phi_(phi_name), ctx_(ctx) {
+    calls.fetch_add(1, std::memory_order_relaxed);
+  }
+  void in(const char *name, const phi::DenseTensor *x) { ins_.push_back({name, x, false, {}}); }
+  void in(const char *name, const std::vector<const phi::DenseTensor *> &xs) { ins_.push_back({name, nullptr, true, xs}); }
+  void attr(const char *name, bool v) { attrs_.push_back({name, 'b', v, 0, {}, {}, ""}); }
+  void attr(const char *name, int v) { attrs_.push_back({name, 'i', v, 0, {}, {}, ""}); }
+  void attr(const char *name, int64_t v) { attrs_.push_back({name, 'i', v, 0, {}, {}, ""}); }
+  void attr(const char *name, float v) { attrs_.push_back({name, 'f', 0, v, {}, {}, ""}); }
+  void attr(const char *name, double v) { attrs_.push_back({name, 'f', 0, v, {}, {}, ""}); }
+  void attr(const char *name, const std::string &v) { attrs_.push_back({name, 's', 0, 0, {}, {}, v}); }
+  void attr(const char *name, const std::vector<int> &v) {
+    attrs_.push_back({name, 'I', 0, 0, std::vector<int64_t>(v.begin(), v.end()), {}, ""});
+  }
+  void attr(const char *name, const std::vector<int64_t> &v) { attrs_.push_back({name, 'I', 0, 0, v, {}, ""}); }
+  void attr(const char *name, const std::vector<float> &v) {
+    attrs_.push_back({name, 'F', 0, 0, {}, std::vector<double>(v.begin(), v.end()), ""});
+  }
+  void attr(const char *name, const phi::IntArray &v) { attrs_.push_back({name, 'I', 0, 0, v.GetData(), {}, ""}); }
+  void attr(const char *name, const phi::Scalar &v) {
+    /* a Scalar keeps its own dtype: integers as ints, the rest as Python floats (double: float32 values exact) */
+    phi::DataType d = v.dtype();
+    bool integer = d == phi::DataType::INT32 || d == phi::DataType::INT64 || d == phi::DataType::INT16 ||
+                   d == phi::DataType::INT8 || d == phi::DataType::UINT8 || d == phi::DataType::BOOL;
+    if (integer) attrs_.push_back({name, 'i', v.to<int64_t>(), 0, {}, {}, ""});
+    else attrs_.push_back({name, 'f', 0, v.to<double>(), {}, {}, ""});
+  }
+  void attr(const char *name, phi::DataType v) { attrs_.push_back({name, 'd', any_code(v), 0, {}, {}, ""}); }
+  /* an output Paddle wants (out not null), allocated where `like` lives when given (an optimizer's beta powers stay
+   * on the CPU), else on the device; dtype as InferMeta set it, else T's */
+  template <typename T>
+  void out(const char *name, phi::DenseTensor *t, const phi::DenseTensor *like = nullptr) {
+    if (t) {
+      phi::DataType d = t->dtype() == phi::DataType::UNDEFINED ? phi::CppTypeToDataType<T>::Type() : t->dtype();
+      if (like && like->place().GetType() == phi::AllocationType::CPU) ctx_.HostAlloc(t, d);
+      else ctx_.Alloc(t, d);
+    }
+    outs_.push_back({name, t});
+  }
+  void out(const char *name, const std::vector<phi::DenseTensor *> &ts) {
+    for (phi::DenseTensor *t : ts)
+      if (t) ctx_.Alloc(t, t->dtype());
+    list_outs_.push_back({name, ts});
+  }
+  void run();
+
+ private:
+  struct In { const char *name; const phi::DenseTensor *x; bool list; std::vector<const phi::DenseTensor *> xs; };
+  struct Attr { const char *name; char kind; int64_t i; double f; std::vector<int64_t> ints; std::vector<double> floats;
+                std::string s; };
+  struct Out { const char *name; phi::DenseTensor *t; };
+  struct ListOut { const char *name; std::vector<phi::DenseTensor *> ts; };
+  const char *phi_;
+  const phi::CustomContext &ctx_;
+  std::vector<In> ins_;
+  std::vector<Attr> attrs_;
+  std::vector<Out> outs_;
+  std::vector<ListOut> list_outs_;
+
+  /* (memoryview or None, shape, strides in elements, dtype code, on the host) under the GIL; None for no tensor */
+  PyObject *tuple_of(const phi::DenseTensor *x) const {
+    if (!x) Py_RETURN_NONE;
+    /* an input Paddle passes without its buffer (add_grad's x and y: only their shapes matter) has memory None */
+    int32_t code = any_code(x->dtype());
+    if (code < 0) {
+      PyErr_Format(PyExc_TypeError, "a %s tensor (hwadapter-paddle passes bool, integers, float16/32/64)",
+                   phi::DataTypeToString(x->dtype()).c_str());
+      return nullptr;
+    }
+    int nd = x->dims().size();
+    bool strided = x->strides().size() == nd;
+    PyObject *shape = PyTuple_New(nd), *strides = PyTuple_New(nd);
+    int64_t span = 1, s = 1;
+    for (int d = nd - 1; d >= 0; --d) {
+      int64_t stride = strided ? x->strides()[d] : s;
+      s *= x->dims()[d] > 0 ? x->dims()[d] : 1;
+      PyTuple_SET_ITEM(shape, d, PyLong_FromLongLong(x->dims()[d]));
+      PyTuple_SET_ITEM(strides, d, PyLong_FromLongLong(stride));
+      span += (x->dims()[d] - 1) * stride;
+    }
+    PyObject *memory = x->numel() > 0 && x->initialized()
+        ? PyMemoryView_FromMemory((char *)const_cast<void *>(x->data()), (Py_ssize_t)(span * itemsize(code)),
+                                  PyBUF_WRITE)
+        : Py_NewRef(Py_None);
+    bool host = x->place().GetType() == phi::AllocationType::CPU;
+    return Py_BuildValue("(NNNiO)", memory, shape, strides, (int)code, host ? Py_True : Py_False);
+  }
+  PyObject *attr_value(const Attr &a) const {
+    switch (a.kind) {
+      case 'b': return PyBool_FromLong((long)a.i);
+      case 'i': case 'd': return PyLong_FromLongLong(a.i);
+      case 'f': return PyFloat_FromDouble(a.f);
+      case 's': return PyUnicode_FromString(a.s.c_str());
+      case 'F': {
+        PyObject *v = PyTuple_New((Py_ssize_t)a.floats.size());
+        for (size_t j = 0; j < a.floats.size(); ++j) PyTuple_SET_ITEM(v, (Py_ssize_t)j, PyFloat_FromDouble(a.floats[j]));
+        return v;
+      }
+      default: {
+        PyObject *v = PyTuple_New((Py_ssize_t)a.ints.size());
+        for (size_t j = 0; j < a.ints.size(); ++j) PyTuple_SET_ITEM(v, (Py_ssize_t)j, PyLong_FromLongLong(a.ints[j]));
+        return v;
+      }
+    }
+  }
+  bool put(PyObject *dict, const char *name, PyObject *v) const {
+    if (!v) return false;
+    PyDict_SetItemString(dict, name, v);
+    Py_DECREF(v);
+    return true;
+  }
+  PyObject *list_of(const std::vector<const phi::DenseTensor *> &xs) const {
+    PyObject *l = PyList_New((Py_ssize_t)xs.size());
+    for (size_t i = 0; i < xs.size(); ++i) {
+      PyObject *t = tuple_of(xs[i]);
+      if (!t) { Py_DECREF(l); return nullptr; }
+      PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    return l;
+  }
+};
+
+void Composite::run() {
+  int device = ctx_.GetPlace().GetDeviceId();
+  ctx_.Wait();  /* the Python side runs at once, on the host: earlier work must be done */
+  keep_thread_state();
+  PyGILState_STATE gil = PyGILState_Ensure();
+  delete_ended_states();
+  static PyObject *run = nullptr;  /* hwadapter_paddle.pykernels.run_composite, looked up once (under the GIL) */
+  if (!run) {
+    PyObject *module = PyImport_ImportModule("hwadapter_paddle.pykernels");
+    run = module ? PyObject_GetAttrString(module, "run_composite") : nullptr;
+    Py_XDECREF(module);
+  }
+  PyObject *ins = PyDict_New(), *attrs = PyDict_New(), *outs = PyDict_New(), *result = nullptr;
+  bool ok = run != nullptr;
+  for (const In &i : ins_) ok = ok && put(ins, i.name, i.list ? list_of(i.xs) : tuple_of(i.x));
+  for (const Attr &a : attrs_) ok = ok && put(attrs, a.name, attr_value(a));
+  for (const Out &o : outs_) ok = ok && put(outs, o.name, tuple_of(o.t));
+  for (const ListOut &o : list_outs_)
+    ok = ok && put(outs, o.name, list_of(std::vector<const phi::DenseTensor *>(o.ts.begin(), o.ts.end())));
+  if (ok) result = PyObject_CallFunction(run, "sisOOO", HWA_PD_HWA_TYPE, device, phi_, ins, attrs, outs);
+  std::string err;
+  if (!result) {
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    PyObject *text = value ? PyObject_Str(value) : nullptr;
+    const char *c = text ? PyUnicode_AsUTF8(text) : nullptr;
+    err = std::string(type ? ((PyTypeObject *)type)->tp_name : "error") + ": " +
+          (c ? c : "hwadapter_paddle.pykernels.run_composite is missing");
+    PyErr_Clear();
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(trace);
+  }
+  Py_XDECREF(result);
+  Py_DECREF(ins);
+  Py_DECREF(attrs);
+  Py_DECREF(outs);
+  PyGILState_Release(gil);
+  if (!err.empty())
+    PADDLE_THROW(common::errors::External("hwadapter-paddle: %s kernel %s on device %d (hwadapter's ops on the "
+                                          "plugin's kernels) failed: %s", HWA_PD_DEVICE_TYPE, phi_, device,
+                                          err.c_str()));
+}
 #else
 /* The library's kernel for (op, input dtypes); generated registrations only name pairs the table declares. */
 HwaKernelFn find_kernel(const char *op, std::initializer_list<int32_t> dtypes) {
