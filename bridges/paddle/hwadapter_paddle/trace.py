@@ -284,9 +284,10 @@ def child_env(site: Path, out: Path, env: dict | None = None) -> dict:
     return env
 
 
-def run(command: list, env: dict | None = None, sink=None) -> Report:
+def run(command: list, env: dict | None = None, sink=None, report: Report | None = None) -> Report:
     """Run `command` traced; its stdout is inherited, its stderr (less Paddle's lines read here) goes to `sink`
-    (default: this process's stderr). Raises OSError when the command cannot be started."""
+    (default: this process's stderr), line by line and in order with the counting into `report` (a sink may read
+    it as it goes: benchmarks/paddle_overhead.py counts per step). Raises OSError when the command cannot start."""
     if not command:
         raise ValueError("no command to trace: hwadapter paddle trace -- python train.py ...")
     base = dict(os.environ if env is None else env)
@@ -298,7 +299,7 @@ def run(command: list, env: dict | None = None, sink=None) -> Report:
         def sink(data: bytes) -> None:
             sys.stderr.buffer.write(data)
             sys.stderr.buffer.flush()
-    report = Report(list(command), 0)
+    report = report if report is not None else Report(list(command), 0)
     with tempfile.TemporaryDirectory(prefix="hwadapter-paddle-trace-") as tmp:
         site, out = Path(tmp) / "site", Path(tmp) / "out"
         site.mkdir()
