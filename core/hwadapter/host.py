@@ -129,3 +129,14 @@ def plugin_record(device_type: str) -> PluginRecord | None:
     """What discovery knows of a plugin, loading it now if needed (ok, status, cause, fix, explain(), plugin,
     device_count, api_version, distribution, levels); None when no plugin has this device type."""
     return _registry.get(device_type)
+
+
+# ---- communicators ----
+def mpi_communicator(device: Device, comm, timeout: float | None = None):
+    """hwadapter's default Communicator (on MPI) for device over the processes of mpi4py intracommunicator `comm`,
+    for a host that makes its own groups: each wait bounded by `timeout` seconds (the job's limit by default) and
+    stopped by a failure another rank announced. Needs hwadapter.distributed.init_parallel_env() first."""
+    from .distributed import env  # lazy: MPI only for a host that asks for it
+    from .runtime.mpi import MpiCommunicator
+    w = env.world()
+    return MpiCommunicator(device, comm, w.watch, w.timeout if timeout is None else timeout)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import kernels as _kernels
+from . import xccl as _xccl
 
 HERE = Path(__file__).resolve().parent
 SHIM_SOURCE = HERE / "shim" / "paddle_shim.cc"
@@ -385,6 +386,9 @@ def install(types: list[str] | None = None, directory: str | os.PathLike | None 
                                                          compiler(), [hwadapter_include()]) if kernels else
                                           {"file": None, "registered": [], "left": [], "error": "--runtime-only"})
                           for c in built}
+        # Paddle's collectives on hwadapter's communicators (used when the device library has none of its own)
+        xccl_errors = {c.device_type: _xccl.build(c.device_type, stage / _xccl.filename(c.device_type), compiler(),
+                                                  [hwadapter_include()]) for c in built}
         failed_verify = {}
         if verify and built:
             types_seen, lines, problem = _verify_kernels(stage, built, kernel_entries)
@@ -407,9 +411,12 @@ def install(types: list[str] | None = None, directory: str | os.PathLike | None 
             os.replace(tmp_dest, dest)  # atomic: a running process keeps its mapping of the old file
             entry = kernel_entries[c.device_type]
             _place_kernels(stage, folder, c.device_type, entry)
+            _place_xccl(stage, folder, c.device_type, xccl_errors[c.device_type])
             manifest.setdefault("shims", {})[c.device_type] = {
                 "file": dest.name, "library": c.library, "distribution": c.distribution, "paddle_type": c.paddle_type,
-                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "verified": verify, "kernels": entry}
+                "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "verified": verify, "kernels": entry,
+                "collectives": {"file": None if xccl_errors[c.device_type] else _xccl.filename(c.device_type),
+                                "error": xccl_errors[c.device_type]}}
             report.outcomes.append(Outcome(c.device_type, True, f"{dest} (library {c.library}; in Paddle: "
                                                                  f"{c.paddle_type}); {_kernels.summary(entry)}", dest))
     report.outcomes.sort(key=lambda o: o.device_type)
@@ -480,6 +487,17 @@ def _place_kernels(stage: Path, folder: Path, device_type: str, entry: dict) -> 
         os.replace(tmp_dest, dest)
 
 
+def _place_xccl(stage: Path, folder: Path, device_type: str, error: str | None) -> None:
+    """Put the collectives library beside the shim (atomically), or remove an older one when it was not built."""
+    dest = folder / _xccl.filename(device_type)
+    if error:
+        dest.unlink(missing_ok=True)
+        return
+    tmp_dest = folder / (dest.name + ".tmp")
+    shutil.copyfile(stage / dest.name, tmp_dest)
+    os.replace(tmp_dest, dest)
+
+
 def installed_shims(folder: Path) -> dict[str, Path]:
     return {p.name[len(SHIM_PREFIX):-3]: p for p in sorted(folder.glob(f"{SHIM_PREFIX}*.so"))} if folder.is_dir() \
         else {}
@@ -503,8 +521,8 @@ def remove(types: list[str] | None = None, directory: str | os.PathLike | None =
             continue
         path.unlink()
         gone = []
-        for python in (False, True):
-            kernels_lib = folder / _kernels.kernels_filename(name, python)
+        for kernels_lib in (folder / _kernels.kernels_filename(name, False), folder / _kernels.kernels_filename(name, True),
+                            folder / _xccl.filename(name)):
             if kernels_lib.exists():
                 kernels_lib.unlink()
                 gone.append(kernels_lib.name)

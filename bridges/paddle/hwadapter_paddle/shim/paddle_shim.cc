@@ -3,7 +3,8 @@
  * Paddle dlopens every shared library in $CUSTOM_DEVICE_ROOT (else site-packages/paddle_custom_device) at
  * `import paddle` and calls its InitPlugin, which fills Paddle's C_DeviceInterface. This shim fills it by
  * delegating to a hwadapter native device library (device_api.h, HwaDeviceInterface 1.x) that it dlopens by
- * path. Everything stays in native code: no Python, no GIL, on any of Paddle's threads.
+ * path. Everything stays in native code: no Python, no GIL, on any of Paddle's threads. Collectives (xccl_*) run on
+ * the library's own communicator, else on a library beside this one that reaches hwadapter's in Python.
  *
  * Compiled by `hwadapter paddle install` with the system C++ compiler against the installed Paddle's headers
  * (paddle/phi/backends/device_ext.h; no link to libpaddle), once per device type, with:
@@ -363,22 +364,253 @@ const char *check_library(void *handle) {
  * check above has passed, so that a stale or broken one costs its kernels, never `import paddle`: Paddle itself loads
  * only *.so files from the folder. Its kernel registrars run now, before Paddle registers the custom kernels of the
  * libraries it has loaded. */
-void load_kernels(const void *self, const char *suffix) {
+void *load_beside(const void *self, const char *suffix, const char *what) {
   Dl_info info;
-  if (!dladdr(self, &info) || !info.dli_fname) return;
+  if (!dladdr(self, &info) || !info.dli_fname) return nullptr;
   char path[4096];
   size_t n = strlen(info.dli_fname);
-  if (n < 3 || n + strlen(suffix) >= sizeof path || strcmp(info.dli_fname + n - 3, ".so") != 0) return;
+  if (n < 3 || n + strlen(suffix) >= sizeof path || strcmp(info.dli_fname + n - 3, ".so") != 0) return nullptr;
   memcpy(path, info.dli_fname, n - 3);
   strcpy(path + n - 3, suffix);
   FILE *f = fopen(path, "rb");
-  if (!f) return;  /* runtime only */
+  if (!f) return nullptr;  /* not installed */
   fclose(f);
-  if (!dlopen(path, RTLD_NOW | RTLD_LOCAL)) {
+  void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
     const char *err = dlerror();
-    say("kernels not loaded: %s (%s); their ops fall back to Paddle's CPU kernels. Run `hwadapter paddle install` "
-        "for this Paddle again", path, err ? err : "?");
+    say("%s not loaded: %s (%s); %s. Run `hwadapter paddle install` for this Paddle again", what, path,
+        err ? err : "?", strcmp(what, "kernels") == 0 ? "their ops fall back to Paddle's CPU kernels"
+                                                     : "Paddle's collectives fail on this device");
   }
+  return handle;
+}
+void load_kernels(const void *self, const char *suffix) { load_beside(self, suffix, "kernels"); }
+
+/* ---- collectives: Paddle's xccl_* ----
+ * On the device library's own communicator when it has one (device_api.h 1.2: the six required communication
+ * functions), each call queued on Paddle's stream. Else on the table of libhwadapter_paddle_<type>.xccl, loaded
+ * beside this shim in a process that runs Python: hwadapter's communicator for the device (the plugin's own, else
+ * the default one on MPI), which completes each call before it returns, so the stream is completed first. */
+const HwaDeviceInterface *g_comm = nullptr; /* &g_api, the .xccl library's table, or nullptr: none */
+bool g_comm_native = false;                  /* g_comm is the device library's: calls go on Paddle's stream */
+char g_no_comm[512] = "";                    /* why there is no communicator */
+
+struct Comm {
+  HwaComm inner;
+  int device, rank, nranks;
+};
+
+C_Status no_comm(const char *call) {
+  say("%s: no communicator: %s", call, g_no_comm);
+  return C_ERROR;
+}
+
+/* A failed communication call: the communicator's message (its last_error), which rank, and the fix. */
+C_Status comm_fail(int status, const char *call, const Comm *c) {
+  const char *msg = g_comm->last_error ? g_comm->last_error() : nullptr;
+  if (c)
+    say("%s on device %d (rank %d of %d) failed (%s)%s%s", call, c->device, c->rank, c->nranks, status_name(status),
+        msg && *msg ? ": " : "", msg && *msg ? msg : "");
+  else
+    say("%s failed (%s)%s%s", call, status_name(status), msg && *msg ? ": " : "", msg && *msg ? msg : "");
+  return C_ERROR;
+}
+
+#define COMM_CALL(expr, what, c)                             \
+  do {                                                       \
+    int rc_ = (expr);                                        \
+    if (rc_ != HWA_OK) return comm_fail(rc_, what, c);       \
+  } while (0)
+
+/* The stream a call goes on: Paddle's, for the library's own communicator; for hwadapter's (synchronous), none,
+ * after completing Paddle's stream (or the device) so that the kernels queued before the call have written. */
+C_Status settle(const Comm *c, C_Stream s, HwaStream *out) {
+  *out = nullptr;
+  if (g_comm_native) {
+    *out = g_has_streams ? (HwaStream)s : nullptr;
+    return C_SUCCESS;
+  }
+  if (g_has_streams && s)
+    CALL(g_api.stream_synchronize(c->device, (HwaStream)s), "stream_synchronize", c->device);
+  else
+    CALL(g_api.synchronize(c->device), "synchronize", c->device);
+  return C_SUCCESS;
+}
+
+#define NEED(fn, call)                                                                          \
+  do {                                                                                          \
+    if (!g_comm) return no_comm(call);                                                          \
+    if (!g_comm->fn) {                                                                          \
+      say("%s: the communicator of this device has no %s (device_api.h 1.2, optional)", call, #fn); \
+      return C_ERROR;                                                                           \
+    }                                                                                           \
+  } while (0)
+
+C_Status xccl_unique_id_size(size_t *size) {
+  NEED(comm_unique_id_size, "xccl_get_unique_id_size");
+  COMM_CALL(g_comm->comm_unique_id_size(size), "comm_unique_id_size", nullptr);
+  return C_SUCCESS;
+}
+C_Status xccl_unique_id(C_CCLRootId *id) {
+  NEED(comm_unique_id, "xccl_get_unique_id");
+  COMM_CALL(g_comm->comm_unique_id(id->data, id->sz), "comm_unique_id", nullptr);
+  return C_SUCCESS;
+}
+C_Status xccl_init_rank(size_t nranks, C_CCLRootId *id, size_t rank, C_CCLComm *out) {
+  NEED(comm_init_rank, "xccl_comm_init_rank");
+  int device = t_device;
+  if (g_api.get_device) CALL(g_api.get_device(&device), "get_device", -1);
+  Comm *c = new Comm{nullptr, device, (int)rank, (int)nranks};
+  int rc = g_comm->comm_init_rank(device, id->data, id->sz, (int)nranks, (int)rank, &c->inner);
+  if (rc != HWA_OK) {
+    C_Status st = comm_fail(rc, "comm_init_rank", c);
+    delete c;
+    return st;
+  }
+  *out = (C_CCLComm)c;
+  return C_SUCCESS;
+}
+C_Status xccl_destroy(C_CCLComm comm) {
+  Comm *c = (Comm *)comm;
+  if (!c || !g_comm) return C_SUCCESS;
+  int rc = g_comm->comm_destroy ? g_comm->comm_destroy(c->inner) : HWA_OK;
+  C_Status st = rc == HWA_OK ? C_SUCCESS : comm_fail(rc, "comm_destroy", c);
+  delete c;
+  return st;
+}
+C_Status xccl_all_reduce(void *send, void *recv, size_t count, C_DataType dtype, C_CCLReduceOp op, C_CCLComm comm,
+                         C_Stream s) {
+  NEED(all_reduce, "xccl_all_reduce");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->all_reduce(send, recv, count, (HwaDType)dtype, (HwaReduceOp)op, c->inner, hs), "all_reduce", c);
+  return C_SUCCESS;
+}
+C_Status xccl_broadcast(void *buf, size_t count, C_DataType dtype, size_t root, C_CCLComm comm, C_Stream s) {
+  NEED(broadcast, "xccl_broadcast");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->broadcast(buf, count, (HwaDType)dtype, (int)root, c->inner, hs), "broadcast", c);
+  return C_SUCCESS;
+}
+C_Status xccl_reduce(void *send, void *recv, size_t count, C_DataType dtype, C_CCLReduceOp op, size_t root,
+                     C_CCLComm comm, C_Stream s) {
+  NEED(reduce, "xccl_reduce");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->reduce(send, recv, count, (HwaDType)dtype, (HwaReduceOp)op, (int)root, c->inner, hs), "reduce",
+            c);
+  return C_SUCCESS;
+}
+C_Status xccl_all_gather(void *send, void *recv, size_t count, C_DataType dtype, C_CCLComm comm, C_Stream s) {
+  NEED(all_gather, "xccl_all_gather");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->all_gather(send, recv, count, (HwaDType)dtype, c->inner, hs), "all_gather", c);
+  return C_SUCCESS;
+}
+C_Status xccl_reduce_scatter(void *send, void *recv, size_t count, C_DataType dtype, C_CCLReduceOp op,
+                             C_CCLComm comm, C_Stream s) {
+  NEED(reduce_scatter, "xccl_reduce_scatter");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->reduce_scatter(send, recv, count, (HwaDType)dtype, (HwaReduceOp)op, c->inner, hs),
+            "reduce_scatter", c);
+  return C_SUCCESS;
+}
+C_Status xccl_send(void *buf, size_t count, C_DataType dtype, size_t peer, C_CCLComm comm, C_Stream s) {
+  NEED(send, "xccl_send");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->send(buf, count, (HwaDType)dtype, (int)peer, c->inner, hs), "send", c);
+  return C_SUCCESS;
+}
+C_Status xccl_recv(void *buf, size_t count, C_DataType dtype, size_t peer, C_CCLComm comm, C_Stream s) {
+  NEED(recv, "xccl_recv");
+  Comm *c = (Comm *)comm;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  COMM_CALL(g_comm->recv(buf, count, (HwaDType)dtype, (int)peer, c->inner, hs), "recv", c);
+  return C_SUCCESS;
+}
+/* Paddle's all_to_all passes a buffer per rank: device_api.h's takes one contiguous buffer of equal parts (what
+ * Paddle's alltoall of one tensor gives); other layouts go as sends and receives in a group. */
+C_Status xccl_all_to_all(const void **send, const size_t *send_count, const C_DataType *send_dtype, void **recv,
+                         const size_t *recv_count, const C_DataType *recv_dtype, size_t rank, size_t nranks,
+                         C_CCLComm comm, C_Stream s) {
+  if (!g_comm) return no_comm("xccl_all_to_all");
+  Comm *c = (Comm *)comm;
+  size_t item = 0;
+  switch (send_dtype[0]) {
+    case BOOL: case UINT8: case INT8: item = 1; break;
+    case FLOAT16: case BFLOAT16: case INT16: case UINT16: item = 2; break;
+    case FLOAT32: case INT32: case UINT32: item = 4; break;
+    default: item = 8;
+  }
+  bool dense = true;
+  for (size_t j = 0; j < nranks && dense; ++j)
+    dense = send_count[j] == send_count[0] && recv_count[j] == send_count[0] && send_dtype[j] == send_dtype[0] &&
+            recv_dtype[j] == send_dtype[0] && (const char *)send[j] == (const char *)send[0] + j * send_count[0] * item &&
+            (char *)recv[j] == (char *)recv[0] + j * send_count[0] * item;
+  HwaStream hs;
+  if (C_Status st = settle(c, s, &hs)) return st;
+  if (dense && g_comm->all_to_all) {
+    COMM_CALL(g_comm->all_to_all(send[0], recv[0], send_count[0], (HwaDType)send_dtype[0], c->inner, hs),
+              "all_to_all", c);
+    return C_SUCCESS;
+  }
+  NEED(send, "xccl_all_to_all");
+  NEED(recv, "xccl_all_to_all");
+  if (g_comm->group_start) COMM_CALL(g_comm->group_start(), "group_start", c);
+  for (size_t j = 0; j < nranks; ++j) {
+    COMM_CALL(g_comm->send(send[j], send_count[j], (HwaDType)send_dtype[j], (int)j, c->inner, hs), "send", c);
+    COMM_CALL(g_comm->recv(recv[j], recv_count[j], (HwaDType)recv_dtype[j], (int)j, c->inner, hs), "recv", c);
+  }
+  if (g_comm->group_end) COMM_CALL(g_comm->group_end(), "group_end", c);
+  (void)rank;
+  return C_SUCCESS;
+}
+C_Status xccl_group_start() {
+  if (g_comm && g_comm->group_start) COMM_CALL(g_comm->group_start(), "group_start", nullptr);
+  return C_SUCCESS;
+}
+C_Status xccl_group_end() {
+  if (g_comm && g_comm->group_end) COMM_CALL(g_comm->group_end(), "group_end", nullptr);
+  return C_SUCCESS;
+}
+
+/* Where collectives run: the library's communicator (all six required functions), else the .xccl library beside
+ * this shim (only in a process that runs Python), else none, with why in g_no_comm. */
+void find_communicator(const void *self, bool python) {
+  const void *six[] = {(const void *)g_api.comm_unique_id_size, (const void *)g_api.comm_unique_id,
+                       (const void *)g_api.comm_init_rank, (const void *)g_api.comm_destroy,
+                       (const void *)g_api.all_reduce, (const void *)g_api.broadcast};
+  int have = 0;
+  for (const void *fn : six) have += fn != nullptr;
+  if (have == 6) {
+    g_comm = &g_api;
+    g_comm_native = true;
+    return;
+  }
+  if (!python) {
+    snprintf(g_no_comm, sizeof g_no_comm, "%s has no communication functions (device_api.h 1.2) and hwadapter's "
+             "communicators need Python, which this process does not run", HWA_PD_LIBRARY);
+    return;
+  }
+  void *handle = load_beside(self, ".xccl", "collectives");
+  auto table = handle ? (const HwaDeviceInterface *(*)(void))dlsym(handle, "hwadapter_paddle_xccl_interface") : nullptr;
+  if (table) {
+    g_comm = table();
+    return;
+  }
+  snprintf(g_no_comm, sizeof g_no_comm, "the library beside this shim for hwadapter's communicators (*.xccl) is "
+           "missing or broken; run `hwadapter paddle install` again");
 }
 
 }  // namespace
@@ -456,7 +688,25 @@ __attribute__((visibility("default"))) void InitPlugin(CustomRuntimeParams *para
   /* The plugin's Python kernels (.pykernels, calling into the interpreter): only where one runs, i.e. not in a
    * C++ program using paddle_inference, where they would be registered kernels that cannot run. */
   auto py_ready = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-  if (py_ready && py_ready()) load_kernels((const void *)&InitPlugin, ".pykernels");
+  bool python = py_ready && py_ready();
+  if (python) load_kernels((const void *)&InitPlugin, ".pykernels");
+  /* Collectives: set even without a communicator, so that the first one says why (Paddle's own error for an empty
+   * field names no cause). */
+  find_communicator((const void *)&InitPlugin, python);
+  in->xccl_get_unique_id_size = xccl_unique_id_size;
+  in->xccl_get_unique_id = xccl_unique_id;
+  in->xccl_comm_init_rank = xccl_init_rank;
+  in->xccl_destroy_comm = xccl_destroy;
+  in->xccl_all_reduce = xccl_all_reduce;
+  in->xccl_broadcast = xccl_broadcast;
+  in->xccl_reduce = xccl_reduce;
+  in->xccl_all_gather = xccl_all_gather;
+  in->xccl_reduce_scatter = xccl_reduce_scatter;
+  in->xccl_group_start = xccl_group_start;
+  in->xccl_group_end = xccl_group_end;
+  in->xccl_send = xccl_send;
+  in->xccl_recv = xccl_recv;
+  in->xccl_all_to_all = xccl_all_to_all;
 }
 
 }  // extern "C"
