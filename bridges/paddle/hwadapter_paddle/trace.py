@@ -385,7 +385,18 @@ def reason(entry: dict | None, phi: str, dtypes: set) -> str:
     mapped = [m.op for m in optable.TABLE if phi in {p.phi for p in optable.phi_kernels(m)}]
     if mapped:
         return f"the bridge maps hwadapter's {mapped[0]} to it; this plugin has no kernel for it"
-    return "not in the bridge's op table (optable.py): no hwadapter op is mapped to it yet"
+    if phi in _composites():
+        return "the bridge writes it in hwadapter's ops (training.py); this install did not register it: reinstall"
+    return "the bridge has no kernel for it (neither optable.py nor training.py names it)"
+
+
+def _composites() -> set:
+    """The phi kernels training.py writes in hwadapter's ops (none where it is absent)."""
+    try:
+        from . import training
+    except ImportError:
+        return set()
+    return set(getattr(training, "BY_PHI", {}))
 
 
 def _add_reasons(report: Report, env: dict) -> None:
