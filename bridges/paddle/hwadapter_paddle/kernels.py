@@ -309,6 +309,9 @@ def build(device_type: str, paddle_type: str, library: str, stage: Path, paddle,
     entry["registered"] = [{"phi": m.phi, "op": op, "ops": [op, *m.requires], "dtypes": dtypes, "exact": m.exact}
                            for op, dtypes in register.items() for m in optable.phi_kernels(optable.BY_OP[op])]
     entry["registered"].append({"phi": "contiguous", "op": None, "dtypes": ["all"], "exact": True})
+    # Paddle's own draws from the device's generator, copied in (paddle_kernels.cc): equal to a CPU initialisation
+    entry["registered"] += [{"phi": phi, "op": "random", "ops": [], "dtypes": ["float32", "float64"], "exact": True}
+                            for phi in ("uniform", "gaussian")]
     _build_python(device_type, paddle_type, library, stage, paddle, compiler, include_dirs, register, entry)
     return entry
 

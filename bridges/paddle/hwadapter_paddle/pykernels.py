@@ -139,6 +139,8 @@ def _input(dev, phi: str, t):
     if isinstance(t, list):
         return [_input(dev, phi, x) for x in t]
     memory, shape, strides, code, on_host = t
+    if memory is None and any(d < 0 for d in shape):
+        return None  # a tensor Paddle never shaped (batch_norm_grad's reserve_space)
     if memory is None and int(np.prod(shape)) > 0:
         return training.Meta(tuple(shape), _DTYPES[code])
     if on_host:

@@ -303,6 +303,272 @@ def _cross_entropy_sample(dtype):
                                                        "numeric_stable_mode": True, "ignore_index": -100, "axis": -1}
 
 
+# ---- convolution and pooling: Paddle's paddings as hwadapter's (top, bottom, left, right) ----
+
+def _nchw(a):
+    fmt = a.get("data_format", "NCHW")
+    if fmt not in ("NCHW", "AnyLayout"):
+        raise Refused(f"data_format {fmt} (hwadapter's conv2d and pooling take NCHW)")
+
+
+def _pads(paddings, algorithm: str, size, kernel, strides, dilations):
+    """Paddle's UpdatePaddingAndDilation: (top, bottom, left, right) and the dilations it leaves."""
+    if algorithm == "VALID":
+        return (0, 0, 0, 0), tuple(dilations)
+    if algorithm == "SAME":
+        pads = []
+        for n, k, s in zip(size, kernel, strides):
+            total = max((-(-n // s) - 1) * s + k - n, 0)
+            pads += [total // 2, total - total // 2]
+        return tuple(pads), (1, 1)
+    p = tuple(int(v) for v in paddings)
+    if len(p) == 2:
+        return (p[0], p[0], p[1], p[1]), tuple(dilations)
+    if len(p) == 4:
+        return p, tuple(dilations)
+    raise Refused(f"paddings {list(p)} (2 or 4 values)")
+
+
+def _conv_grad(dev, i, a, want):
+    _nchw(a)
+    x, w = i["input"], i["filter"]
+    pads, dil = _pads(a["paddings"], a["padding_algorithm"], x.shape[2:], w.shape[2:], a["strides"], a["dilations"])
+    attrs = {"stride": tuple(a["strides"]), "padding": pads, "dilation": dil, "groups": int(a["groups"])}
+    return _grads("conv2d", [x, w], i["out_grad"], attrs, [i["out_grad"]], want, ("input_grad", "filter_grad"))
+
+
+def _conv_sample(dtype):
+    r = np.random.RandomState(0)
+    return {"input": r.rand(1, 2, 5, 5).astype(dtype), "filter": r.rand(3, 2, 3, 3).astype(dtype),
+            "out_grad": r.rand(1, 3, 5, 5).astype(dtype)}, {"strides": (1, 1), "paddings": (1, 1),
+                                                            "padding_algorithm": "EXPLICIT", "dilations": (1, 1),
+                                                            "groups": 1, "data_format": "NCHW"}
+
+
+def _pool_grad(dev, i, a, want):
+    _nchw(a)
+    x, out, dout = i["x"], i["out"], i["dout"]
+    kind = a["pooling_type"]
+    if a["adaptive"]:
+        if kind != "avg":
+            raise Refused("adaptive max pooling (hwadapter's adaptive_max_pool2d keeps no indices for Paddle's grad)")
+        return _grads("adaptive_avg_pool2d", [x], dout, {"output_size": tuple(a["kernel_size"])}, [out], want,
+                      ("dx",))
+    if a["global_pooling"]:
+        kernel, strides, pads = tuple(x.shape[2:]), (1, 1), (0, 0, 0, 0)
+    else:
+        kernel, strides = tuple(a["kernel_size"]), tuple(a["strides"])
+        pads, _ = _pads(a["paddings"], a["padding_algorithm"], x.shape[2:], kernel, strides, (1, 1))
+    if max(pads[:2]) > kernel[0] // 2 or max(pads[2:]) > kernel[1] // 2:
+        raise Refused(f"a padding {list(pads)} over half the window {list(kernel)}")
+    attrs = {"kernel_size": kernel, "stride": strides, "padding": pads, "ceil_mode": bool(a["ceil_mode"])}
+    if kind == "avg":
+        attrs["exclusive"] = bool(a["exclusive"])
+    return _grads("max_pool2d" if kind == "max" else "avg_pool2d", [x], dout, attrs, [out], want, ("dx",))
+
+
+def _pool_sample(kind):
+    def sample(dtype):
+        r = np.random.RandomState(0)
+        x = r.rand(1, 2, 4, 4).astype(dtype)
+        out = x.reshape(1, 2, 2, 2, 2, 2).max(axis=(3, 5))
+        return {"x": x, "out": out, "dout": r.rand(1, 2, 2, 2).astype(dtype)}, {
+            "kernel_size": (2, 2), "strides": (2, 2), "paddings": (0, 0), "ceil_mode": False, "exclusive": True,
+            "data_format": "NCHW", "pooling_type": kind, "global_pooling": False, "adaptive": False,
+            "padding_algorithm": "EXPLICIT"}
+    return sample
+
+
+# ---- normalisation ----
+
+def _channel(t, ndim: int, axis: int):
+    """A per-channel vector shaped to broadcast against an ndim-d tensor whose channels are on `axis`."""
+    shape = [1] * ndim
+    shape[axis] = -1
+    return hw.reshape(t, shape)
+
+
+def _bn_axes(x, layout: str):
+    if layout not in ("NCHW", "NCL", "NC", "NCDHW", "AnyLayout", "NHWC", "NLC", "NDHWC"):
+        raise Refused(f"data_layout {layout}")
+    axis = len(x.shape) - 1 if layout in ("NHWC", "NLC", "NDHWC") and len(x.shape) > 2 else 1
+    return axis, tuple(k for k in range(len(x.shape)) if k != axis)
+
+
+def _ones(dev, n: int, dtype):
+    return _const(dev, np.ones(n, dtype), dtype)
+
+
+def _batch_norm(dev, i, a, want):
+    x = i["x"]
+    dtype = _float(x)
+    axis, axes = _bn_axes(x, a["data_layout"])
+    c = x.shape[axis]
+    scale = i.get("scale") if i.get("scale") is not None else _ones(dev, c, dtype)
+    bias = i.get("bias") if i.get("bias") is not None else _const(dev, np.zeros(c, dtype), dtype)
+    batch = (not a["is_test"] or a["trainable_statistics"]) and not a["use_global_stats"]
+    eps = _const(dev, a["epsilon"], dtype)
+    if not batch:
+        mean, var = i["mean"], i["variance"]
+    else:
+        mean = hw.mean(x, axis=list(axes))
+        centred = hw.subtract(x, _channel(mean, x.ndim, axis))
+        var = hw.mean(hw.multiply(centred, centred), axis=list(axes))
+    inv = hw.rsqrt(hw.add(var, eps))
+    y = hw.add(hw.multiply(hw.subtract(x, _channel(mean, x.ndim, axis)), _channel(hw.multiply(inv, scale), x.ndim,
+                                                                                   axis)), _channel(bias, x.ndim, axis))
+    out = {"y": y}
+    if batch:
+        m = _const(dev, a["momentum"], dtype)
+        rest = _const(dev, 1 - np.asarray(a["momentum"], dtype), dtype)
+        out["mean_out"] = hw.add(hw.multiply(i["mean"], m), hw.multiply(mean, rest))
+        out["variance_out"] = hw.add(hw.multiply(i["variance"], m), hw.multiply(var, rest))
+        # Paddle keeps the batch's mean and its reciprocal standard deviation for the grad kernel
+        out["saved_mean"], out["saved_variance"] = mean, inv
+    else:
+        out["mean_out"], out["variance_out"] = i["mean"], i["variance"]
+        out["saved_mean"], out["saved_variance"] = hw.zeros_like(i["mean"]), hw.zeros_like(i["variance"])
+    return out
+
+
+def _batch_norm_grad(dev, i, a, want):
+    x, dy = i["x"], i["y_grad"]
+    dtype = _float(dy)
+    axis, axes = _bn_axes(x, a["data_layout"])
+    c = x.shape[axis]
+    scale = i.get("scale") if i.get("scale") is not None else _ones(dev, c, dtype)
+    if a["use_global_stats"] or (a["is_test"] and not a["trainable_statistics"]):
+        mean = i["mean"]
+        inv = hw.rsqrt(hw.add(i["variance"], _const(dev, a["epsilon"], dtype)))
+        batch = False
+    else:
+        mean, inv, batch = i["saved_mean"], i["saved_variance"], True
+    xhat = hw.multiply(hw.subtract(x, _channel(mean, x.ndim, axis)), _channel(inv, x.ndim, axis))
+    dbias = hw.sum(dy, axis=list(axes))
+    dscale = hw.sum(hw.multiply(dy, xhat), axis=list(axes))
+    out = {"scale_grad": dscale, "bias_grad": dbias}
+    if "x_grad" in want:
+        k = hw.multiply(scale, inv)
+        if batch:
+            count = _const(dev, int(np.prod([x.shape[d] for d in axes])), dtype)
+            inner = hw.subtract(hw.subtract(hw.multiply(dy, count), _channel(dbias, x.ndim, axis)),
+                                hw.multiply(xhat, _channel(dscale, x.ndim, axis)))
+            out["x_grad"] = hw.multiply(inner, _channel(hw.divide(k, count), x.ndim, axis))
+        else:
+            out["x_grad"] = hw.multiply(dy, _channel(k, x.ndim, axis))
+    return out
+
+
+_BN_ATTRS = {"is_test": False, "momentum": 0.9, "epsilon": 1e-5, "data_layout": "NCHW", "use_global_stats": False,
+             "trainable_statistics": False}
+
+
+def _bn_sample(dtype):
+    r = np.random.RandomState(0)
+    x = r.rand(2, 3, 2, 2).astype(dtype)
+    m, v = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    return {"x": x, "mean": np.zeros(3, dtype), "variance": np.ones(3, dtype), "scale": np.ones(3, dtype),
+            "bias": np.zeros(3, dtype), "saved_mean": m, "saved_variance": (1 / np.sqrt(v + 1e-5)).astype(dtype),
+            "reserve_space": None, "y_grad": r.rand(2, 3, 2, 2).astype(dtype)}, dict(_BN_ATTRS, data_format="NCHW")
+
+
+def _norm_shape(x, begin: int):
+    return tuple(x.shape[begin:])
+
+
+def _layer_norm(dev, i, a, want):
+    x = i["x"]
+    begin = a["begin_norm_axis"]
+    shape = _norm_shape(x, begin)
+    w = hw.reshape(i["scale"], list(shape)) if i.get("scale") is not None else None
+    b = hw.reshape(i["bias"], list(shape)) if i.get("bias") is not None else None
+    out = {"out": hw.nn.functional.layer_norm(x, list(shape), weight=w, bias=b, epsilon=a["epsilon"])}
+    axes = list(range(begin, x.ndim))
+    mean = hw.mean(x, axis=axes, keepdim=True)
+    centred = hw.subtract(x, mean)
+    # Paddle's InferMeta gives x.shape[:begin] (older Paddles: their product): the shape it set
+    left = list((want.get("mean") or (None,))[0] or x.shape[:begin])
+    out["mean"] = hw.reshape(mean, left)
+    out["variance"] = hw.reshape(hw.mean(hw.multiply(centred, centred), axis=axes), left)
+    return out
+
+
+def _layer_norm_grad(dev, i, a, want):
+    x, g = i["x"], i["out_grad"]
+    begin = a["begin_norm_axis"]
+    shape, dtype = _norm_shape(x, begin), _float(g)
+    n = int(np.prod(shape))
+    w = hw.reshape(i["scale"], list(shape)) if i.get("scale") is not None else _const(dev, np.ones(shape, dtype), dtype)
+    b = _const(dev, np.zeros(shape, dtype), dtype)
+    got = _grads("layer_norm", [x, w, b], g, {"begin_axis": begin, "epsilon": float(a["epsilon"])}, [g], want,
+                 ("x_grad", "scale_grad", "bias_grad"))
+    for name in ("scale_grad", "bias_grad"):
+        if name in got:
+            got[name] = hw.reshape(got[name], [n])
+    return got
+
+
+def _ln_sample(dtype):
+    r = np.random.RandomState(0)
+    x = r.rand(2, 3, 4).astype(dtype)
+    return {"x": x, "scale": np.ones(4, dtype), "bias": np.zeros(4, dtype), "mean": x.mean(-1).reshape(6),
+            "variance": x.var(-1).reshape(6), "out_grad": r.rand(2, 3, 4).astype(dtype)}, \
+        {"epsilon": 1e-5, "begin_norm_axis": 2}
+
+
+# ---- embedding ----
+
+def _ids(ids):
+    return ids if np.dtype(_float(ids)) == np.int64 else hw.cast(ids, "int64")
+
+
+def _embedding(dev, i, a, want):
+    ids, w = _ids(i["inputx"]), i["weight"]
+    pad = a["padding_idx"]
+    out = hw.gather(w, hw.reshape(ids, [-1]), axis=0)
+    if pad != -1:  # Paddle's kNoPadding is -1; a row of padding_idx gives zeros
+        keep = hw.cast(hw.not_equal(hw.reshape(ids, [-1, 1]), _const(dev, pad, np.int64)), _float(w).name)
+        out = hw.multiply(out, keep)
+    return {"out": hw.reshape(out, list(ids.shape) + [w.shape[1]])}
+
+
+def _embedding_grad(dev, i, a, want):
+    ids, w, g = _ids(i["input"]), i["weight"], i["out_grad"]
+    rows, width = w.shape
+    dtype = _float(g)
+    flat = hw.reshape(g, [-1, width])
+    if host.own_kernel("scatter_nd", dev, (dtype, np.int64, dtype)) is not None:
+        grad = hw.scatter_nd_add(_const(dev, np.zeros((rows, width), dtype), dtype), hw.reshape(ids, [-1, 1]), flat)
+    else:  # a device without scatter: the rows' one-hot, transposed, times the gradient (one matmul)
+        hot = _class_hot(dev, hw.reshape(ids, [-1, 1]), _const(dev, np.zeros((1, rows), dtype), dtype), 1)
+        grad = hw.matmul(hot, flat, transpose_x=True)
+    pad = a["padding_idx"]
+    if pad != -1:
+        keep = np.ones((rows, 1), _float(g))
+        keep[pad] = 0
+        grad = hw.multiply(grad, _const(dev, keep, _float(g)))
+    return {"weight_grad": grad}
+
+
+def _embedding_sample(dtype):
+    r = np.random.RandomState(0)
+    return {"inputx": np.array([[1, 2], [0, 1]], np.int64), "input": np.array([[1, 2], [0, 1]], np.int64),
+            "weight": r.rand(4, 3).astype(dtype), "out_grad": r.rand(2, 2, 3).astype(dtype)}, {"padding_idx": 0}
+
+
+def _transpose_grad(dev, i, a, want):
+    g = i["out_grad"]
+    perm = [p % g.ndim for p in a["axis"]]
+    back = [perm.index(k) for k in range(len(perm))]
+    return {"x_grad": hw.transpose(g, back)}
+
+
+def _reshape_grad(dev, i, a, want):
+    # the shape Paddle's InferMeta gave x_grad: flatten_grad's x is its xshape (0 and then x's dims)
+    shape = (want.get("x_grad") or (None,))[0] or i["x"].shape
+    return {"x_grad": hw.reshape(i["out_grad"], list(shape))}
+
+
 # ---- optimizers ----
 
 def _sgd(dev, i, a, want):
@@ -428,6 +694,53 @@ COMPOSITES = (
               "const DenseTensor& loss_grad, bool soft_label, bool use_softmax, bool numeric_stable_mode, "
               "int ignore_index, int axis, DenseTensor* logits_grad", FLOATS, _cross_entropy_grad,
               _cross_entropy_sample),
+    Composite("conv2d_grad", "const DenseTensor& input, const DenseTensor& filter, const DenseTensor& out_grad, "
+              "const std::vector<int>& strides, const std::vector<int>& paddings, const std::string& padding_algorithm, "
+              "const std::vector<int>& dilations, int groups, const std::string& data_format, "
+              "DenseTensor* input_grad, DenseTensor* filter_grad", FLOATS, _conv_grad, _conv_sample),
+    Composite("depthwise_conv2d_grad", "const DenseTensor& input, const DenseTensor& filter, "
+              "const DenseTensor& out_grad, const std::vector<int>& strides, const std::vector<int>& paddings, "
+              "const std::string& padding_algorithm, int groups, const std::vector<int>& dilations, "
+              "const std::string& data_format, DenseTensor* input_grad, DenseTensor* filter_grad", FLOATS,
+              _conv_grad, lambda d: ({**_conv_sample(d)[0], "filter": np.ones((2, 1, 3, 3), d),
+                                      "out_grad": np.ones((1, 2, 5, 5), d)}, {**_conv_sample(d)[1], "groups": 2})),
+    Composite("pool2d_grad", "const DenseTensor& x, const DenseTensor& out, const DenseTensor& dout, "
+              "const IntArray& kernel_size, const std::vector<int64_t>& strides, "
+              "const std::vector<int64_t>& paddings, bool ceil_mode, bool exclusive, const std::string& data_format, "
+              "const std::string& pooling_type, bool global_pooling, bool adaptive, "
+              "const std::string& padding_algorithm, DenseTensor* dx", FLOATS, _pool_grad, _pool_sample("max"),
+              note="max: the first maximal element of a window takes its gradient, as Paddle's CPU"),
+    Composite("batch_norm", "const DenseTensor& x, const DenseTensor& mean, const DenseTensor& variance, "
+              "const paddle::optional<DenseTensor>& scale, const paddle::optional<DenseTensor>& bias, bool is_test, "
+              "float momentum, float epsilon, const std::string& data_layout, bool use_global_stats, "
+              "bool trainable_statistics, DenseTensor* y, DenseTensor* mean_out, DenseTensor* variance_out, "
+              "DenseTensor* saved_mean, DenseTensor* saved_variance, DenseTensor* reserve_space", FLOATS,
+              _batch_norm, _bn_sample, note="the biased batch variance updates the running one, as Paddle's"),
+    Composite("batch_norm_grad", "const DenseTensor& x, const paddle::optional<DenseTensor>& scale, "
+              "const paddle::optional<DenseTensor>& bias, const paddle::optional<DenseTensor>& mean, "
+              "const paddle::optional<DenseTensor>& variance, const DenseTensor& saved_mean, "
+              "const DenseTensor& saved_variance, const paddle::optional<DenseTensor>& reserve_space, "
+              "const DenseTensor& y_grad, float momentum, float epsilon, const std::string& data_layout, "
+              "bool is_test, bool use_global_stats, bool trainable_statistics, DenseTensor* x_grad, "
+              "DenseTensor* scale_grad, DenseTensor* bias_grad", FLOATS, _batch_norm_grad, _bn_sample),
+    Composite("layer_norm", "const DenseTensor& x, const paddle::optional<DenseTensor>& scale, "
+              "const paddle::optional<DenseTensor>& bias, float epsilon, int begin_norm_axis, DenseTensor* out, "
+              "DenseTensor* mean, DenseTensor* variance", FLOATS, _layer_norm, _ln_sample),
+    Composite("layer_norm_grad", "const DenseTensor& x, const paddle::optional<DenseTensor>& scale, "
+              "const paddle::optional<DenseTensor>& bias, const DenseTensor& mean, const DenseTensor& variance, "
+              "const DenseTensor& out_grad, float epsilon, int begin_norm_axis, DenseTensor* x_grad, "
+              "DenseTensor* scale_grad, DenseTensor* bias_grad", FLOATS, _layer_norm_grad, _ln_sample),
+    Composite("embedding", "const DenseTensor& inputx, const DenseTensor& weight, int64_t padding_idx, "
+              "DenseTensor* out", FLOATS, _embedding, _embedding_sample, exact=True),
+    Composite("embedding_grad", "const DenseTensor& input, const DenseTensor& weight, const DenseTensor& out_grad, "
+              "int64_t padding_idx, DenseTensor* weight_grad", FLOATS, _embedding_grad, _embedding_sample,
+              note="repeated ids add up in index order"),
+    Composite("transpose_grad", "const DenseTensor& out_grad, const std::vector<int>& axis, DenseTensor* x_grad",
+              ALL[1:], _transpose_grad, lambda d: ({"out_grad": np.zeros((2, 3), d)}, {"axis": (1, 0)}), exact=True),
+    Composite("reshape_grad", "const DenseTensor& x, const DenseTensor& out_grad, DenseTensor* x_grad", ALL[1:],
+              _reshape_grad, lambda d: ({"x": np.zeros((2, 3), d), "out_grad": np.zeros(6, d)}, {}), exact=True),
+    Composite("flatten_grad", "const DenseTensor& x, const DenseTensor& out_grad, DenseTensor* x_grad", ALL[1:],
+              _reshape_grad, lambda d: ({"x": np.zeros((2, 3), d), "out_grad": np.zeros(6, d)}, {}), exact=True),
     Composite("sgd", "const DenseTensor& param, const DenseTensor& learning_rate, const DenseTensor& grad, "
               "const paddle::optional<DenseTensor>& master_param, bool multi_precision, DenseTensor* param_out, "
               "DenseTensor* master_param_out", FLOATS, _sgd, _sgd_sample),

@@ -38,6 +38,12 @@
 #include "paddle/phi/common/scalar.h"
 #include "paddle/phi/core/dense_tensor.h"
 #include "paddle/phi/core/kernel_registry.h"
+#ifndef HWA_PD_PYTHON
+#include <random>
+
+#include "paddle/phi/core/generator.h"
+#include "paddle/phi/kernels/funcs/uniform_real_distribution.h"
+#endif
 
 #ifndef HWA_PD_DEVICE_TYPE
 #error "define HWA_PD_DEVICE_TYPE (the device type's name, a string) and HWA_PD_TYPE_TOKEN (the same, a token)"
@@ -270,6 +276,7 @@ class Composite {
    * on the CPU), else on the device; dtype as InferMeta set it, else T's */
   template <typename T>
   void out(const char *name, phi::DenseTensor *t, const phi::DenseTensor *like = nullptr) {
+    if (t && t->dims().size() > 0 && t->dims()[0] < 0) t = nullptr;  /* no shape set (batch_norm's reserve_space) */
     if (t) {
       phi::DataType d = t->dtype() == phi::DataType::UNDEFINED ? phi::CppTypeToDataType<T>::Type() : t->dtype();
       if (like && like->place().GetType() == phi::AllocationType::CPU) ctx_.HostAlloc(t, d);
@@ -322,7 +329,8 @@ class Composite {
         ? PyMemoryView_FromMemory((char *)const_cast<void *>(x->data()), (Py_ssize_t)(span * itemsize(code)),
                                   PyBUF_WRITE)
         : Py_NewRef(Py_None);
-    bool host = x->place().GetType() == phi::AllocationType::CPU;
+    /* place() throws for a tensor without memory (an input passed without its buffer) */
+    bool host = x->initialized() && x->place().GetType() == phi::AllocationType::CPU;
     return Py_BuildValue("(NNNiO)", memory, shape, strides, (int)code, host ? Py_True : Py_False);
   }
   PyObject *attr_value(const Attr &a) const {
@@ -374,14 +382,19 @@ void Composite::run() {
   }
   PyObject *ins = PyDict_New(), *attrs = PyDict_New(), *outs = PyDict_New(), *result = nullptr;
   bool ok = run != nullptr;
-  for (const In &i : ins_) ok = ok && put(ins, i.name, i.list ? list_of(i.xs) : tuple_of(i.x));
-  for (const Attr &a : attrs_) ok = ok && put(attrs, a.name, attr_value(a));
-  for (const Out &o : outs_) ok = ok && put(outs, o.name, tuple_of(o.t));
-  for (const ListOut &o : list_outs_)
-    ok = ok && put(outs, o.name, list_of(std::vector<const phi::DenseTensor *>(o.ts.begin(), o.ts.end())));
-  if (ok) result = PyObject_CallFunction(run, "sisOOO", HWA_PD_HWA_TYPE, device, phi_, ins, attrs, outs);
   std::string err;
-  if (!result) {
+  try {  /* a C++ exception must not leave with the GIL held: Paddle's thread would wait for it forever */
+    for (const In &i : ins_) ok = ok && put(ins, i.name, i.list ? list_of(i.xs) : tuple_of(i.x));
+    for (const Attr &a : attrs_) ok = ok && put(attrs, a.name, attr_value(a));
+    for (const Out &o : outs_) ok = ok && put(outs, o.name, tuple_of(o.t));
+    for (const ListOut &o : list_outs_)
+      ok = ok && put(outs, o.name, list_of(std::vector<const phi::DenseTensor *>(o.ts.begin(), o.ts.end())));
+  } catch (const std::exception &e) {
+    ok = false;
+    err = std::string("describing the tensors: ") + e.what();
+  }
+  if (ok) result = PyObject_CallFunction(run, "sisOOO", HWA_PD_HWA_TYPE, device, phi_, ins, attrs, outs);
+  if (!result && err.empty()) {
     PyObject *type, *value, *trace;
     PyErr_Fetch(&type, &value, &trace);
     PyObject *text = value ? PyObject_Str(value) : nullptr;
@@ -1261,6 +1274,53 @@ void ContiguousKernel(const Context &ctx, const phi::DenseTensor &input, phi::De
                                           library_message().c_str()));
 }
 
+
+/* ---- uniform, gaussian: Paddle's CPU kernels' draws (the same engine, distribution and order) from this device's
+ * generator, which paddle.seed seeds as the CPU's, made on the host and copied in once: a model initialised on the
+ * device equals one initialised on the CPU. ---- */
+std::atomic<uint64_t> g_uniform_calls{0}, g_gaussian_calls{0};
+
+std::shared_ptr<std::mt19937_64> engine_of(const phi::CustomContext &ctx, int seed) {
+  if (!seed) return ctx.GetGenerator()->GetCPUEngine();
+  auto engine = std::make_shared<std::mt19937_64>();
+  engine->seed(seed);
+  return engine;
+}
+
+template <typename T>
+void copy_in(const char *phi_name, const phi::CustomContext &ctx, phi::DenseTensor *out, const std::vector<T> &host) {
+  T *dst = ctx.template Alloc<T>(out);
+  if (host.empty()) return;
+  int device = ctx.GetPlace().GetDeviceId();
+  int rc = api().memcpy_h2d(device, dst, host.data(), host.size() * sizeof(T));
+  if (rc != HWA_OK)
+    PADDLE_THROW(common::errors::External("hwadapter-paddle: %s kernel %s on device %d: the copy in failed (%s)%s",
+                                          HWA_PD_DEVICE_TYPE, phi_name, device, status_name(rc),
+                                          library_message().c_str()));
+}
+
+template <typename T, typename Context>
+void UniformKernel(const Context &ctx, const phi::IntArray &shape, phi::DataType, const phi::Scalar &min,
+                   const phi::Scalar &max, int seed, phi::DenseTensor *out) {
+  g_uniform_calls.fetch_add(1, std::memory_order_relaxed);
+  out->Resize(common::make_ddim(shape.GetData()));
+  std::vector<T> host((size_t)out->numel());
+  phi::UniformRealDistribution<T>(host.data(), (int64_t)host.size(), min.to<float>(), max.to<float>(),
+                                         engine_of(ctx, seed));
+  copy_in("uniform", ctx, out, host);
+}
+
+template <typename T, typename Context>
+void GaussianKernel(const Context &ctx, const phi::IntArray &shape, float mean, float std, int seed, phi::DataType,
+                    phi::DenseTensor *out) {
+  g_gaussian_calls.fetch_add(1, std::memory_order_relaxed);
+  out->Resize(common::make_ddim(shape.GetData()));
+  std::vector<T> host((size_t)out->numel());
+  std::normal_distribution<T> dist(mean, std);
+  auto engine = engine_of(ctx, seed);
+  for (T &v : host) v = dist(*engine);
+  copy_in("gaussian", ctx, out, host);
+}
 #endif
 }  // namespace hwa_pd
 
@@ -1271,6 +1331,8 @@ void ContiguousKernel(const Context &ctx, const phi::DenseTensor &input, phi::De
 PD_REGISTER_PLUGIN_KERNEL(contiguous, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::ContiguousKernel, bool, uint8_t, int8_t,
                           int16_t, int32_t, int64_t, phi::dtype::float16, phi::dtype::bfloat16, float, double,
                           phi::dtype::complex<float>, phi::dtype::complex<double>) {}
+PD_REGISTER_PLUGIN_KERNEL(uniform, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::UniformKernel, float, double) {}
+PD_REGISTER_PLUGIN_KERNEL(gaussian, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::GaussianKernel, float, double) {}
 #endif
 
 extern "C" {
@@ -1280,7 +1342,7 @@ __attribute__((visibility("default"))) const char *hwadapter_paddle_kernels_info
   return "device_type=" HWA_PD_DEVICE_TYPE ";library=" HWA_PD_LIBRARY ";built_for=" HWA_PD_BUILT_FOR
          ";kernels=" HWA_PD_REGISTERED
 #ifndef HWA_PD_PYTHON
-         ",contiguous:all"
+         ",contiguous:all,uniform:float32|float64,gaussian:float32|float64"
 #endif
       ;
 }
@@ -1289,6 +1351,8 @@ __attribute__((visibility("default"))) const char *hwadapter_paddle_kernels_info
 __attribute__((visibility("default"))) long long hwadapter_paddle_kernel_calls(const char *phi_name) {
 #ifndef HWA_PD_PYTHON
   if (!strcmp(phi_name, "contiguous")) return (long long)hwa_pd::g_contiguous_calls.load();
+  if (!strcmp(phi_name, "uniform")) return (long long)hwa_pd::g_uniform_calls.load();
+  if (!strcmp(phi_name, "gaussian")) return (long long)hwa_pd::g_gaussian_calls.load();
 #endif
   for (const hwa_pd::Counter *c = hwa_pd::counters; c->name; ++c)
     if (!strcmp(c->name, phi_name)) return (long long)c->calls->load();
@@ -1304,6 +1368,8 @@ __attribute__((visibility("default"))) const char *hwadapter_paddle_kernel_count
   text.clear();
 #ifndef HWA_PD_PYTHON
   if (uint64_t n = hwa_pd::g_contiguous_calls.load()) text += "contiguous=" + std::to_string(n) + ";";
+  if (uint64_t n = hwa_pd::g_uniform_calls.load()) text += "uniform=" + std::to_string(n) + ";";
+  if (uint64_t n = hwa_pd::g_gaussian_calls.load()) text += "gaussian=" + std::to_string(n) + ";";
 #endif
   for (const hwa_pd::Counter *c = hwa_pd::counters; c->name; ++c)
     if (uint64_t n = c->calls->load()) text += std::string(c->name) + "=" + std::to_string(n) + ";";
