@@ -449,6 +449,8 @@ def render(report: Report, console=None) -> None:
                       highlight=False)
     if not ordered:
         console.print("No phi kernel ran on a bridged device and none fell back.", highlight=False)
+    if len(report.processes) > 1:
+        console.print(f"Counted over {len(report.processes)} Python processes (ranks, workers).", highlight=False)
     for note in report.notes:
         console.print(f"note: {note}", style="yellow", highlight=False)
 
