@@ -31,7 +31,7 @@ STRICT_STATUS = 3
 OUT_ENV = "HWADAPTER_PADDLE_TRACE_OUT"
 
 # The child's side, self-contained: the traced Python need not have hwadapter_paddle importable.
-SITECUSTOMIZE = r'''"""hwadapter paddle trace: this process's kernel counters at exit, Paddle's kernel-selection log on."""
+SITECUSTOMIZE = r'''"""hwadapter paddle trace: kernel counters written at exit, Paddle's kernel-selection log on."""
 import os, sys
 
 
@@ -64,8 +64,11 @@ def _hwa_trace():
                                   "counts": counts().decode(errors="replace")})
             except (OSError, AttributeError) as err:
                 libraries.append({"path": path, "error": str(err)})
-        with open(os.path.join(out, "%d.json" % pid), "w") as f:
-            json.dump({"pid": pid, "argv": sys.argv, "libraries": libraries, "notes": notes}, f)
+        try:
+            with open(os.path.join(out, "%d.json" % pid), "w") as f:
+                json.dump({"pid": pid, "argv": sys.argv, "libraries": libraries, "notes": notes}, f)
+        except OSError:  # a process that outlived the traced command: its folder is gone
+            pass
 
     def raise_vlog():
         """kernel_factory (eager fallbacks) to 3, pd_op_to_kernel_pass (static selection) to 6."""
