@@ -132,6 +132,9 @@ _PLACE = re.compile(r"Place\((\w+):\d+\)|trans from Place\(cpu\) to (\w+)")
 _RAISED = ("kernel_factory.cc", "pd_op_to_kernel_pass.cc")  # files whose INFO lines only the trace asked for
 _NOT_DEVICES = {"CPU", "cpu", "Undefined", "GPU", "GPUDNN", "ONEDNN", "XPU", "CUSTOM", "ALL_BACKEND"}
 _SEVERITY = "IWEF"
+#: ops whose Paddle kernel is its CPU's only (paddlepaddle 3.3.1): they make the IntArray attributes (a reshape's
+#: shape, a pool's kernel size) that kernels read on the host; a static program runs them there on any device.
+HOST_OPS = {"full_int_array"}
 
 
 @dataclass
@@ -254,7 +257,7 @@ class LogReader:
                 k.static_device_ops += 1
                 k.dtypes.add(dtype)
                 self._settle(thread)
-            elif backend == "CPU":
+            elif backend == "CPU" and name not in HOST_OPS:
                 self.pending[thread].append((name, dtype))
                 if thread in self.place:
                     self._settle(thread)
