@@ -490,9 +490,11 @@ def test_status_lists_the_kernels_and_what_falls_back(kernels_root, cdemo_site):
     assert k["file"] == "libhwadapter_paddle_cdemo.kernels" and k["error"] is None
     assert {(e["phi"], e["op"], tuple(e["dtypes"])) for e in k["registered"]} == {
         ("add", "add", ("float32", "int64")), ("multiply", "mul", ("float32", "int64")),
-        ("matmul", "matmul", ("float32",)), ("contiguous", None, ("all",))}
+        ("matmul", "matmul", ("float32",)), ("contiguous", None, ("all",)),
+        ("uniform", "random", ("float32", "float64")), ("gaussian", "random", ("float32", "float64"))}
     assert [(e["op"], e["dtypes"]) for e in k["left"]] == [("relu", ["float32"])]
-    assert all(e["ops"] == [e["op"]] for e in k["registered"] if e["op"])  # none of these needs a second op
+    # none of these needs a second op (uniform and gaussian are Paddle's own draws, no hwadapter op)
+    assert all(e["ops"] == [e["op"]] for e in k["registered"] if e["op"] not in (None, "random"))
     assert "nan" in k["left"][0]["why"] and "phi kernels add" in shim["covers"]
     text = _hwadapter("paddle", "status", "--dir", str(kernels_root), site=cdemo_site, env=env).stdout
     assert "cdemo: Paddle kernels" in text and "multiply" in text and "left to Paddle's CPU" in text, text
@@ -538,11 +540,13 @@ def test_a_broken_kernels_library_leaves_the_runtime_installed_and_paddle_import
     r = _result(proc)
     (ok, message), = r["compile"]
     assert ok and "no kernels library (runtime only" in message and "compiling the kernels library failed" in message
-    assert r["compile_files"] == ["hwadapter_paddle.json", "libhwadapter_paddle_cdemo.so"]
+    assert r["compile_files"] == ["hwadapter_paddle.json", "libhwadapter_paddle_cdemo.so",
+                                  "libhwadapter_paddle_cdemo.xccl"]
     (ok, message), = r["import"]
     assert ok and "no kernels library (runtime only" in message and "kernels not loaded" in message, message
     assert "hwa_no_such_symbol" in message
-    assert r["import_files"] == ["hwadapter_paddle.json", "libhwadapter_paddle_cdemo.so"]
+    assert r["import_files"] == ["hwadapter_paddle.json", "libhwadapter_paddle_cdemo.so",
+                                 "libhwadapter_paddle_cdemo.xccl"]
     assert r["manifest"]["file"] is None and "hwa_no_such_symbol" in r["manifest"]["error"]
     assert r["types"] == ["cdemo"]
     (line,) = r["lines"]

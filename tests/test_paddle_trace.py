@@ -150,14 +150,23 @@ def test_log_reader_passes_the_rest_through():
              b"(hwa_cpu, Undefined(AnyLayout), float32), fallbacking to CPU one!\n",
              b"I1127 19:45:25.753652  3240 init.cc:1] below the user's GLOG_minloglevel\n",
              b"W1127 19:45:25.753652  3240 init.cc:1] a warning\n",
+             b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:3662] op name pd_op.relu\n",
+             b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:2925] Infer kernel backend from input 0 of op pd_op.relu\n",
+             b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:535] memcpy_d2h kernel_key: (hwa_cpu, NCHW, float32)\n",
              b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:2712] [relu] selected kernel(is_valid: 1 ): (CPU, NCHW, "
              b"float32)\n",
+             # an op whose input is already on the CPU (a shape): Paddle's own placement, not a fallback
+             b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:3662] op name pd_op.assign\n",
+             b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:2925] Infer kernel backend from input 0 of op pd_op.assign\n",
+             b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:2712] [assign_raw] selected kernel(is_valid: 1 ): (CPU, "
+             b"NCHW, int64)\n",
              b"I1127 19:45:26.0  77 pd_op_to_kernel_pass.cc:2933] need trans from Place(hwa_cpu:0) to CPU\n",
              b"progress 50%\r"]
     os.write(write, b"".join(lines))
     os.close(write)
     with os.fdopen(read, "rb") as stream:
         reader.feed(stream)
-    assert b"".join(out) == lines[0] + lines[3] + lines[6]
+    assert b"".join(out) == lines[0] + lines[3] + lines[-1]
     relu = report.kernels["hwa_cpu", "relu"]
     assert (relu.fallback_calls, relu.static_fallback_ops) == (1, 1)
+    assert ("hwa_cpu", "assign_raw") not in report.kernels

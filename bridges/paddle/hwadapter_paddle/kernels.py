@@ -158,7 +158,7 @@ def _wrapper(m: optable.Mapping) -> str:
             f"}}\n")
 
 
-_PADDLE_TYPES = re.compile(r"(?<![\w:])(DenseTensor|IntArray|Scalar|DataType)\b")
+_PADDLE_TYPES = re.compile(r"(?<![\w:])(DenseTensor|TensorBase|IntArray|Scalar|DataType)\b")
 
 
 def parameters(params: str) -> list[tuple[str, str, str]]:
@@ -169,7 +169,8 @@ def parameters(params: str) -> list[tuple[str, str, str]]:
         ctype, name = part.rsplit(None, 1)
         compact = ctype.replace(" ", "")
         kind = {"constDenseTensor&": "in", "constpaddle::optional<DenseTensor>&": "optional",
-                "conststd::vector<constDenseTensor*>&": "in_list", "DenseTensor*": "out",
+                "conststd::vector<constDenseTensor*>&": "in_list", "conststd::vector<constTensorBase*>&": "in_list",
+                "DenseTensor*": "out",
                 "std::vector<DenseTensor*>": "out_list"}.get(compact, "attr")
         out.append((kind, ctype, name))
     return out
@@ -362,10 +363,14 @@ def plan_composites(device_type: str) -> tuple[dict[str, list[str]], list[dict]]
         for dtype in c.dtypes:
             try:
                 ins, attrs = c.sample(dtype)
-                ins = {k: v if v is None or k in c.host_inputs else hw.to_tensor(v, device=dev)
-                       for k, v in ins.items()}
+                def put(v):  # the composite's input: a Tensor of dev, or (arrays) the device's array
+                    t = hw.to_tensor(v, device=dev)
+                    return host.data(t) if c.arrays else t
+                ins = {k: v if v is None or k in c.host_inputs else [put(a) for a in v] if isinstance(v, list)
+                       else put(v) for k, v in ins.items()}
                 with host.strict():
-                    got = c.fn(dev, ins, dict(attrs), {n: (None, np.dtype(dtype)) for n in outs})
+                    got = c.fn(training.ops(dev) if c.arrays else dev, ins, dict(attrs),
+                               {n: (None, np.dtype(dtype)) for n in outs})
                 missing = [n for n in outs if n not in got and n not in _OPTIONAL_OUTPUTS]
                 if missing:
                     raise RuntimeError(f"gave no {', '.join(missing)}")

@@ -132,12 +132,13 @@ def _device(device_type: str, index: int):
     return dev
 
 
-def _input(dev, phi: str, t):
-    """A Paddle tensor as the composite takes it: a Tensor of dev, a numpy array when Paddle keeps it on the CPU."""
+def _input(dev, phi: str, t, arrays: bool):
+    """A Paddle tensor as the composite takes it: the device's array (arrays) or a Tensor of dev over it, a numpy
+    array when Paddle keeps it on the CPU, a Meta when Paddle passed no buffer."""
     if t is None:
         return None
     if isinstance(t, list):
-        return [_input(dev, phi, x) for x in t]
+        return [_input(dev, phi, x, arrays) for x in t]
     memory, shape, strides, code, on_host = t
     if memory is None and any(d < 0 for d in shape):
         return None  # a tensor Paddle never shaped (batch_norm_grad's reserve_space)
@@ -145,18 +146,20 @@ def _input(dev, phi: str, t):
         return training.Meta(tuple(shape), _DTYPES[code])
     if on_host:
         return _array(memory, shape, strides, code)
-    if dev.host_memory:
-        return host.tensor(dev, _array(memory, shape, strides, code))
-    return host.tensor(dev, _lent(dev, phi, memory, shape, strides, code))
+    if dev.host_memory:  # kernels take dense arrays (a strided view of Paddle's is copied)
+        data = np.ascontiguousarray(_array(memory, shape, strides, code))
+    else:
+        data = _lent(dev, phi, memory, shape, strides, code)
+    return data if arrays else host.tensor(dev, data)
 
 
 def _run_composite(device_type: str, index: int, phi: str, inputs: dict, attrs: dict, outputs: dict) -> None:
     kernel = training.BY_PHI[phi]
     dev = _device(device_type, index)
-    ins = {name: _input(dev, phi, t) for name, t in inputs.items()}
+    ins = {name: _input(dev, phi, t, kernel.arrays) for name, t in inputs.items()}
     want = {name: (tuple(t[1]), _DTYPES[t[3]]) for name, t in outputs.items() if t is not None}
     with host.strict():
-        results = kernel.fn(dev, ins, attrs, want)
+        results = kernel.fn(training.ops(dev) if kernel.arrays else dev, ins, attrs, want)
     for name, t in outputs.items():
         if t is None:
             continue
@@ -169,7 +172,7 @@ def _write(dev, phi: str, name: str, result, t) -> None:
     """Copy one result (a Tensor of dev or a numpy array) into Paddle's output t."""
     memory, shape, strides, code, on_host = t
     dtype = _DTYPES[code]
-    data = host.data(result) if not isinstance(result, np.ndarray) else result
+    data = result if isinstance(result, (np.ndarray, host.DeviceArray)) else host.data(result)
     if tuple(data.shape) != tuple(shape):
         if int(np.prod(data.shape)) != int(np.prod(shape)) or max(len(data.shape), len(shape)) > 1:
             raise RuntimeError(f"{phi} on {dev}: its {name} came out {np.dtype(data.dtype).name}{list(data.shape)}, "

@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import optable
+from . import kernels as _kernels, optable
 from .bridge import MANIFEST, read_manifest
 
 #: Exit status of --strict when any kernel fell back.
@@ -132,6 +132,9 @@ _PLACE = re.compile(r"Place\((\w+):\d+\)|trans from Place\(cpu\) to (\w+)")
 _RAISED = ("kernel_factory.cc", "pd_op_to_kernel_pass.cc")  # files whose INFO lines only the trace asked for
 _NOT_DEVICES = {"CPU", "cpu", "Undefined", "GPU", "GPUDNN", "ONEDNN", "XPU", "CUSTOM", "ALL_BACKEND"}
 _SEVERITY = "IWEF"
+_OP = re.compile(r"^op name pd_op\.(\w+)")
+_D2H = re.compile(r"memcpy_d2h kernel_key: \((\w+),")
+_INFERRED = "Infer kernel backend from input"
 #: ops whose Paddle kernel is its CPU's only (paddlepaddle 3.3.1): they make the IntArray attributes (a reshape's
 #: shape, a pool's kernel size) that kernels read on the host; a static program runs them there on any device.
 HOST_OPS = {"full_int_array"}
@@ -146,6 +149,7 @@ class Kernel:
     fallback_calls: int = 0    # eager calls Paddle sent to its CPU kernel
     static_device_ops: int = 0  # ops of static programs lowered to the device's kernel
     static_fallback_ops: int = 0  # ops of static programs lowered to Paddle's CPU kernel (run once per step)
+    static_placed_ops: int = 0  # CPU-selected ops without inputs, not yet judged (_drop_placed)
     dtypes: set = field(default_factory=set)
     reason: str = ""
 
@@ -207,6 +211,9 @@ class LogReader:
         self.report, self.sink, self.min_severity = report, sink, min_severity
         self.place: dict[str, str] = {}    # thread id -> the custom type its static lowering last named
         self.pending: dict[str, list] = defaultdict(list)  # thread id -> CPU-selected ops before a type was named
+        # thread id -> what the pass said of the op it is lowering: its inputs copied off a device, backend inferred
+        # from its inputs (on the CPU when nothing was copied: Paddle's own placement, not a fallback)
+        self.op: dict[str, dict] = defaultdict(dict)
 
     def feed(self, stream) -> None:
         """Read `stream` (a binary pipe) to its end; a partial line that cannot be glog's is passed on at once."""
@@ -248,6 +255,16 @@ class LogReader:
             return
         if source != "pd_op_to_kernel_pass.cc":
             return
+        if _OP.search(text):
+            self.op[thread] = {}
+            return
+        if _INFERRED in text:
+            self.op[thread]["inferred"] = True
+            return
+        d2h = _D2H.search(text)
+        if d2h and d2h.group(1) not in _NOT_DEVICES:
+            self.op[thread]["copied"] = True
+            return
         sel = _SELECTED.search(text)
         if sel:
             name, backend, dtype = sel.groups()
@@ -257,8 +274,11 @@ class LogReader:
                 k.static_device_ops += 1
                 k.dtypes.add(dtype)
                 self._settle(thread)
-            elif backend == "CPU" and name not in HOST_OPS:
-                self.pending[thread].append((name, dtype))
+            elif backend == "CPU" and name not in HOST_OPS and (self.op[thread].get("copied")
+                                                                  or not self.op[thread].get("inferred")):
+                # a fallback: its inputs were copied off the device, or it has none (a `full` Paddle places on the
+                # CPU by its place attribute is dropped later if the device has that kernel: _drop_placed)
+                self.pending[thread].append((name, dtype, bool(self.op[thread].get("copied"))))
                 if thread in self.place:
                     self._settle(thread)
             return
@@ -271,9 +291,12 @@ class LogReader:
     def _settle(self, thread: str) -> None:
         """CPU-selected ops of a thread that lowers programs for a custom type: its fallbacks."""
         type_ = self.place[thread]
-        for name, dtype in self.pending.pop(thread, []):
+        for name, dtype, copied in self.pending.pop(thread, []):
             k = self.report.kernel(type_, name)
-            k.static_fallback_ops += 1
+            if copied:
+                k.static_fallback_ops += 1
+            else:
+                k.static_placed_ops += 1  # no input: a fallback unless the device has the kernel (_drop_placed)
             k.dtypes.add(dtype)
 
     def close(self) -> None:
@@ -405,8 +428,20 @@ def _composites() -> set:
     return set(getattr(training, "BY_PHI", {}))
 
 
+def _drop_placed(report: Report, entries: dict) -> None:
+    """A static op with no inputs that Paddle lowered to its CPU kernel: a fallback when the device has no kernel of
+    that name, else Paddle's own placement (a `full` whose place attribute is the CPU)."""
+    for k in report.kernels.values():
+        if k.static_placed_ops:
+            have = _kernels.expected((entries.get(k.type) or {}).get("kernels") or {"registered": []})
+            if k.kernel not in have:
+                k.static_fallback_ops += k.static_placed_ops
+            k.static_placed_ops = 0
+
+
 def _add_reasons(report: Report, env: dict) -> None:
     entries = _manifests(report, env)
+    _drop_placed(report, entries)
     for k in report.kernels.values():
         if k.fell_back:
             k.reason = reason(entries.get(k.type), k.kernel, k.dtypes)

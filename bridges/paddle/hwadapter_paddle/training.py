@@ -43,6 +43,52 @@ class Refused(Exception):
     """A call the composite cannot do exactly as Paddle's CPU does (the message says which case and what to do)."""
 
 
+class Ops:
+    """One device's own kernels called on its arrays (numpy on a host-memory device, else DeviceArrays), each looked
+    up once per (op, input dtypes), and its small constants made once: the composites' hot path, without the
+    frontend's argument checks (attributes as a kernel receives them, docs/ops.md). Never a CPU fallback: a missing
+    kernel is hwadapter's KernelNotFoundError."""
+
+    def __init__(self, dev):
+        self.dev, self.fns, self.consts = dev, {}, {}
+
+    def __call__(self, op: str, *xs, **attrs):
+        key = (op,) + tuple([x.dtype for x in xs])
+        fn = self.fns.get(key)
+        if fn is None:
+            fn = host.own_kernel(op, self.dev, key[1:])
+            if fn is None:
+                return host.run_own_kernel(op, self.dev, *xs, **attrs)  # raises, naming the op and the dtypes
+            self.fns[key] = fn
+        return fn(*xs, **attrs)
+
+    def const(self, value, dtype):
+        """A constant of the device (value: a number or a small numpy array). Host arrays are kept here; a number's
+        device copy is the Device's own (Device.constant: uploaded once, released by hwadapter.device.empty_cache);
+        a larger constant is copied in at each call, never held."""
+        array = np.asarray(value, dtype)
+        if self.dev.host_memory:
+            key = (array.tobytes(), array.shape, array.dtype)
+            found = self.consts.get(key)
+            if found is None:
+                found = self.consts[key] = array
+            return found
+        if array.ndim == 0:
+            return self.dev.constant(array)
+        return host.data(hw.to_tensor(array, device=self.dev))
+
+
+_OPS: dict = {}
+
+
+def ops(dev) -> Ops:
+    """The device's Ops, made once."""
+    found = _OPS.get(dev)
+    if found is None:
+        found = _OPS[dev] = Ops(dev)
+    return found
+
+
 @dataclass(frozen=True)
 class Composite:
     """One phi kernel built from hwadapter's ops."""
@@ -55,6 +101,7 @@ class Composite:
     host_inputs: tuple[str, ...] = ()  # inputs Paddle may keep on the CPU (registered for any backend)
     host_outputs: dict = field(default_factory=dict)  # output -> the input whose place it takes (CPU or device)
     note: str = ""
+    arrays: bool = False        # fn(ops(dev), ins, attrs, want) on the device's arrays (Ops), not on Tensors
 
 
 def _const(dev, value, dtype):
@@ -87,37 +134,6 @@ def _legacy(x, y, axis: int):
     return hw.reshape(y, shape), tuple(y.shape)
 
 
-def reduce_to(g, shape: tuple):
-    """A gradient of a broadcast result summed back to an input's shape (the vjp of broadcasting)."""
-    shape = tuple(shape)
-    if tuple(g.shape) == shape:
-        return g
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + k for k, s in enumerate(shape) if s == 1 and g.shape[lead + k] != 1)
-    if axes:
-        g = hw.sum(g, axis=list(axes))
-    return hw.reshape(g, list(shape)) if tuple(g.shape) != shape else g
-
-
-def _add_grad(negate: bool):
-    """add_grad, subtract_grad: Paddle passes x and y without their data (only their shapes matter)."""
-    def fn(dev, i, a, want):
-        x, y = i["x"], i["y"]
-        if a["axis"] != -1 and len(y.shape) != len(x.shape):
-            lead = a["axis"] if a["axis"] >= 0 else len(x.shape) - len(y.shape)
-            placed = (1,) * lead + tuple(y.shape) + (1,) * (len(x.shape) - lead - len(y.shape))
-        else:
-            placed = tuple(y.shape)
-        g, out = i["dout"], {}
-        if "dx" in want:
-            out["dx"] = reduce_to(g, x.shape)
-        if "dy" in want:
-            dy = hw.reshape(reduce_to(g, placed), list(y.shape))
-            out["dy"] = hw.subtract(hw.zeros_like(dy), dy) if negate else dy
-        return out
-    return fn
-
-
 def _binary_grad(op):
     def fn(dev, i, a, want):
         y, back = _legacy(i["x"], i["y"], a["axis"])
@@ -142,18 +158,6 @@ def _div_sample(dtype):
 
 # ---- activations ----
 
-def _relu(dev, i, a, want):
-    x = i["x"]
-    # Paddle's relu is x > 0 ? x : 0, so nan becomes 0 (hwadapter's relu keeps nan): the same select here
-    return {"out": hw.where(hw.greater_than(x, hw.zeros_like(x)), x, hw.zeros_like(x))}
-
-
-def _relu_grad(dev, i, a, want):
-    out, dout = i["out"], i["dout"]
-    # Paddle: dout * (out > 0), so a nan dout stays nan where out <= 0
-    return {"dx": hw.multiply(dout, hw.cast(hw.greater_than(out, hw.zeros_like(out)), _float(dout).name))}
-
-
 def _gelu(dev, i, a, want):
     return {"out": hw.nn.functional.gelu(i["x"], approximate=bool(a["approximate"]))}
 
@@ -163,24 +167,11 @@ def _gelu_grad(dev, i, a, want):
                   ("x_grad",))
 
 
-def _softmax_grad(dev, i, a, want):
-    out = i["out"]
-    axis = a["axis"] % max(out.ndim, 1)
-    return _grads("softmax", [out], i["out_grad"], {"axis": axis}, [out], want, ("x_grad",))
-
-
 def _unary_sample(*names):
     def sample(dtype):
         r = np.random.RandomState(0)
         return {n: (r.rand(3, 4) - 0.5).astype(dtype) for n in names}, {"approximate": False, "axis": -1}
     return sample
-
-
-def _scale(dev, i, a, want):
-    x = i["x"]
-    dtype = _float(x)
-    s, b = _const(dev, a["scale"], dtype), _const(dev, a["bias"], dtype)
-    return {"out": hw.add(hw.multiply(x, s), b) if a["bias_after_scale"] else hw.multiply(hw.add(x, b), s)}
 
 
 # ---- reductions ----
@@ -208,15 +199,6 @@ def _reduce_grad(mean: bool):
         count = int(np.prod([x.shape[k] for k in axes])) if mean else None
         return {"x_grad": _spread(g, tuple(x.shape), axes, count)}
     return fn
-
-
-def _mean_all(dev, i, a, want):
-    return {"out": hw.mean(i["x"])}
-
-
-def _mean_all_grad(dev, i, a, want):
-    x = i["x"]
-    return {"x_grad": _spread(i["out_grad"], tuple(x.shape), tuple(range(len(x.shape))), int(np.prod(x.shape)))}
 
 
 def _reduce_sample(dtype):
@@ -250,49 +232,6 @@ def _classes(dev, like, axis: int):
 def _class_hot(dev, label, like, axis: int):
     """A float one-hot of hard `label` (1 along `axis` where it names the class) in like's shape and dtype."""
     return hw.cast(hw.equal(hw.cast(label, "int64"), _classes(dev, like, axis)), _float(like).name)
-
-
-def _ignored(dev, label, ignore_index: int):
-    return hw.equal(hw.cast(label, "int64"), _const(dev, ignore_index, np.int64))
-
-
-def _cross_entropy(dev, i, a, want):
-    logits, label = i["logits"], i["label"]
-    axis = a["axis"] % logits.ndim
-    if a["use_softmax"]:
-        logp = hw.nn.functional.log_softmax(logits, axis=axis)
-        probs = hw.nn.functional.softmax(logits, axis=axis)
-    else:
-        probs = logits
-        logp = hw.log(logits)
-    out = {"softmax": probs}
-    if a["soft_label"]:
-        out["loss"] = hw.multiply(hw.sum(hw.multiply(label, logp), axis=axis, keepdim=True), _const(dev, -1, _float(logp)))
-        return out
-    # the label's entry picked by a select and a sum (a select, not a product: 0 * -inf would be nan); an ignored
-    # label picks nothing, so its loss is 0 as Paddle's
-    hit = hw.equal(hw.cast(label, "int64"), _classes(dev, logp, axis))
-    picked = hw.sum(hw.where(hit, logp, hw.zeros_like(logp)), axis=axis, keepdim=True)
-    out["loss"] = hw.subtract(hw.zeros_like(picked), picked)
-    return out
-
-
-def _cross_entropy_grad(dev, i, a, want):
-    label, probs, g = i["label"], i["softmax"], i["loss_grad"]
-    axis = a["axis"] % probs.ndim
-    if a["soft_label"]:
-        target = label
-        keep = None
-    else:
-        target = _class_hot(dev, label, probs, axis)
-        keep = hw.logical_not(_ignored(dev, label, a["ignore_index"]))
-    if a["use_softmax"]:
-        grad = hw.multiply(hw.subtract(probs, target), g)
-    else:
-        grad = hw.multiply(hw.subtract(hw.zeros_like(probs), hw.divide(target, probs)), g)
-    if keep is not None:
-        grad = hw.where(hw.expand(keep, grad.shape), grad, hw.zeros_like(grad))
-    return {"logits_grad": grad}
 
 
 def _cross_entropy_sample(dtype):
@@ -381,82 +320,11 @@ def _pool_sample(kind):
 
 # ---- normalisation ----
 
-def _channel(t, ndim: int, axis: int):
-    """A per-channel vector shaped to broadcast against an ndim-d tensor whose channels are on `axis`."""
-    shape = [1] * ndim
-    shape[axis] = -1
-    return hw.reshape(t, shape)
-
-
 def _bn_axes(x, layout: str):
     if layout not in ("NCHW", "NCL", "NC", "NCDHW", "AnyLayout", "NHWC", "NLC", "NDHWC"):
         raise Refused(f"data_layout {layout}")
     axis = len(x.shape) - 1 if layout in ("NHWC", "NLC", "NDHWC") and len(x.shape) > 2 else 1
     return axis, tuple(k for k in range(len(x.shape)) if k != axis)
-
-
-def _ones(dev, n: int, dtype):
-    return _const(dev, np.ones(n, dtype), dtype)
-
-
-def _batch_norm(dev, i, a, want):
-    x = i["x"]
-    dtype = _float(x)
-    axis, axes = _bn_axes(x, a["data_layout"])
-    c = x.shape[axis]
-    scale = i.get("scale") if i.get("scale") is not None else _ones(dev, c, dtype)
-    bias = i.get("bias") if i.get("bias") is not None else _const(dev, np.zeros(c, dtype), dtype)
-    batch = (not a["is_test"] or a["trainable_statistics"]) and not a["use_global_stats"]
-    eps = _const(dev, a["epsilon"], dtype)
-    if not batch:
-        mean, var = i["mean"], i["variance"]
-    else:
-        mean = hw.mean(x, axis=list(axes))
-        centred = hw.subtract(x, _channel(mean, x.ndim, axis))
-        var = hw.mean(hw.multiply(centred, centred), axis=list(axes))
-    inv = hw.rsqrt(hw.add(var, eps))
-    y = hw.add(hw.multiply(hw.subtract(x, _channel(mean, x.ndim, axis)), _channel(hw.multiply(inv, scale), x.ndim,
-                                                                                   axis)), _channel(bias, x.ndim, axis))
-    out = {"y": y}
-    if batch:
-        m = _const(dev, a["momentum"], dtype)
-        rest = _const(dev, 1 - np.asarray(a["momentum"], dtype), dtype)
-        out["mean_out"] = hw.add(hw.multiply(i["mean"], m), hw.multiply(mean, rest))
-        out["variance_out"] = hw.add(hw.multiply(i["variance"], m), hw.multiply(var, rest))
-        # Paddle keeps the batch's mean and its reciprocal standard deviation for the grad kernel
-        out["saved_mean"], out["saved_variance"] = mean, inv
-    else:
-        out["mean_out"], out["variance_out"] = i["mean"], i["variance"]
-        out["saved_mean"], out["saved_variance"] = hw.zeros_like(i["mean"]), hw.zeros_like(i["variance"])
-    return out
-
-
-def _batch_norm_grad(dev, i, a, want):
-    x, dy = i["x"], i["y_grad"]
-    dtype = _float(dy)
-    axis, axes = _bn_axes(x, a["data_layout"])
-    c = x.shape[axis]
-    scale = i.get("scale") if i.get("scale") is not None else _ones(dev, c, dtype)
-    if a["use_global_stats"] or (a["is_test"] and not a["trainable_statistics"]):
-        mean = i["mean"]
-        inv = hw.rsqrt(hw.add(i["variance"], _const(dev, a["epsilon"], dtype)))
-        batch = False
-    else:
-        mean, inv, batch = i["saved_mean"], i["saved_variance"], True
-    xhat = hw.multiply(hw.subtract(x, _channel(mean, x.ndim, axis)), _channel(inv, x.ndim, axis))
-    dbias = hw.sum(dy, axis=list(axes))
-    dscale = hw.sum(hw.multiply(dy, xhat), axis=list(axes))
-    out = {"scale_grad": dscale, "bias_grad": dbias}
-    if "x_grad" in want:
-        k = hw.multiply(scale, inv)
-        if batch:
-            count = _const(dev, int(np.prod([x.shape[d] for d in axes])), dtype)
-            inner = hw.subtract(hw.subtract(hw.multiply(dy, count), _channel(dbias, x.ndim, axis)),
-                                hw.multiply(xhat, _channel(dscale, x.ndim, axis)))
-            out["x_grad"] = hw.multiply(inner, _channel(hw.divide(k, count), x.ndim, axis))
-        else:
-            out["x_grad"] = hw.multiply(dy, _channel(k, x.ndim, axis))
-    return out
 
 
 _BN_ATTRS = {"is_test": False, "momentum": 0.9, "epsilon": 1e-5, "data_layout": "NCHW", "use_global_stats": False,
@@ -556,6 +424,16 @@ def _embedding_sample(dtype):
             "weight": r.rand(4, 3).astype(dtype), "out_grad": r.rand(2, 2, 3).astype(dtype)}, {"padding_idx": 0}
 
 
+def _add_n(dev, i, a, want):
+    xs = [x for x in i["x"] if x is not None]
+    if not xs:
+        raise Refused("no inputs")
+    out = xs[0]
+    for x in xs[1:]:  # in order, as Paddle's CPU sums them
+        out = hw.add(out, x)
+    return {"out": out if len(xs) > 1 else hw.add(out, hw.zeros_like(out))}
+
+
 def _transpose_grad(dev, i, a, want):
     g = i["out_grad"]
     perm = [p % g.ndim for p in a["axis"]]
@@ -571,48 +449,10 @@ def _reshape_grad(dev, i, a, want):
 
 # ---- optimizers ----
 
-def _sgd(dev, i, a, want):
-    if i.get("master_param") is not None:
-        raise Refused("master weights (multi_precision for float16 parameters): hwadapter-paddle registers sgd for "
-                      "float32 and float64 parameters only")
-    p = i["param"]
-    return {"param_out": host.tensor(dev, host.run_own_kernel("sgd_update", dev, host.data(p), host.data(i["grad"]),
-                                                              host.data(i["learning_rate"])))}
-
-
 def _sgd_sample(dtype):
     r = np.random.RandomState(0)
     return {"param": r.rand(3, 4).astype(dtype), "learning_rate": np.array([0.1], dtype),
             "grad": r.rand(3, 4).astype(dtype), "master_param": None}, {"multi_precision": False}
-
-
-def _adam(dev, i, a, want):
-    if i.get("master_param") is not None:
-        raise Refused("master weights (multi_precision for float16 parameters): hwadapter-paddle registers adam for "
-                      "float32 and float64 parameters only")
-    p, g, m, v = i["param"], i["grad"], i["moment1"], i["moment2"]
-    dtype = _float(p)
-    b1, b2, eps = float(a["beta1"]), float(a["beta2"]), float(a["epsilon"])
-    b1p, b2p = (np.asarray(_host(i[k])).reshape(()) for k in ("beta1_pow", "beta2_pow"))
-    skip = i.get("skip_update")
-    if skip is not None and bool(np.asarray(_host(skip)).reshape(-1)[0]):
-        out = {"param_out": p, "moment1_out": m, "moment2_out": v}
-        if "moment2_max_out" in want and i.get("moment2_max") is not None:
-            out["moment2_max_out"] = i["moment2_max"]
-        out.update({"beta1_pow_out": b1p.reshape(want.get("beta1_pow_out", ((),))[0]),
-                    "beta2_pow_out": b2p.reshape(want.get("beta2_pow_out", ((),))[0])})
-        return out
-    if a["amsgrad"]:
-        raise Refused("amsgrad=True (hwadapter's adam_update has no running maximum of the second moment)")
-    new_p, new_m, new_v = (host.tensor(dev, d) for d in host.run_own_kernel(
-        "adam_update", dev, *map(host.data, (p, g, m, v, i["learning_rate"], _const(dev, b1p, dtype),
-                                             _const(dev, b2p, dtype))), beta1=b1, beta2=b2, epsilon=eps))
-    out = {"param_out": new_p, "moment1_out": new_m, "moment2_out": new_v}
-    if not a["use_global_beta_pow"]:
-        for name, base, beta in (("beta1_pow_out", b1p, b1), ("beta2_pow_out", b2p, b2)):
-            if name in want:
-                out[name] = (base * np.asarray(beta, base.dtype)).astype(base.dtype).reshape(want[name][0] or ())
-    return out
 
 
 def _host(t):
@@ -643,10 +483,6 @@ def _full_like(dev, i, a, want):
     return {"out": np.full(tuple(x.shape), a["val"], dtype)}
 
 
-def _cast(dev, i, a, want):
-    return {"out": hw.cast(i["x"], DTYPE_BY_CODE[a["out_dtype"]])}
-
-
 def _full_sample(dtype):
     return {}, {"shape": (2, 3), "val": 1, "dtype": 11}
 
@@ -655,45 +491,293 @@ def _cast_sample(dtype):
     return {"x": (np.arange(6) % 2).astype(dtype).reshape(2, 3)}, {"out_dtype": 11}
 
 
+# ---- the hot path of a training step, on the device's arrays (Ops): a few µs of Python per kernel ----
+
+def _reduce_to_a(k, g, shape: tuple):
+    """A gradient of a broadcast result summed back to an input's shape (the vjp of broadcasting)."""
+    shape = tuple(shape)
+    if tuple(g.shape) == shape:
+        return g
+    lead = len(g.shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + j for j, n in enumerate(shape) if n == 1 and g.shape[lead + j] != 1)
+    if axes:
+        g = k("sum", g, axis=axes, keepdim=False)
+    return k("reshape", g, shape=shape) if tuple(g.shape) != shape else g
+
+
+def _add_grad_a(negate: bool):
+    def fn(k, i, a, want):
+        x, y, g = i["x"], i["y"], i["dout"]
+        if a["axis"] != -1 and len(y.shape) != len(x.shape):
+            lead = a["axis"] if a["axis"] >= 0 else len(x.shape) - len(y.shape)
+            placed = (1,) * lead + tuple(y.shape) + (1,) * (len(x.shape) - lead - len(y.shape))
+        else:
+            placed = tuple(y.shape)
+        out = {}
+        if "dx" in want:
+            out["dx"] = _reduce_to_a(k, g, tuple(x.shape))
+        if "dy" in want:
+            dy = _reduce_to_a(k, g, placed)
+            dy = k("reshape", dy, shape=tuple(y.shape)) if tuple(dy.shape) != tuple(y.shape) else dy
+            out["dy"] = k("sub", k.const(0, g.dtype), dy) if negate else dy
+        return out
+    return fn
+
+
+def _relu_a(k, i, a, want):
+    x = i["x"]
+    zero = k.const(0, x.dtype)
+    # x > 0 ? x : 0, as Paddle's (a nan gives 0); numpy's where broadcasts the scalar, other devices get it expanded
+    return {"out": k("where", k("greater", x, zero), x, zero if k.dev.host_memory else
+                     k("expand", zero, shape=tuple(x.shape)))}
+
+
+def _relu_grad_a(k, i, a, want):
+    out, dout = i["out"], i["dout"]
+    return {"dx": k("mul", dout, k("cast", k("greater", out, k.const(0, out.dtype)), dtype=dout.dtype.name))}
+
+
+def _mean_all_a(k, i, a, want):
+    x = i["x"]
+    return {"out": k("mean", x, axis=tuple(range(len(x.shape))), keepdim=False)}
+
+
+def _mean_all_grad_a(k, i, a, want):
+    x, g = i["x"], i["out_grad"]
+    n = int(np.prod(x.shape))
+    scaled = k("div", k("reshape", g, shape=()), k.const(n, g.dtype))
+    return {"x_grad": k("expand", scaled, shape=tuple(x.shape))}
+
+
+def _matmul_grad_a(k, i, a, want):
+    x, y, g = i["x"], i["y"], i["dout"]
+    if len(x.shape) != 2 or len(y.shape) != 2:  # batched or vector operands: the vjp rule (broadcast batch dims)
+        dev = k.dev
+        t = {n: host.tensor(dev, v) for n, v in i.items()}
+        got = _matmul_grad(dev, t, a, want)
+        return {n: host.data(v) for n, v in got.items()}
+    tx, ty = bool(a["transpose_x"]), bool(a["transpose_y"])
+
+    def mm(p, q, tp=False, tq=False):
+        return k("matmul", p, q, **({"transpose_x": True} if tp else {}), **({"transpose_y": True} if tq else {}))
+    out = {}
+    if "dx" in want:  # out = op(x) op(y): dop(x) = g op(y)^T, so dx = (g op(y)^T) or its transpose
+        out["dx"] = mm(y, g, ty, True) if tx else mm(g, y, False, not ty)
+    if "dy" in want:
+        out["dy"] = mm(g, x, True, tx) if ty else mm(x, g, not tx, False)
+    return out
+
+
+def _classes_a(k, like, axis: int):
+    shape = [1] * len(like.shape)
+    shape[axis] = like.shape[axis]
+    return k.const(np.arange(like.shape[axis], dtype=np.int64).reshape(shape), np.int64)
+
+
+def _as_int64(k, label):
+    return label if label.dtype == np.int64 else k("cast", label, dtype="int64")
+
+
+def _cross_entropy_a(k, i, a, want):
+    logits, label = i["logits"], i["label"]
+    axis = a["axis"] % len(logits.shape)
+    if a["use_softmax"]:
+        logp = k("log_softmax", logits, axis=axis)
+        probs = k("softmax", logits, axis=axis)
+    else:
+        probs, logp = logits, k("log", logits)
+    out = {"softmax": probs}
+    if a["soft_label"]:
+        picked = k("sum", k("mul", label, logp), axis=(axis,), keepdim=True)
+    else:  # a select, not a product (0 * -inf is nan); an ignored label picks nothing: its loss is 0
+        hit = k("equal", _as_int64(k, label), _classes_a(k, logp, axis))
+        zero = k.const(0, logp.dtype)
+        picked = k("sum", k("where", hit, logp, k("expand", zero, shape=tuple(logp.shape))), axis=(axis,),
+                   keepdim=True)
+    out["loss"] = k("sub", k.const(0, picked.dtype), picked)
+    return out
+
+
+def _cross_entropy_grad_a(k, i, a, want):
+    label, probs, g = i["label"], i["softmax"], i["loss_grad"]
+    axis = a["axis"] % len(probs.shape)
+    if a["soft_label"]:
+        target, keep = label, None
+    else:
+        label = _as_int64(k, label)
+        target = k("cast", k("equal", label, _classes_a(k, probs, axis)), dtype=probs.dtype.name)
+        keep = k("cast", k("not_equal", label, k.const(a["ignore_index"], np.int64)), dtype=probs.dtype.name)
+    if a["use_softmax"]:
+        grad = k("mul", k("sub", probs, target), g)
+    else:
+        grad = k("mul", k("sub", k.const(0, probs.dtype), k("div", target, probs)), g)
+    return {"logits_grad": grad if keep is None else k("mul", grad, keep)}
+
+
+def _cast_a(k, i, a, want):
+    return {"out": k("cast", i["x"], dtype=DTYPE_BY_CODE[a["out_dtype"]])}
+
+
+def _sgd_a(k, i, a, want):
+    if i.get("master_param") is not None:
+        raise Refused("master weights (multi_precision for float16 parameters): hwadapter-paddle registers sgd for "
+                      "float32 and float64 parameters only")
+    return {"param_out": k("sgd_update", i["param"], i["grad"], i["learning_rate"])}
+
+
+def _adam_a(k, i, a, want):
+    if i.get("master_param") is not None:
+        raise Refused("master weights (multi_precision for float16 parameters): hwadapter-paddle registers adam for "
+                      "float32 and float64 parameters only")
+    if a["amsgrad"]:
+        raise Refused("amsgrad=True (hwadapter's adam_update has no running maximum of the second moment)")
+    p, g, m, v = i["param"], i["grad"], i["moment1"], i["moment2"]
+    b1, b2 = float(a["beta1"]), float(a["beta2"])
+    # Paddle keeps the beta powers on the CPU (numpy here): read once, passed to the kernel as the device's scalars
+    b1p, b2p = (np.asarray(_host(i[n])).reshape(()) for n in ("beta1_pow", "beta2_pow"))
+    out = {}
+    skip = i.get("skip_update")
+    if skip is not None and bool(np.asarray(_host(skip)).reshape(-1)[0]):
+        out.update({"param_out": p, "moment1_out": m, "moment2_out": v})
+    else:
+        scalars = (b1p, b2p) if k.dev.host_memory else (k("reshape", _device(k, b1p), shape=()),
+                                                        k("reshape", _device(k, b2p), shape=()))
+        new_p, new_m, new_v = k("adam_update", p, g, m, v, i["learning_rate"], *scalars, beta1=b1, beta2=b2,
+                                epsilon=float(a["epsilon"]))
+        out.update({"param_out": new_p, "moment1_out": new_m, "moment2_out": new_v})
+    if not a["use_global_beta_pow"]:
+        for name, base, beta in (("beta1_pow_out", b1p, b1), ("beta2_pow_out", b2p, b2)):
+            if name in want:
+                out[name] = (base * np.asarray(beta, base.dtype)).astype(base.dtype).reshape(want[name][0] or ())
+    return out
+
+
+def _device(k, array):
+    """A small host array on k's device (a copy: Paddle's CPU tensors change between calls)."""
+    return host.data(hw.to_tensor(array, device=k.dev))
+
+
+def _softmax_grad_a(k, i, a, want):
+    out, g = i["out"], i["out_grad"]
+    axis = a["axis"] % max(len(out.shape), 1)
+    dot = k("sum", k("mul", g, out), axis=(axis,), keepdim=True)
+    return {"x_grad": k("mul", out, k("sub", g, dot))}
+
+
+def _scale_a(k, i, a, want):
+    x = i["x"]
+    s, b = k.const(a["scale"], x.dtype), k.const(a["bias"], x.dtype)
+    return {"out": k("add", k("mul", x, s), b) if a["bias_after_scale"] else k("mul", k("add", x, b), s)}
+
+
+def _batch_norm_a(k, i, a, want):
+    x = i["x"]
+    dtype = x.dtype
+    axis, axes = _bn_axes(x, a["data_layout"])
+    c, nd = x.shape[axis], len(x.shape)
+    per = [1] * nd
+    per[axis] = c
+
+    def channel(t):
+        return k("reshape", t, shape=tuple(per))
+    scale = i["scale"] if i.get("scale") is not None else k.const(np.ones(c), dtype)
+    bias = i["bias"] if i.get("bias") is not None else k.const(np.zeros(c), dtype)
+    batch = (not a["is_test"] or a["trainable_statistics"]) and not a["use_global_stats"]
+    if batch:
+        mean = k("mean", x, axis=axes, keepdim=False)
+        centred = k("sub", x, channel(mean))
+        var = k("mean", k("mul", centred, centred), axis=axes, keepdim=False)
+    else:
+        mean, var = i["mean"], i["variance"]
+        centred = k("sub", x, channel(mean))
+    inv = k("rsqrt", k("add", var, k.const(a["epsilon"], dtype)))
+    out = {"y": k("add", k("mul", centred, channel(k("mul", inv, scale))), channel(bias))}
+    if batch:
+        m, rest = k.const(a["momentum"], dtype), k.const(1 - np.asarray(a["momentum"], dtype), dtype)
+        out["mean_out"] = k("add", k("mul", i["mean"], m), k("mul", mean, rest))
+        out["variance_out"] = k("add", k("mul", i["variance"], m), k("mul", var, rest))
+        # Paddle keeps the batch's mean and its reciprocal standard deviation for the grad kernel
+        out["saved_mean"], out["saved_variance"] = mean, inv
+    else:
+        out["mean_out"], out["variance_out"] = i["mean"], i["variance"]
+        zeros = k("expand", k.const(0, dtype), shape=(c,))
+        out["saved_mean"], out["saved_variance"] = zeros, zeros
+    return out
+
+
+def _batch_norm_grad_a(k, i, a, want):
+    x, dy = i["x"], i["y_grad"]
+    dtype = dy.dtype
+    axis, axes = _bn_axes(x, a["data_layout"])
+    c, nd = x.shape[axis], len(x.shape)
+    per = [1] * nd
+    per[axis] = c
+
+    def channel(t):
+        return k("reshape", t, shape=tuple(per))
+    scale = i["scale"] if i.get("scale") is not None else k.const(np.ones(c), dtype)
+    if a["use_global_stats"] or (a["is_test"] and not a["trainable_statistics"]):
+        mean, batch = i["mean"], False
+        inv = k("rsqrt", k("add", i["variance"], k.const(a["epsilon"], dtype)))
+    else:
+        mean, inv, batch = i["saved_mean"], i["saved_variance"], True
+    xhat = k("mul", k("sub", x, channel(mean)), channel(inv))
+    dbias = k("sum", dy, axis=axes, keepdim=False)
+    dscale = k("sum", k("mul", dy, xhat), axis=axes, keepdim=False)
+    out = {"scale_grad": dscale, "bias_grad": dbias}
+    if "x_grad" in want:
+        s = k("mul", scale, inv)
+        if batch:
+            count = k.const(int(np.prod([x.shape[d] for d in axes])), dtype)
+            inner = k("sub", k("sub", k("mul", dy, count), channel(dbias)),
+                      k("mul", xhat, channel(dscale)))
+            out["x_grad"] = k("mul", inner, channel(k("div", s, count)))
+        else:
+            out["x_grad"] = k("mul", dy, channel(s))
+    return out
+
+
 COMPOSITES = (
     Composite("add_grad", "const DenseTensor& x, const DenseTensor& y, const DenseTensor& dout, int axis, "
-              "DenseTensor* dx, DenseTensor* dy", FLOATS, _add_grad(False), _binary_sample, exact=True),
+              "DenseTensor* dx, DenseTensor* dy", FLOATS, _add_grad_a(False), _binary_sample, exact=True, arrays=True),
     Composite("subtract_grad", "const DenseTensor& x, const DenseTensor& y, const DenseTensor& dout, int axis, "
-              "DenseTensor* dx, DenseTensor* dy", FLOATS, _add_grad(True), _binary_sample, exact=True),
+              "DenseTensor* dx, DenseTensor* dy", FLOATS, _add_grad_a(True), _binary_sample, exact=True, arrays=True),
     Composite("multiply_grad", "const DenseTensor& x, const DenseTensor& y, const DenseTensor& dout, int axis, "
               "DenseTensor* dx, DenseTensor* dy", FLOATS, _binary_grad("mul"), _binary_sample),
     Composite("divide_grad", "const DenseTensor& x, const DenseTensor& y, const DenseTensor& out, "
               "const DenseTensor& dout, int axis, DenseTensor* dx, DenseTensor* dy", FLOATS, _binary_grad("div"),
               _div_sample),
     Composite("matmul_grad", "const DenseTensor& x, const DenseTensor& y, const DenseTensor& dout, bool transpose_x, "
-              "bool transpose_y, DenseTensor* dx, DenseTensor* dy", FLOATS, _matmul_grad, _matmul_sample),
-    Composite("relu", "const DenseTensor& x, DenseTensor* out", FLOATS, _relu, _unary_sample("x"), exact=True,
+              "bool transpose_y, DenseTensor* dx, DenseTensor* dy", FLOATS, _matmul_grad_a, _matmul_sample, arrays=True),
+    Composite("relu", "const DenseTensor& x, DenseTensor* out", FLOATS, _relu_a, _unary_sample("x"), exact=True,
+              arrays=True,
               note="x > 0 ? x : 0 as Paddle's (nan gives 0)"),
-    Composite("relu_grad", "const DenseTensor& out, const DenseTensor& dout, DenseTensor* dx", FLOATS, _relu_grad,
-              _unary_sample("out", "dout"), exact=True),
+    Composite("relu_grad", "const DenseTensor& out, const DenseTensor& dout, DenseTensor* dx", FLOATS, _relu_grad_a,
+              _unary_sample("out", "dout"), exact=True, arrays=True),
     Composite("gelu", "const DenseTensor& x, bool approximate, DenseTensor* out", FLOATS, _gelu, _unary_sample("x")),
     Composite("gelu_grad", "const DenseTensor& x, const DenseTensor& out_grad, bool approximate, DenseTensor* x_grad",
               FLOATS, _gelu_grad, _unary_sample("x", "out_grad")),
     Composite("softmax_grad", "const DenseTensor& out, const DenseTensor& out_grad, int axis, DenseTensor* x_grad",
-              FLOATS, _softmax_grad, _unary_sample("out", "out_grad")),
+              FLOATS, _softmax_grad_a, _unary_sample("out", "out_grad"), arrays=True),
     Composite("scale", "const DenseTensor& x, const Scalar& scale, const Scalar& bias, bool bias_after_scale, "
-              "DenseTensor* out", FLOATS, _scale,
+              "DenseTensor* out", FLOATS, _scale_a,
               lambda d: ({"x": np.arange(6, dtype=d)}, {"scale": 2.0, "bias": 1.0, "bias_after_scale": True}),
-              exact=True),
-    Composite("mean_all", "const DenseTensor& x, DenseTensor* out", FLOATS, _mean_all, _unary_sample("x")),
+              exact=True, arrays=True),
+    Composite("mean_all", "const DenseTensor& x, DenseTensor* out", FLOATS, _mean_all_a, _unary_sample("x"),
+              arrays=True),
     Composite("mean_all_grad", "const DenseTensor& x, const DenseTensor& out_grad, DenseTensor* x_grad", FLOATS,
-              _mean_all_grad, lambda d: ({"x": np.ones((2, 3), d), "out_grad": np.ones((), d)}, {})),
+              _mean_all_grad_a, lambda d: ({"x": np.ones((2, 3), d), "out_grad": np.ones((), d)}, {}), arrays=True),
     Composite("sum_grad", "const DenseTensor& x, const DenseTensor& out_grad, const IntArray& dims, bool keep_dim, "
               "bool reduce_all, DenseTensor* x_grad", FLOATS, _reduce_grad(False), _reduce_sample, exact=True),
     Composite("mean_grad", "const DenseTensor& x, const DenseTensor& out_grad, const IntArray& dims, bool keep_dim, "
               "bool reduce_all, DenseTensor* x_grad", FLOATS, _reduce_grad(True), _reduce_sample),
     Composite("cross_entropy_with_softmax", "const DenseTensor& logits, const DenseTensor& label, bool soft_label, "
               "bool use_softmax, bool numeric_stable_mode, int ignore_index, int axis, DenseTensor* softmax, "
-              "DenseTensor* loss", FLOATS, _cross_entropy, _cross_entropy_sample),
+              "DenseTensor* loss", FLOATS, _cross_entropy_a, _cross_entropy_sample, arrays=True),
     Composite("cross_entropy_with_softmax_grad", "const DenseTensor& label, const DenseTensor& softmax, "
               "const DenseTensor& loss_grad, bool soft_label, bool use_softmax, bool numeric_stable_mode, "
-              "int ignore_index, int axis, DenseTensor* logits_grad", FLOATS, _cross_entropy_grad,
-              _cross_entropy_sample),
+              "int ignore_index, int axis, DenseTensor* logits_grad", FLOATS, _cross_entropy_grad_a,
+              _cross_entropy_sample, arrays=True),
     Composite("conv2d_grad", "const DenseTensor& input, const DenseTensor& filter, const DenseTensor& out_grad, "
               "const std::vector<int>& strides, const std::vector<int>& paddings, const std::string& padding_algorithm, "
               "const std::vector<int>& dilations, int groups, const std::string& data_format, "
@@ -715,14 +799,14 @@ COMPOSITES = (
               "float momentum, float epsilon, const std::string& data_layout, bool use_global_stats, "
               "bool trainable_statistics, DenseTensor* y, DenseTensor* mean_out, DenseTensor* variance_out, "
               "DenseTensor* saved_mean, DenseTensor* saved_variance, DenseTensor* reserve_space", FLOATS,
-              _batch_norm, _bn_sample, note="the biased batch variance updates the running one, as Paddle's"),
+              _batch_norm_a, _bn_sample, arrays=True, note="the biased batch variance updates the running one, as Paddle's"),
     Composite("batch_norm_grad", "const DenseTensor& x, const paddle::optional<DenseTensor>& scale, "
               "const paddle::optional<DenseTensor>& bias, const paddle::optional<DenseTensor>& mean, "
               "const paddle::optional<DenseTensor>& variance, const DenseTensor& saved_mean, "
               "const DenseTensor& saved_variance, const paddle::optional<DenseTensor>& reserve_space, "
               "const DenseTensor& y_grad, float momentum, float epsilon, const std::string& data_layout, "
               "bool is_test, bool use_global_stats, bool trainable_statistics, DenseTensor* x_grad, "
-              "DenseTensor* scale_grad, DenseTensor* bias_grad", FLOATS, _batch_norm_grad, _bn_sample),
+              "DenseTensor* scale_grad, DenseTensor* bias_grad", FLOATS, _batch_norm_grad_a, _bn_sample, arrays=True),
     Composite("layer_norm", "const DenseTensor& x, const paddle::optional<DenseTensor>& scale, "
               "const paddle::optional<DenseTensor>& bias, float epsilon, int begin_norm_axis, DenseTensor* out, "
               "DenseTensor* mean, DenseTensor* variance", FLOATS, _layer_norm, _ln_sample),
@@ -735,6 +819,9 @@ COMPOSITES = (
     Composite("embedding_grad", "const DenseTensor& input, const DenseTensor& weight, const DenseTensor& out_grad, "
               "int64_t padding_idx, DenseTensor* weight_grad", FLOATS, _embedding_grad, _embedding_sample,
               note="repeated ids add up in index order"),
+    Composite("add_n", "const std::vector<const TensorBase*>& x, DenseTensor* out", FLOATS, _add_n,
+              lambda d: ({"x": [np.ones((2, 3), d), np.ones((2, 3), d)]}, {}), exact=True,
+              note="the inputs added in order, as Paddle's CPU"),
     Composite("transpose_grad", "const DenseTensor& out_grad, const std::vector<int>& axis, DenseTensor* x_grad",
               ALL[1:], _transpose_grad, lambda d: ({"out_grad": np.zeros((2, 3), d)}, {"axis": (1, 0)}), exact=True),
     Composite("reshape_grad", "const DenseTensor& x, const DenseTensor& out_grad, DenseTensor* x_grad", ALL[1:],
@@ -743,7 +830,7 @@ COMPOSITES = (
               _reshape_grad, lambda d: ({"x": np.zeros((2, 3), d), "out_grad": np.zeros(6, d)}, {}), exact=True),
     Composite("sgd", "const DenseTensor& param, const DenseTensor& learning_rate, const DenseTensor& grad, "
               "const paddle::optional<DenseTensor>& master_param, bool multi_precision, DenseTensor* param_out, "
-              "DenseTensor* master_param_out", FLOATS, _sgd, _sgd_sample),
+              "DenseTensor* master_param_out", FLOATS, _sgd_a, _sgd_sample, arrays=True),
     Composite("adam", "const DenseTensor& param, const DenseTensor& grad, const DenseTensor& learning_rate, "
               "const DenseTensor& moment1, const DenseTensor& moment2, "
               "const paddle::optional<DenseTensor>& moment2_max, const DenseTensor& beta1_pow, "
@@ -752,7 +839,7 @@ COMPOSITES = (
               "const Scalar& epsilon, bool lazy_mode, int64_t min_row_size_to_use_multithread, bool multi_precision, "
               "bool use_global_beta_pow, bool amsgrad, DenseTensor* param_out, DenseTensor* moment1_out, "
               "DenseTensor* moment2_out, DenseTensor* moment2_max_out, DenseTensor* beta1_pow_out, "
-              "DenseTensor* beta2_pow_out, DenseTensor* master_param_outs", FLOATS, _adam, _adam_sample,
+              "DenseTensor* beta2_pow_out, DenseTensor* master_param_outs", FLOATS, _adam_a, _adam_sample, arrays=True,
               host_inputs=("beta1_pow", "beta2_pow", "skip_update"),
               host_outputs={"beta1_pow_out": "beta1_pow", "beta2_pow_out": "beta2_pow"}),
     Composite("full", "const IntArray& shape, const Scalar& val, DataType dtype, DenseTensor* out", ALL, _full,
@@ -760,7 +847,7 @@ COMPOSITES = (
     Composite("full_like", "const DenseTensor& x, const Scalar& val, DataType dtype, DenseTensor* out", ALL,
               _full_like, lambda d: ({"x": np.zeros((2, 3), d)}, {"val": 1, "dtype": 11}), exact=True,
               note="filled on the host, copied into the device's memory"),
-    Composite("cast", "const DenseTensor& x, DataType out_dtype, DenseTensor* out", ALL, _cast, _cast_sample,
-              exact=True, note="a float out of the target integer's range is undefined in both"),
+    Composite("cast", "const DenseTensor& x, DataType out_dtype, DenseTensor* out", ALL, _cast_a, _cast_sample,
+              exact=True, arrays=True, note="a float out of the target integer's range is undefined in both"),
 )
 BY_PHI = {c.phi: c for c in COMPOSITES}

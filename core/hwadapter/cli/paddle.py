@@ -218,17 +218,24 @@ def _kernel_tables(console, shims) -> None:
         table = Table(title=f"{s['type']}: Paddle kernels ({k['file']})", title_justify="left")
         for column in ("Paddle kernel", "hwadapter op", "dtypes", "how"):
             table.add_column(column, overflow="fold")
+        rounding = {True: "", False: ", equal to rounding"}
         for r in k["registered"]:
             how = ("the library's copies (through the host)" if r["op"] is None else
-                   "the library's C kernel" + ("" if r["exact"] else ", equal to rounding"))
+                   "Paddle's CPU draws from the device's generator, copied in" if r["op"] == "random" else
+                   "the library's C kernel" + rounding[bool(r["exact"])])
             table.add_row(_text(r["phi"], "bold"), _text(_ops(r)), _text(", ".join(r["dtypes"])),
                           _text(how, "green"))
         python = k.get("python") or {}
         for r in python.get("registered") or []:
-            table.add_row(_text(r["phi"], "bold"), _text(_ops(r)), _text(", ".join(r["dtypes"])),
-                          _text("the plugin's Python kernel", "green"))
+            how = ("hwadapter's ops and vjp rules on the plugin's kernels (training.py)" if r.get("composite") else
+                   "the plugin's Python kernel") + rounding[bool(r["exact"])]
+            table.add_row(_text(r["phi"], "bold"), _text("-" if r.get("composite") else _ops(r)),
+                          _text(", ".join(r["dtypes"])), _text(how, "green"))
         for r in k.get("left", []):
             table.add_row(_text("-"), _text(r["op"]), _text(", ".join(r["dtypes"])),
+                          _text(f"left to Paddle's CPU: {r['why']}", "yellow"))
+        for r in python.get("left") or []:  # training.py's kernels whose sample needed an op the plugin lacks
+            table.add_row(_text(r["phi"], "bold"), _text("-"), _text(", ".join(r["dtypes"])),
                           _text(f"left to Paddle's CPU: {r['why']}", "yellow"))
         console.print(table)
         if python.get("error"):

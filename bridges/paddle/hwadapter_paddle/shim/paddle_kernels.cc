@@ -249,6 +249,18 @@ class Composite {
   }
   void in(const char *name, const phi::DenseTensor *x) { ins_.push_back({name, x, false, {}}); }
   void in(const char *name, const std::vector<const phi::DenseTensor *> &xs) { ins_.push_back({name, nullptr, true, xs}); }
+  void in(const char *name, const std::vector<const phi::TensorBase *> &xs) {  /* add_n's: dense tensors only */
+    std::vector<const phi::DenseTensor *> dense;
+    for (const phi::TensorBase *x : xs) {
+      auto *d = dynamic_cast<const phi::DenseTensor *>(x);
+      if (x && !d)
+        PADDLE_THROW(common::errors::Unimplemented("hwadapter-paddle: %s kernel %s: a sparse input (SelectedRows); "
+                                                   "the device's kernels take dense tensors", HWA_PD_DEVICE_TYPE,
+                                                   phi_));
+      dense.push_back(d);
+    }
+    ins_.push_back({name, nullptr, true, dense});
+  }
   void attr(const char *name, bool v) { attrs_.push_back({name, 'b', v, 0, {}, {}, ""}); }
   void attr(const char *name, int v) { attrs_.push_back({name, 'i', v, 0, {}, {}, ""}); }
   void attr(const char *name, int64_t v) { attrs_.push_back({name, 'i', v, 0, {}, {}, ""}); }
