@@ -473,14 +473,19 @@ def _adam_sample(dtype):
 
 # ---- creation and casts ----
 
+def _filled(shape, value, dtype):
+    """value in every element: a read-only broadcast of one scalar (copied straight into Paddle's output)."""
+    return np.broadcast_to(np.asarray(value).astype(dtype), tuple(shape))
+
+
 def _full(dev, i, a, want):
-    return {"out": np.full(tuple(a["shape"]), a["val"], DTYPE_BY_CODE[a["dtype"]])}
+    return {"out": _filled(a["shape"], a["val"], DTYPE_BY_CODE[a["dtype"]])}
 
 
 def _full_like(dev, i, a, want):
     x = i["x"]
     dtype = DTYPE_BY_CODE.get(a["dtype"]) or np.dtype(x.dtype if isinstance(x, np.ndarray) else _float(x))
-    return {"out": np.full(tuple(x.shape), a["val"], dtype)}
+    return {"out": _filled(x.shape, a["val"], dtype)}
 
 
 def _full_sample(dtype):
