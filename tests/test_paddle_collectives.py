@@ -9,7 +9,6 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -17,20 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from paddle_needs import PADDLE_SKIP
 
 ROOT = Path(__file__).parents[1]
 RANKS = ROOT / "tests" / "paddle_ranks"
 BIN = Path(sys.executable).parent
 JOB_TIMEOUT = 120
 
-_SKIP = None
-if importlib.util.find_spec("paddle") is None:
-    _SKIP = "paddlepaddle is not installed (make test installs it: the root pyproject's `paddle` extra)"
-elif importlib.util.find_spec("hwadapter_paddle") is None:
-    _SKIP = "hwadapter-paddle is not installed (make test installs it: pip install -e bridges/paddle)"
-elif shutil.which("g++") is None:
-    _SKIP = "g++ is needed to build the Paddle shim"
-elif importlib.util.find_spec("mpi4py") is None or not (BIN / "mpiexec").exists():
+_SKIP = PADDLE_SKIP
+if _SKIP is None and (importlib.util.find_spec("mpi4py") is None or not (BIN / "mpiexec").exists()):
     _SKIP = "mpi4py and MPICH's mpiexec are needed: pip install 'hwadapter[mpi]'"
 pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
@@ -63,15 +57,22 @@ def _results(folder: Path) -> dict[int, dict]:
     return {int(p.stem[4:]): json.loads(p.read_text()) for p in folder.glob("rank*.json")}
 
 
-def test_collectives_on_hwa_cpu_equal_numpy(root, tmp_path):
-    proc = _launch(root, "-n", "2", "--timeout", "60", "--", sys.executable, "collectives.py", str(tmp_path))
+def _checked(proc, folder: Path, place: str) -> dict:
+    """Both ranks' results of collectives.py, each having run on `place` with every check equal to numpy."""
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = _results(tmp_path)
+    results = _results(folder)
     assert sorted(results) == [0, 1], proc.stdout + proc.stderr
     for r in results.values():
-        assert r["place"] == "hwa_cpu:0"
+        assert r["place"] == place
         wrong = {k: v for k, v in r.items() if k not in ("rank", "place", "bad op") and v is not None}
         assert not wrong, wrong
+    return results
+
+
+def test_collectives_on_hwa_cpu_equal_numpy(root, tmp_path):
+    proc = _launch(root, "-n", "2", "--timeout", "60", "--", sys.executable, "collectives.py", str(tmp_path))
+    results = _checked(proc, tmp_path, "hwa_cpu:0")
+    for r in results.values():
         assert len(r) >= 10  # every check ran
         assert "raised" in r["bad op"] and "reduce_op" in r["bad op"]  # Paddle's own check of the op, before ours
 
@@ -179,10 +180,4 @@ def test_a_device_library_with_its_own_communicator(root, tmp_path):
     (folder / bridge.MANIFEST).write_text(json.dumps({"shims": {"mpidev": {"paddle_type": "mpidev"}}}))
     proc = _launch(folder, "-n", "2", "--timeout", "60", "--", sys.executable, "collectives.py", str(tmp_path),
                    "basic")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    results = _results(tmp_path)
-    assert sorted(results) == [0, 1], proc.stdout + proc.stderr
-    for r in results.values():
-        assert r["place"] == "mpidev:0"
-        wrong = {k: v for k, v in r.items() if k not in ("rank", "place", "bad op") and v is not None}
-        assert not wrong, wrong
+    _checked(proc, tmp_path, "mpidev:0")

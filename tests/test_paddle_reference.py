@@ -7,25 +7,19 @@ against Paddle's own CPU. The helpers (children with a time limit, their results
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
 
 import numpy as np
 import pytest
+from paddle_needs import PADDLE_SKIP
 from children import LIVE_OF
 from hwadapter import host
 from test_paddle_bridge import THREADS, _child, _hwadapter, _result
 from test_paddle_kernels import DEVICE_FORMS, DEVICE_SIMPLE, FORM_CASES, check_device_forms
 
-_SKIP = None
-if importlib.util.find_spec("paddle") is None:
-    _SKIP = "paddlepaddle is not installed (make test installs it: the root pyproject's `paddle` extra)"
-elif importlib.util.find_spec("hwadapter_paddle") is None:
-    _SKIP = "hwadapter-paddle is not installed (make test installs it: pip install -e bridges/paddle)"
-elif shutil.which("g++") is None:
-    _SKIP = "g++ is needed to build the Paddle shim"
+_SKIP = PADDLE_SKIP
 needs_paddle = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 needs_cc = pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None,
                               reason="a C compiler (gcc or cc) is needed to build the plugins' device libraries")

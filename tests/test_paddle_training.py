@@ -9,24 +9,17 @@ norm, ...) compare each kernel with Paddle's CPU kernel in one child.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from paddle_needs import PADDLE_SKIP
 
-_SKIP = None
-if importlib.util.find_spec("paddle") is None:
-    _SKIP = "paddlepaddle is not installed (make test installs it: the root pyproject's `paddle` extra)"
-elif importlib.util.find_spec("hwadapter_paddle") is None:
-    _SKIP = "hwadapter-paddle is not installed (make test installs it: pip install -e bridges/paddle)"
-elif shutil.which("g++") is None:
-    _SKIP = "g++ is needed to build the Paddle shim"
+_SKIP = PADDLE_SKIP
 pytestmark = pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")
 
 HERE = Path(__file__).resolve().parent

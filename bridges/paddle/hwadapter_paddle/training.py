@@ -675,17 +675,24 @@ def _scale_a(k, i, a, want):
     return {"out": k("add", k("mul", x, s), b) if a["bias_after_scale"] else k("mul", k("add", x, b), s)}
 
 
-def _batch_norm_a(k, i, a, want):
-    x = i["x"]
-    dtype = x.dtype
-    axis, axes = _bn_axes(x, a["data_layout"])
-    c, nd = x.shape[axis], len(x.shape)
-    per = [1] * nd
+def _bn_frame(k, i, x, dtype, layout: str):
+    """(channel axis, the other axes, channel(t): a per-channel vector shaped to broadcast against x, the scale)."""
+    axis, axes = _bn_axes(x, layout)
+    c = x.shape[axis]
+    per = [1] * len(x.shape)
     per[axis] = c
 
     def channel(t):
         return k("reshape", t, shape=tuple(per))
     scale = i["scale"] if i.get("scale") is not None else k.const(np.ones(c), dtype)
+    return axis, axes, channel, scale
+
+
+def _batch_norm_a(k, i, a, want):
+    x = i["x"]
+    dtype = x.dtype
+    axis, axes, channel, scale = _bn_frame(k, i, x, dtype, a["data_layout"])
+    c = x.shape[axis]
     bias = i["bias"] if i.get("bias") is not None else k.const(np.zeros(c), dtype)
     batch = (not a["is_test"] or a["trainable_statistics"]) and not a["use_global_stats"]
     if batch:
@@ -713,14 +720,7 @@ def _batch_norm_a(k, i, a, want):
 def _batch_norm_grad_a(k, i, a, want):
     x, dy = i["x"], i["y_grad"]
     dtype = dy.dtype
-    axis, axes = _bn_axes(x, a["data_layout"])
-    c, nd = x.shape[axis], len(x.shape)
-    per = [1] * nd
-    per[axis] = c
-
-    def channel(t):
-        return k("reshape", t, shape=tuple(per))
-    scale = i["scale"] if i.get("scale") is not None else k.const(np.ones(c), dtype)
+    axis, axes, channel, scale = _bn_frame(k, i, x, dtype, a["data_layout"])
     if a["use_global_stats"] or (a["is_test"] and not a["trainable_statistics"]):
         mean, batch = i["mean"], False
         inv = k("rsqrt", k("add", i["variance"], k.const(a["epsilon"], dtype)))

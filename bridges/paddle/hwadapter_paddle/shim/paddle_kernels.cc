@@ -22,6 +22,8 @@
  */
 #ifdef HWA_PD_PYTHON
 #include <Python.h> /* first, as Python asks */
+
+#include "python_error.h"
 #endif
 #include <dlfcn.h>
 
@@ -56,6 +58,22 @@
 #endif
 
 namespace hwa_pd {
+
+/* The HwaDType of a Paddle dtype (Paddle's C_DataType numbering), -1 for one device_api.h has no code for. */
+int32_t any_code(phi::DataType d) {
+  switch (d) {
+    case phi::DataType::BOOL: return HWA_BOOL;
+    case phi::DataType::UINT8: return HWA_UINT8;
+    case phi::DataType::INT8: return HWA_INT8;
+    case phi::DataType::INT16: return HWA_INT16;
+    case phi::DataType::INT32: return HWA_INT32;
+    case phi::DataType::INT64: return HWA_INT64;
+    case phi::DataType::FLOAT16: return HWA_FLOAT16;
+    case phi::DataType::FLOAT32: return HWA_FLOAT32;
+    case phi::DataType::FLOAT64: return HWA_FLOAT64;
+    default: return -1;
+  }
+}
 
 /* ---- the device library, loaded on the first kernel call (the runtime shim has initialised it) ---- */
 HwaDeviceInterface g_api;
@@ -204,16 +222,7 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
   PyObject *result = run ? PyObject_CallFunction(run, "ssONO", HWA_PD_HWA_TYPE, op, inputs, output, kw) : nullptr;
   int rc = HWA_OK;
   if (!result) {
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    PyObject *text = value ? PyObject_Str(value) : nullptr;
-    const char *c = text ? PyUnicode_AsUTF8(text) : nullptr;
-    *err = std::string(type ? ((PyTypeObject *)type)->tp_name : "error") + ": " + (c ? c : "?");
-    PyErr_Clear();
-    Py_XDECREF(text);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(trace);
+    *err = python_error("?");
     rc = HWA_ERROR;
   }
   Py_XDECREF(result);
@@ -226,20 +235,6 @@ int call_python(const char *op, const HwaTensor *in, size_t nin, const HwaTensor
 /* ---- composite kernels (training.py): a phi kernel (a grad, an optimizer step, a forward Paddle's way) run by
  * hwadapter_paddle.pykernels.run_composite as hwadapter's ops on this device: its inputs, attributes and outputs by
  * name, each output allocated here (Paddle's InferMeta has set its dims and dtype) before the GIL is taken. ---- */
-int32_t any_code(phi::DataType d) {
-  switch (d) {
-    case phi::DataType::BOOL: return HWA_BOOL;
-    case phi::DataType::UINT8: return HWA_UINT8;
-    case phi::DataType::INT8: return HWA_INT8;
-    case phi::DataType::INT16: return HWA_INT16;
-    case phi::DataType::INT32: return HWA_INT32;
-    case phi::DataType::INT64: return HWA_INT64;
-    case phi::DataType::FLOAT16: return HWA_FLOAT16;
-    case phi::DataType::FLOAT32: return HWA_FLOAT32;
-    case phi::DataType::FLOAT64: return HWA_FLOAT64;
-    default: return -1;
-  }
-}
 
 class Composite {
  public:
@@ -406,19 +401,7 @@ void Composite::run() {
     err = std::string("describing the tensors: ") + e.what();
   }
   if (ok) result = PyObject_CallFunction(run, "sisOOO", HWA_PD_HWA_TYPE, device, phi_, ins, attrs, outs);
-  if (!result && err.empty()) {
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    PyObject *text = value ? PyObject_Str(value) : nullptr;
-    const char *c = text ? PyUnicode_AsUTF8(text) : nullptr;
-    err = std::string(type ? ((PyTypeObject *)type)->tp_name : "error") + ": " +
-          (c ? c : "hwadapter_paddle.pykernels.run_composite is missing");
-    PyErr_Clear();
-    Py_XDECREF(text);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(trace);
-  }
+  if (!result && err.empty()) err = python_error("hwadapter_paddle.pykernels.run_composite is missing");
   Py_XDECREF(result);
   Py_DECREF(ins);
   Py_DECREF(attrs);
@@ -465,17 +448,8 @@ HWA_CODE(double, HWA_FLOAT64)
 
 /* The HwaDType of a Paddle dtype (the inputs of where and gather, which are not all T). */
 int32_t code_of(phi::DataType d) {
-  switch (d) {
-    case phi::DataType::BOOL: return HWA_BOOL;
-    case phi::DataType::UINT8: return HWA_UINT8;
-    case phi::DataType::INT8: return HWA_INT8;
-    case phi::DataType::INT16: return HWA_INT16;
-    case phi::DataType::INT32: return HWA_INT32;
-    case phi::DataType::INT64: return HWA_INT64;
-    case phi::DataType::FLOAT16: return HWA_FLOAT16;
-    case phi::DataType::FLOAT32: return HWA_FLOAT32;
-    default: return HWA_FLOAT64;  /* the only other dtype registered */
-  }
+  int32_t code = any_code(d);
+  return code < 0 ? HWA_FLOAT64 : code;  /* the only other dtype registered */
 }
 
 /* A DenseTensor as a kernel sees it: Paddle's element strides (kernels read them), data NULL when empty. */

@@ -446,6 +446,14 @@ C_Status settle(const Comm *c, C_Stream s, HwaStream *out) {
     }                                                                                           \
   } while (0)
 
+/* A collective call's start: the function needed, the communicator, and Paddle's stream settled (hs: the library's
+ * stream to queue the call on). */
+#define ON_STREAM(fn, call)                             \
+  NEED(fn, call);                                       \
+  Comm *c = (Comm *)comm;                               \
+  HwaStream hs;                                         \
+  if (C_Status st = settle(c, s, &hs)) return st
+
 C_Status xccl_unique_id_size(size_t *size) {
   NEED(comm_unique_id_size, "xccl_get_unique_id_size");
   COMM_CALL(g_comm->comm_unique_id_size(size), "comm_unique_id_size", nullptr);
@@ -480,62 +488,41 @@ C_Status xccl_destroy(C_CCLComm comm) {
 }
 C_Status xccl_all_reduce(void *send, void *recv, size_t count, C_DataType dtype, C_CCLReduceOp op, C_CCLComm comm,
                          C_Stream s) {
-  NEED(all_reduce, "xccl_all_reduce");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(all_reduce, "xccl_all_reduce");
   COMM_CALL(g_comm->all_reduce(send, recv, count, (HwaDType)dtype, (HwaReduceOp)op, c->inner, hs), "all_reduce", c);
   return C_SUCCESS;
 }
 C_Status xccl_broadcast(void *buf, size_t count, C_DataType dtype, size_t root, C_CCLComm comm, C_Stream s) {
-  NEED(broadcast, "xccl_broadcast");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(broadcast, "xccl_broadcast");
   COMM_CALL(g_comm->broadcast(buf, count, (HwaDType)dtype, (int)root, c->inner, hs), "broadcast", c);
   return C_SUCCESS;
 }
 C_Status xccl_reduce(void *send, void *recv, size_t count, C_DataType dtype, C_CCLReduceOp op, size_t root,
                      C_CCLComm comm, C_Stream s) {
-  NEED(reduce, "xccl_reduce");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(reduce, "xccl_reduce");
   COMM_CALL(g_comm->reduce(send, recv, count, (HwaDType)dtype, (HwaReduceOp)op, (int)root, c->inner, hs), "reduce",
             c);
   return C_SUCCESS;
 }
 C_Status xccl_all_gather(void *send, void *recv, size_t count, C_DataType dtype, C_CCLComm comm, C_Stream s) {
-  NEED(all_gather, "xccl_all_gather");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(all_gather, "xccl_all_gather");
   COMM_CALL(g_comm->all_gather(send, recv, count, (HwaDType)dtype, c->inner, hs), "all_gather", c);
   return C_SUCCESS;
 }
 C_Status xccl_reduce_scatter(void *send, void *recv, size_t count, C_DataType dtype, C_CCLReduceOp op,
                              C_CCLComm comm, C_Stream s) {
-  NEED(reduce_scatter, "xccl_reduce_scatter");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(reduce_scatter, "xccl_reduce_scatter");
   COMM_CALL(g_comm->reduce_scatter(send, recv, count, (HwaDType)dtype, (HwaReduceOp)op, c->inner, hs),
             "reduce_scatter", c);
   return C_SUCCESS;
 }
 C_Status xccl_send(void *buf, size_t count, C_DataType dtype, size_t peer, C_CCLComm comm, C_Stream s) {
-  NEED(send, "xccl_send");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(send, "xccl_send");
   COMM_CALL(g_comm->send(buf, count, (HwaDType)dtype, (int)peer, c->inner, hs), "send", c);
   return C_SUCCESS;
 }
 C_Status xccl_recv(void *buf, size_t count, C_DataType dtype, size_t peer, C_CCLComm comm, C_Stream s) {
-  NEED(recv, "xccl_recv");
-  Comm *c = (Comm *)comm;
-  HwaStream hs;
-  if (C_Status st = settle(c, s, &hs)) return st;
+  ON_STREAM(recv, "xccl_recv");
   COMM_CALL(g_comm->recv(buf, count, (HwaDType)dtype, (int)peer, c->inner, hs), "recv", c);
   return C_SUCCESS;
 }

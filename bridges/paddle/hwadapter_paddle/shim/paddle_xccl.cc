@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hwadapter/device_api.h"
+#include "python_error.h"
 
 #ifndef HWA_PD_HWA_TYPE
 #error "define HWA_PD_HWA_TYPE (the hwadapter device type, a string)"
@@ -60,19 +61,10 @@ int call(const char *name, PyObject *args, long long *out = nullptr) {
   PyObject *result = fn ? PyObject_CallObject(fn, args) : nullptr;
   if (result && out) *out = PyLong_AsLongLong(result);
   if (!result || PyErr_Occurred()) {
-    PyObject *type, *value, *trace;
-    PyErr_Fetch(&type, &value, &trace);
-    PyObject *text = value ? PyObject_Str(value) : nullptr;
-    const char *c = text ? PyUnicode_AsUTF8(text) : nullptr;
-    t_error = std::string(type ? ((PyTypeObject *)type)->tp_name : "error") + ": " + (c ? c : "?");
-    rc = type && PyErr_GivenExceptionMatches(type, PyExc_ValueError)            ? HWA_INVALID_ARGUMENT
-         : type && PyErr_GivenExceptionMatches(type, PyExc_NotImplementedError) ? HWA_UNSUPPORTED
-                                                                                : HWA_ERROR;
-    PyErr_Clear();
-    Py_XDECREF(text);
-    Py_XDECREF(type);
-    Py_XDECREF(value);
-    Py_XDECREF(trace);
+    bool invalid = PyErr_ExceptionMatches(PyExc_ValueError);
+    bool unsupported = PyErr_ExceptionMatches(PyExc_NotImplementedError);
+    t_error = hwa_pd::python_error("?");
+    rc = invalid ? HWA_INVALID_ARGUMENT : unsupported ? HWA_UNSUPPORTED : HWA_ERROR;
   }
   Py_XDECREF(result);
   Py_XDECREF(fn);
