@@ -70,7 +70,8 @@ def data(t: Tensor):
 
 class strict:
     """A context in which hwadapter's dispatch never falls back to the CPU (a missing kernel is an error), as a host
-    running a device's kernels for another framework needs: that framework counts its own fallbacks."""
+    running a device's kernels for another framework needs: that framework counts its own fallbacks. The setting is
+    the process's (hwadapter.configure's), restored on leaving: nesting is fine, other threads see it meanwhile."""
 
     def __enter__(self):
         self._was, _config.fallback = _config.fallback, "error"

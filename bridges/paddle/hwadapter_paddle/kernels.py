@@ -207,7 +207,7 @@ def composite_registration(c, dtypes: list[str]) -> str:
     outs = [name for kind, _, name in params if kind in ("out", "out_list")]
     body = [f"kernel->InputAt({ins.index(n)}).SetBackend(phi::Backend::ALL_BACKEND);" for n in c.host_inputs]
     body += [f"kernel->OutputAt({outs.index(n)}).SetBackend(phi::Backend::UNDEFINED);" for n in c.host_outputs]
-    if c.phi in ("cast",):  # the output's dtype is the attribute's, not the kernel key's
+    if c.dtype_attribute:  # as Paddle's own registrations of such kernels
         body.append("kernel->OutputAt(0).SetDataType(phi::DataType::UNDEFINED);")
     types = ", ".join(optable.CPP_TYPES[d] for d in dtypes)
     return (f"PD_REGISTER_PLUGIN_KERNEL({c.phi}, HWA_PD_TYPE_TOKEN, ALL_LAYOUT, hwa_pd::c_{c.phi}, {types}) "

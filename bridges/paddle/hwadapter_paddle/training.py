@@ -5,12 +5,14 @@ the vendor.
 
 A Composite names its phi kernel, Paddle's C++ parameter list (after the context, as Paddle's header declares it:
 kernels.composite_wrapper turns it into the phi kernel and its registration), the dtypes it is registered for, and
-fn(dev, ins, attrs, want) -> {output: Tensor or numpy array}: `ins` the inputs by name (hwadapter Tensors on the
-device; numpy arrays for tensors Paddle keeps on the CPU, such as Adam's beta powers; None for an absent optional
-one), `attrs` Paddle's attributes by name (IntArray and vectors as tuples, Scalar as int or float, DataType as a
-numpy dtype), `want` {output: (shape, numpy dtype)} for the outputs Paddle asked for. What fn cannot do exactly as
-Paddle does it refuses with `Refused` (a message naming the case); install leaves a kernel whose sample run needs
-an op the plugin lacks to Paddle's CPU fallback, with the reason (kernels.plan_composites).
+fn(dev, ins, attrs, want) -> {output: Tensor, device array or numpy array}: `ins` the inputs by name (hwadapter
+Tensors on the device, or with `arrays` the device's own arrays and fn given the device's Ops instead of the device;
+numpy arrays for tensors Paddle keeps on the CPU, such as Adam's beta powers; a Meta for one Paddle passes without
+its data; None for an absent optional one), `attrs` Paddle's attributes by name (IntArray and vectors as tuples,
+Scalar as int or float, DataType as its code: DTYPE_BY_CODE), `want` {output: (shape, numpy dtype)} for the outputs
+Paddle asked for. What fn cannot do exactly as Paddle does it refuses with `Refused` (a message naming the case);
+install leaves a kernel whose sample run needs an op the plugin lacks to Paddle's CPU fallback, with the reason
+(kernels.plan_composites).
 """
 from __future__ import annotations
 
@@ -102,6 +104,7 @@ class Composite:
     host_outputs: dict = field(default_factory=dict)  # output -> the input whose place it takes (CPU or device)
     note: str = ""
     arrays: bool = False        # fn(ops(dev), ins, attrs, want) on the device's arrays (Ops), not on Tensors
+    dtype_attribute: bool = False  # the output's dtype is an attribute's (cast's out_dtype), not the kernel key's
 
 
 def _const(dev, value, dtype):
@@ -853,6 +856,6 @@ COMPOSITES = (
               _full_like, lambda d: ({"x": np.zeros((2, 3), d)}, {"val": 1, "dtype": 11}), exact=True,
               note="filled on the host, copied into the device's memory"),
     Composite("cast", "const DenseTensor& x, DataType out_dtype, DenseTensor* out", ALL, _cast_a, _cast_sample,
-              exact=True, arrays=True, note="a float out of the target integer's range is undefined in both"),
+              exact=True, arrays=True, dtype_attribute=True, note="a float out of the target integer's range is undefined in both"),
 )
 BY_PHI = {c.phi: c for c in COMPOSITES}
