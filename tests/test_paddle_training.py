@@ -90,16 +90,10 @@ def _compare(got: dict, want: dict, device: str) -> None:
 
 
 def test_hwa_cpu_trains_mlp_cnn_and_a_transformer_block_with_no_kernel_falling_back(folders, reference, tmp_path):
-    from hwadapter_paddle import trace
-    root = folders["cpu"][0]
     out = tmp_path / "hwa_cpu.json"
-    report = trace.run([sys.executable, str(TRAIN), str(out), "hwa_cpu:0", ",".join(CASES + BLOCK), str(STEPS)],
-                       env=_env(root), sink=lambda data: None)
-    assert report.returncode == 0, report.as_dict()
+    kernels = _traced([sys.executable, str(TRAIN), str(out), "hwa_cpu:0", ",".join(CASES + BLOCK), str(STEPS)],
+                      folders["cpu"][0], "hwa_cpu")
     _compare(json.loads(out.read_text()), reference, "hwa_cpu:0")
-    kernels = {k.kernel: k for k in report.kernels.values() if k.type == "hwa_cpu"}
-    fell = {name: (k.fallback_calls, k.static_fallback_ops) for name, k in kernels.items() if k.fell_back}
-    assert not fell, f"kernels fell back to Paddle's CPU on hwa_cpu: {fell}"
     # what ran on the device: the grads and optimizers training.py writes, eager and in static programs
     for name in ("matmul_grad", "conv2d_grad", "batch_norm_grad", "pool2d_grad", "relu_grad", "layer_norm_grad",
                  "embedding_grad", "softmax_grad", "gelu_grad", "cross_entropy_with_softmax_grad", "sgd", "adam",
@@ -108,11 +102,27 @@ def test_hwa_cpu_trains_mlp_cnn_and_a_transformer_block_with_no_kernel_falling_b
     assert kernels["conv2d_grad"].static_device_ops > 0  # lowered to the device's kernel in to_static programs
 
 
+def _traced(command: list, root: Path, paddle_type: str) -> dict:
+    """Run `command` under `hwadapter paddle trace`: {kernel: its Kernel record} for `paddle_type`, having asserted
+    that the command succeeded and nothing fell back (equal results would prove nothing if Paddle's CPU ran them)."""
+    from hwadapter_paddle import trace
+    report = trace.run(command, env=_env(root), sink=lambda data: None)
+    assert report.returncode == 0, report.as_dict()
+    kernels = {k.kernel: k for k in report.kernels.values() if k.type == paddle_type}
+    fell = {name: (k.fallback_calls, k.static_fallback_ops) for name, k in kernels.items() if k.fell_back}
+    assert not fell, f"kernels fell back to Paddle's CPU on {paddle_type}: {fell}"
+    return kernels
+
+
 def test_opencl_trains_the_mlp_and_cnn_like_paddles_cpu(folders, reference, tmp_path):
     if "opencl" not in folders:
         pytest.skip("no OpenCL device here")
-    got = _train("opencl:0", CASES, folders["opencl"][0], tmp_path / "opencl.json")
-    _compare(got, {c: reference[c] for c in CASES}, "opencl:0")
+    out = tmp_path / "opencl.json"
+    kernels = _traced([sys.executable, str(TRAIN), str(out), "opencl:0", ",".join(CASES), str(STEPS)],
+                      folders["opencl"][0], "opencl")
+    _compare(json.loads(out.read_text()), {c: reference[c] for c in CASES}, "opencl:0")
+    for name in ("matmul_grad", "conv2d_grad", "batch_norm_grad", "pool2d_grad", "sgd", "adam"):
+        assert kernels[name].device_calls > 0, (name, kernels.get(name))
 
 
 # Each kernel against Paddle's CPU: the same calls on hwa_cpu:0 and cpu, gradients through paddle.grad.
@@ -183,9 +193,13 @@ with open(sys.argv[1], "w") as f:
 def test_each_kernel_equals_paddles_cpu_kernel(folders, tmp_path):
     script, out = tmp_path / "cases.py", tmp_path / "cases.json"
     script.write_text(KERNEL_CASES)
-    proc = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=TIMEOUT,
-                          env=_env(folders["cpu"][0]))
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    kernels = _traced([sys.executable, str(script), str(out)], folders["cpu"][0], "hwa_cpu")
+    ran = {name for name, k in kernels.items() if k.device_calls}
+    assert ran >= {"add_grad", "subtract_grad", "multiply_grad", "divide_grad", "matmul_grad", "relu", "relu_grad",
+                   "gelu", "gelu_grad", "softmax_grad", "scale", "sum_grad", "mean_grad", "mean_all",
+                   "cross_entropy_with_softmax", "cross_entropy_with_softmax_grad", "conv2d_grad", "pool2d_grad",
+                   "batch_norm", "batch_norm_grad", "layer_norm", "layer_norm_grad", "embedding", "embedding_grad",
+                   "cast", "full", "full_like", "uniform", "gaussian"}, sorted(ran)
     res = json.loads(out.read_text())
     for name, want in res["cpu"].items():
         got = res["device"][name]
