@@ -9,6 +9,10 @@ same chain on opencl:0 follows (benchmarks/opencl_fused.py).
 
 Targets (issues 3 and 8): the fused op >= 3x numpy, and >= 60% of the all-core copy bandwidth. Each prints PASS or
 FAIL; the script exits 0 either way (a wrong result is an error). Run: `python benchmarks/fused_elementwise.py`.
+
+`--crossover`: a graph's fused chain on cpu:0 run both ways a plan can run it, as its ops' numpy calls and as its one
+compiled program, per kind of chain (arithmetic; with a transcendental function) and output size: the largest size
+at which the numpy calls were faster, beside hostchain.NUMPY_UP_TO, the table the executor decides by.
 """
 from __future__ import annotations
 
@@ -112,5 +116,61 @@ def main() -> int:
     return 0  # a missed target prints FAIL; it is a measurement, not an error
 
 
+#: chains a plan fuses, by kind: (graph ops applied in turn to x, each after adding a bias row b)
+CHAINS = {"arithmetic": ("relu", "neg", "abs"), "transcendental": ("gelu",)}
+
+
+def _fused_node(ops, shape):
+    """(the fused node of x + b followed by `ops`, the graph's values) from a cpu:0 plan."""
+    b = hw.graph.GraphBuilder()
+    x, bias = b.input("x", shape), b.input("b", shape[-1:])
+    y = b.op("add", [x, bias])
+    for op in ops:
+        y = b.op(op, [y])
+    plan = hw.graph.partition(b.build([b.op("mul", [y, x])]), devices=["cpu"])
+    node = next(n for n in plan.graph.nodes if n.op == "fused")
+    return node, plan.graph.values
+
+
+def crossover() -> int:
+    """Per chain kind and size: the numpy calls' and the compiled program's seconds; the largest size numpy won."""
+    from hwadapter.graph import hostchain
+    from hwadapter.runtime.device import get
+    from hwadapter.runtime.fused import fused_kernel
+    device = get("cpu")
+    if device.codegen is None:
+        print(f"cpu: no codegen ({device.codegen_unavailable}): every chain runs as numpy calls")
+        return 0
+    sizes = [1 << k for k in range(8, 21, 2)]
+    rows, found = [], {}
+    with Progress(transient=True) as progress:
+        task = progress.add_task("crossover", total=len(CHAINS) * len(sizes))
+        for kind, ops in CHAINS.items():
+            found[kind] = 0
+            for size in sizes:
+                shape = (size // 64, 64)
+                node, values = _fused_node(ops, shape)
+                arrays = [np.random.default_rng(0).standard_normal(values[v].shape).astype(np.float32)
+                          for v in node.inputs]
+                limits = hostchain.NUMPY_UP_TO
+                hostchain.NUMPY_UP_TO = dict.fromkeys(limits, 1 << 40)  # measure the numpy form at every size
+                try:
+                    numpy_calls = hostchain.host_chain(device, node, values)
+                finally:
+                    hostchain.NUMPY_UP_TO = limits
+                program = fused_kernel(device, node.attrs)
+                t_np, t_c = best_seconds(lambda: numpy_calls(*arrays)), best_seconds(lambda: program(*arrays))
+                if t_np < t_c:
+                    found[kind] = size
+                rows.append([kind, size, f"{t_np * 1e6:.1f}", f"{t_c * 1e6:.1f}", f"{t_np / t_c:.2f}x"])
+                progress.advance(task)
+    table("fused chain on cpu:0: numpy calls vs the compiled program (best of 5)",
+          ["chain", "elements", "numpy us", "compiled us", "numpy / compiled"], rows)
+    for kind, size in found.items():
+        print(f"{kind}: numpy faster up to {size} elements here; hostchain.NUMPY_UP_TO[{kind!r}] = "
+              f"{hostchain.NUMPY_UP_TO[kind]}")
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(crossover() if "--crossover" in sys.argv[1:] else main())

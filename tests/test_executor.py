@@ -507,11 +507,13 @@ def _chain(shape):
     return b.build([y, h])
 
 
-@pytest.mark.parametrize("limit, route", [(None, "fused (numpy)"), (8, "fused")])
+@pytest.mark.parametrize("limit, route", [(1 << 20, "fused (numpy)"), (8, "fused")])
 def test_a_small_fused_chain_on_cpu_runs_as_numpy_calls(monkeypatch, limit, route):
     from hwadapter.graph import hostchain
-    if limit is not None:  # outputs above the limit: the compiled program
-        monkeypatch.setattr(hostchain, "MAX_ELEMENTS", limit)
+    if get("cpu").codegen is None:
+        pytest.skip(f"no CPU codegen: every chain runs as numpy calls ({get('cpu').codegen_unavailable})")
+    # outputs above the limit: the compiled program
+    monkeypatch.setattr(hostchain, "NUMPY_UP_TO", dict.fromkeys(hostchain.NUMPY_UP_TO, limit))
     graph = _chain((3, 50))
     arrays = inputs_for(graph, 4)
     plan = hw.graph.partition(graph, devices=["cpu"])
@@ -522,6 +524,24 @@ def test_a_small_fused_chain_on_cpu_runs_as_numpy_calls(monkeypatch, limit, rout
     assert steps and {st.label for st in steps} == {route}
     inlined = re.search(r"^    t\d+_\d+ = k\d+_\d+\(", plan.straight.source, re.M) is not None
     assert inlined == (route == "fused (numpy)")  # the chain's numpy calls are written out in the function
+
+
+def test_the_decision_table_sends_transcendental_chains_to_the_compiled_program():
+    """By default (hostchain.NUMPY_UP_TO) a small chain of arithmetic runs as numpy calls, the same chain with a
+    sigmoid compiled, and a large arithmetic one compiled; each equal to the reference executor."""
+    from hwadapter.graph import hostchain
+    if get("cpu").codegen is None:
+        pytest.skip(f"no CPU codegen: every chain runs as numpy calls ({get('cpu').codegen_unavailable})")
+    small, large = (3, 50), (4, hostchain.NUMPY_UP_TO["arithmetic"])
+    cases = [(small, "relu", "fused (numpy)"), (small, "sigmoid", "fused"), (large, "relu", "fused")]
+    for shape, fn, route in cases:
+        b = GraphBuilder()
+        x, bias = b.input("x", shape), b.input("b", shape[1:])
+        graph = b.build([b.op("mul", [b.op(fn, [b.op("add", [x, bias])]), x])])
+        arrays = inputs_for(graph, 5)
+        plan = hw.graph.partition(graph, devices=["cpu"])
+        assert_same(plan.run(arrays), reference(graph, arrays), graph)
+        assert {st.label for st in plan.schedule.steps if st.op == "fused"} == {route}, (shape, fn)
 
 
 @needs_opencl

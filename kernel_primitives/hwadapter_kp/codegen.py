@@ -70,6 +70,11 @@ class _Renderer:
         self.passes = _passes(program)
         self.I = dialect.index_type
         self.need_kept, self.need_reduced = _needed_coords(program)
+        # rows: an elementwise program over several axes loops over rows and, inside, along the last axis, so that
+        # the inner loop's indices are affine (vectorisable) instead of unravelled with a division per element
+        self.rows = (dialect.row_loops and not program.has_reduce and len(self.lay.kept_axes) >= 2
+                     and bool(self.need_kept))
+        self.row_lines = []
 
     # --- naming and statements ----------------------------------------------------------
     def fresh(self, hint):
@@ -86,7 +91,10 @@ class _Renderer:
     def kept_coords(self):
         if not self.top.coords:
             self.top.coords = True
-            self.top.lines += _unravel("unit", "rest", self.lay.kept_axes, self.need_kept, self.I)
+            if self.rows:  # the last coordinate is the inner loop's; the others are the row's, once per row
+                self.row_lines = _unravel("row", "rest", self.lay.kept_axes[:-1], self.need_kept, self.I)
+            else:
+                self.top.lines += _unravel("unit", "rest", self.lay.kept_axes, self.need_kept, self.I)
         return self.top
 
     def reduced_coords(self, scope):
@@ -112,7 +120,7 @@ class _Renderer:
 
     def base(self, param):
         if param not in self.bases:
-            terms = [f"i{g} * {param}_stride{g}" for g in self.lay.kept_axes if not self.lay.bcast[param][g]]
+            terms = [self.step(param, g) for g in self.lay.kept_axes if not self.lay.bcast[param][g]]
             if terms:
                 self.kept_coords()
                 self.top.lines.append(f"const {self.I} {param}_base = {' + '.join(terms)};")
@@ -120,6 +128,13 @@ class _Renderer:
             else:
                 self.bases[param] = None
         return self.bases[param]
+
+    def step(self, param, g):
+        """The offset term of kept axis g in `param`: a row-major input's last axis has stride 1 (rows: stated, so the
+        inner loop reads contiguously)."""
+        if self.rows and g == self.lay.kept_axes[-1] and not self.p.accesses[param].strided:
+            return f"i{g}"
+        return f"i{g} * {param}_stride{g}"
 
     def offset(self, param, scope):
         if param in self.lay.flat:
@@ -232,17 +247,19 @@ class _Renderer:
             reduced = " * ".join(sizes[g] for g in lay.reduced_axes) or "1"
             pre.append(f"const {self.I} n_reduce = {reduced};")
         work = "n_units * n_reduce" if p.has_reduce else "n_units"
-        opening, closing, depth = d.grid_loop(vectorizable=not p.has_reduce, work=work)
+        if self.rows:
+            outer, inner, closing = d.row_loop(self.lay.kept_axes[-1], work)
+            opening, depth = outer + [INDENT + x for x in self.row_lines] + inner, 2
+        else:
+            opening, closing, depth = d.grid_loop(vectorizable=not p.has_reduce, work=work)
         buffers = [(q.name, d.storage_type(q.dtype), q.is_input) for q in p.params]
         scalars = p.scalar_arg_names()
         lines = _header(p, d, scalars)
         lines += d.features_prelude(self.ctx.uses)
         for name, code in self.ctx.helpers.items():
             lines += ["", *_guard(name, code).split("\n")]
-        lines += ["", *d.signature(p.name, buffers, scalars), "{"]
-        lines += [INDENT + x for x in pre + opening]
-        lines += [INDENT * (depth + 1) + x for x in body]
-        lines += [INDENT + x for x in closing] + ["}", ""]
+        inside = [INDENT + x for x in pre + opening] + [INDENT * (depth + 1) + x for x in body]
+        lines += ["", *d.entry(p.name, buffers, scalars, inside + [INDENT + x for x in closing]), ""]
         return "\n".join(lines)
 
 

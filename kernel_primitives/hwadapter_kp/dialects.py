@@ -47,6 +47,9 @@ class Dialect:
     #: Buffers are declared restrict (none aliases another). False for a program whose output is written over an input
     #: of its shape (a graph's in-place step): each unit still loads its position before it stores it.
     restrict: bool = True
+    #: elementwise programs over several axes loop over rows, then along the last axis (codegen.py); False: one flat
+    #: loop over elements, each unravelled (grid-stride dialects, whose threads share rows element by element)
+    row_loops = False
     name = ""
     title = ""
     extension = ""
@@ -170,6 +173,10 @@ class Dialect:
         """Lines before the helpers: includes and pragmas for the features used."""
         return []
 
+    def entry(self, name, buffers, scalars, body) -> list:
+        """Lines of the entry point `name` around the lines of its `body`."""
+        return [*self.signature(name, buffers, scalars), "{", *body, "}"]
+
     def first_item(self) -> str:
         """Expression of this work item's first index (grid-stride dialects)."""
         raise NotImplementedError
@@ -199,14 +206,24 @@ def _types(f16, f32, f64, i8, i16, i32, i64, u8, b):
     return dict(zip(dt.DTYPES, (f16, f32, f64, i8, i16, i32, i64, u8, b)))
 
 
+#: math functions of two arguments (every other vector_math function takes one)
+_ARITY = {"powf": 2, "atan2f": 2}
+
+
 @dataclass(frozen=True)
 class CDialect(Dialect):
-    """Plain C99 with an OpenMP parallel loop; the entry runs the whole grid itself."""
+    """Plain C99 with OpenMP `simd` loops. The entry runs the whole grid itself; `<entry>_task(args, part, parts)` runs
+    part `part` of `parts` of it, for a host's threads to share (no OpenMP threads: they hang a forked child)."""
 
     schedule: Schedule = field(default_factory=lambda: Schedule(local_size=1))
-    parallel_threshold: int = 32768     # below this many elements OpenMP's fork costs more than it saves
+    parallel_threshold: int = 32768     # below this much work (elements) one part takes it all: threads cost more
+    #: float math functions (C names: "expf", "powf") the C library also has as SIMD variants, such as glibc's
+    #: libmvec: declared as glibc's math.h declares them under -ffast-math, so `omp simd` loops call the vector forms
+    #: instead of staying scalar. Empty: every call is the scalar one.
+    vector_math: tuple = ()
+    row_loops = True
     name = "c"
-    title = "C99 + OpenMP"
+    title = "C99 + OpenMP simd"
     extension = ".c"
     index_type = "int64_t"
     int64_suffix = "LL"
@@ -221,7 +238,7 @@ class CDialect(Dialect):
     def describe_schedule(self):
         s = self.schedule
         return (f"elems_per_item={s.elems_per_item}, vector_width={s.vector_width}, "
-                f"parallel_threshold={self.parallel_threshold} (whole grid in one call)")
+                f"parallel_threshold={self.parallel_threshold} (whole grid in one call, or in parts: <entry>_task)")
 
     def load(self, ptr, offset, d, helpers):
         if d == "float16":
@@ -257,32 +274,63 @@ class CDialect(Dialect):
         return [("half_to_float", "float16"), ("double_to_half", "float16")]
 
     def features_prelude(self, uses):
-        return ["#include <stdint.h>", "#include <stdbool.h>", "#include <math.h>"]
+        lines = ["#include <stdint.h>", "#include <stdbool.h>", "#include <math.h>"]
+        for fn in self.vector_math:
+            args = ", ".join(["float"] * _ARITY.get(fn, 1))
+            lines.append(f'__attribute__((__simd__("notinbranch"))) float {fn}({args});')
+        return lines
+
+    def _args(self, buffers, scalars) -> list:
+        args = [f"{'const ' if is_in else ''}{t}*{' restrict' if self.restrict else ''} {n}" for n, t, is_in in buffers]
+        return args + [f"const int64_t {s}" for s in scalars]
 
     def signature(self, name, buffers, scalars):
-        args = [f"{'const ' if is_in else ''}{t}*{' restrict' if self.restrict else ''} {n}" for n, t, is_in in buffers]
-        args += [f"const int64_t {s}" for s in scalars]
-        return [f"void {name}(", *_arg_lines(args), ")"]
+        return [f"void {name}(", *_arg_lines(self._args(buffers, scalars)), ")"]
+
+    def entry(self, name, buffers, scalars, body):
+        # <name>_part runs part `part` of `parts`; <name> all of it; <name>_task the same as <name>_part with its
+        # arguments in one array (buffer addresses, then the scalars), which is what a thread pool's task receives
+        args = self._args(buffers, scalars)
+        names = [n for n, _, _ in buffers] + list(scalars)
+        casts = [f"({'const ' if is_in else ''}{t}*)(intptr_t)args[{k}]" for k, (_, t, is_in) in enumerate(buffers)]
+        casts += [f"args[{len(buffers) + k}]" for k in range(len(scalars))]
+        return [f"static void {name}_part(", *_arg_lines(args + ["const int64_t part", "const int64_t parts"]), ")",
+                "{", *body, "}", "", *self.signature(name, buffers, scalars), "{",
+                f"    {name}_part({', '.join(names + ['0', '1'])});", "}", "",
+                f"void {name}_task(const int64_t* args, const int64_t part, const int64_t parts)", "{",
+                f"    {name}_part({', '.join(casts + ['part', 'parts'])});", "}"]
+
+    def _range(self, count, work):
+        """Lines setting [first, last) of `count` outer iterations for this part (one part takes all small work)."""
+        return [f"const int64_t split = {work} > {self.parallel_threshold} ? parts : 1;",
+                "if (part >= split) return;",
+                f"const int64_t first = {count} * part / split, last = {count} * (part + 1) / split;"]
+
+    def row_loop(self, last, work="n_units"):
+        """(lines opening the row loop, lines opening the loop along axis `last` in it, closing lines)."""
+        simdlen = f" simdlen({self.schedule.vector_width})" if self.schedule.vector_width > 1 else ""
+        return ([f"const int64_t n_rows = size{last} ? n_units / size{last} : 0;", *self._range("n_rows", work),
+                 "for (int64_t row = first; row < last; ++row) {"],
+                [f"    #pragma omp simd{simdlen}",
+                 f"    for (int64_t i{last} = 0; i{last} < size{last}; ++i{last}) {{",
+                 f"        const int64_t unit = row * size{last} + i{last};"], ["    }", "}"])
 
     def grid_loop(self, vectorizable, work="n_units"):
         s = self.schedule
         # `simd` on every loop without inner loops: its units are independent (the buffers are restrict), and the
-        # compiler would otherwise have to prove it, which fails once OpenMP outlines the loop (restrict is lost)
-        # and the buffers are too many to check at run time. The `parallel:` modifier keeps small sizes SIMD too.
-        omp = f"#pragma omp parallel for schedule(static) if (parallel: {work} > {self.parallel_threshold})"
+        # compiler would otherwise have to prove it, which it cannot once the buffers are too many to check at run time
         simdlen = f" simdlen({s.vector_width})" if s.vector_width > 1 else ""
-        simd = f"#pragma omp simd{simdlen}" if vectorizable else None
+        simd = [f"#pragma omp simd{simdlen}"] if vectorizable else []
         if s.elems_per_item == 1:
-            if simd:
-                omp = omp.replace("parallel for", f"parallel for simd{simdlen}")
-            return ([omp, "for (int64_t unit = 0; unit < n_units; ++unit) {"], ["}"], 1)
+            return ([*self._range("n_units", work), *simd, "for (int64_t unit = first; unit < last; ++unit) {"],
+                    ["}"], 1)
         ept = s.elems_per_item
-        inner = ([f"    {simd}"] if simd else []) + ["    for (int64_t unit = first; unit < last; ++unit) {"]
+        inner = [f"    {x}" for x in simd] + ["    for (int64_t unit = begin; unit < end; ++unit) {"]
         # each work item takes a contiguous run of units: cache friendly and SIMD friendly on CPUs
-        return ([f"const int64_t n_items = (n_units + {ept} - 1) / {ept};", omp,
-                 "for (int64_t item = 0; item < n_items; ++item) {",
-                 f"    const int64_t first = item * {ept};",
-                 f"    const int64_t last = first + {ept} < n_units ? first + {ept} : n_units;",
+        return ([f"const int64_t n_items = (n_units + {ept} - 1) / {ept};", *self._range("n_items", work),
+                 "for (int64_t item = first; item < last; ++item) {",
+                 f"    const int64_t begin = item * {ept};",
+                 f"    const int64_t end = begin + {ept} < n_units ? begin + {ept} : n_units;",
                  *inner], ["    }", "}"], 2)
 
 

@@ -68,7 +68,8 @@ class Program:
         lines += [f"param {p.name} {p.kind} {p.dtype}" for p in self.params]
         for p in self.inputs:
             acc = self.accesses[p.name]
-            lines.append(f"access {p.name} {acc.mode} {lay.bcast.get(p.name)} flat={p.name in lay.flat}")
+            lines.append(f"access {p.name} {acc.mode} {lay.bcast.get(p.name)} flat={p.name in lay.flat} "
+                         f"strided={acc.strided}")
         return "\n".join(lines + [self.ir()])
 
     def scalar_arg_names(self) -> tuple:

@@ -93,6 +93,23 @@ def run_c(program, inputs, funcs=None, dialect=kp.C):
     return outs
 
 
+def run_c_parts(program, inputs, parts: int, dialect=kp.C):
+    """Launch ``program`` through its C `_task` entry, every part of ``parts`` in turn (what a host's threads share);
+    returns outputs."""
+    lib = _build_chunk([program.source(dialect)])
+    task = getattr(lib, f"{program.name}_task")
+    task.restype, task.argtypes = None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+    inputs = {n: np.asarray(v) for n, v in inputs.items()}
+    launch = program.bind(inputs, dialect)
+    shapes = program.output_shapes(inputs)
+    outs = {p.name: np.zeros(shapes[p.name], out_dtype(p.dtype)) for p in program.outputs}
+    args = np.array([(inputs[p.name] if p.is_input else outs[p.name]).ctypes.data for p in program.params]
+                    + [int(v) for v in launch.scalar_args], np.int64)
+    for part in range(parts):
+        task(args.ctypes.data, part, parts)
+    return outs
+
+
 # --- OpenCL ----------------------------------------------------------------------------------------
 
 _CL = {}

@@ -31,7 +31,8 @@ def test_readme_example_renders_every_dialect():
     assert "bias_gelu" in src.splitlines()[1]          # header names the kernel
     assert "float32" in src and "schedule:" in src     # ... its dtypes and the schedule
     assert "extern \"C\" __global__" in bias_gelu.source("cuda")
-    assert "#pragma omp parallel for" in bias_gelu.source("c")
+    c = bias_gelu.source("c")
+    assert "#pragma omp simd" in c and "_task(const int64_t* args, const int64_t part, const int64_t parts)" in c
     x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
     b = np.arange(5, dtype=np.float32)
     out = kp.interpret(bias_gelu, {"x": x, "b": b})["out"]
@@ -100,7 +101,7 @@ def test_multi_output_program_with_reduction():
 def test_softmax_is_one_program_with_passes():
     src = library.get("softmax").specialize({"T": "float32"}, {"x": (4, 8)}).source("c")
     assert src.count("reduction pass") == 2 and "/* write out */" in src
-    assert src.count("#pragma omp parallel for") == 1
+    assert src.count("for (int64_t unit = first; unit < last; ++unit)") == 1  # one loop over units, in parts
 
 
 def test_independent_reductions_share_a_loop():
@@ -305,6 +306,24 @@ def test_large_launches_run_in_parallel_and_agree():
     for axis in (-1, 0):
         sm = library.get("softmax").specialize_for({"x": x}, axis=axis)
         H.assert_same(H.run_c(sm, {"x": x})["out"], kp.interpret(sm, {"x": x})["out"])
+
+
+@pytest.mark.parametrize("parts", [2, 3, 7])
+def test_a_c_program_run_in_parts_equals_it_run_whole(parts):
+    """The `_task` entry a host's threads share: its parts together write what one call of the entry writes, for
+    flat, row (broadcast) and reducing programs, above and below the threshold where one part takes everything."""
+    rng = np.random.default_rng(4)
+    for rows in (3, 300):
+        x = rng.standard_normal((rows, 257)).astype(np.float32)
+        y = rng.standard_normal(257).astype(np.float32)
+        cases = [(library.get("add").specialize_for({"x": x, "y": y}), {"x": x, "y": y}),
+                 (library.get("exp").specialize_for({"x": x}), {"x": x}),
+                 (library.get("softmax").specialize_for({"x": x}, axis=-1), {"x": x}),
+                 (library.get("softmax").specialize_for({"x": x}, axis=0), {"x": x})]
+        for program, inputs in cases:
+            whole, split = H.run_c(program, inputs), H.run_c_parts(program, inputs, parts)
+            for name in whole:
+                np.testing.assert_array_equal(split[name], whole[name], err_msg=f"{program.name}: {name}")
 
 
 def test_kernel_in_a_module_with_postponed_annotations(tmp_path):

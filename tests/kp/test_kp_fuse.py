@@ -93,7 +93,7 @@ def test_fusion_with_reductions_and_several_outputs():
     for got in (kp.interpret(program, inputs), H.run_c(program, inputs)):
         for name, value in expected.items():
             np.testing.assert_allclose(got[name], value, rtol=1e-12)
-    assert program.source("c").count("#pragma omp parallel for") == 1
+    assert program.source("c").count("for (int64_t unit = first; unit < last; ++unit)") == 1
 
 
 def test_fusion_accepts_cast_and_output_dtype_inference():

@@ -1,5 +1,5 @@
-"""A fused node on a host-memory device as the chain of its ops' own numpy kernels: for small tensors the compiled
-program's call costs more than the few numpy calls it replaces (measured: benchmarks/graph.py, the MLP at batch 1)."""
+"""A fused node on a host-memory device as the chain of its ops' own numpy kernels, where that measured faster than
+its compiled program (NUMPY_UP_TO), or where the device cannot compile one."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +7,19 @@ import numpy as np
 from ..dispatch.dispatcher import route
 from ..runtime.fused import BINARY, REDUCTIONS, UNARY
 
-#: Largest output (elements) run as numpy calls: up to ~1M elements the numpy chain measured faster on cpu.
-MAX_ELEMENTS = 1 << 20
+#: Largest output (elements) a fused node runs as numpy calls on a device that can compile it, by the costliest kind
+#: of op in it: the size below which the numpy calls measured faster than the program's one call
+#: (`benchmarks/fused_elementwise.py --crossover` measures both on this machine and prints this table).
+#: Transcendental functions are never faster in numpy: the compiled ones are vectorised (libmvec), numpy's erf is not.
+NUMPY_UP_TO = {"arithmetic": 4096, "transcendental": 0}
+#: functors whose numpy kernels are transcendental-function calls (every other one is arithmetic, a compare or a select)
+TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "gelu", "sin", "cos", "pow"})
+
+
+def numpy_up_to(nodes) -> int:
+    """The largest output (elements) at which the fused `nodes` run as numpy calls on a device that compiles."""
+    kind = "transcendental" if any(fn in TRANSCENDENTAL for fn, *_ in nodes) else "arithmetic"
+    return NUMPY_UP_TO[kind]
 _OPS = {**{f: op for op, f in BINARY.items()}, **{u: u for u in UNARY}, "gelu": "gelu", "where": "where"}
 
 
@@ -27,7 +38,10 @@ def _attrs(fn: str, attrs: dict) -> tuple[str, dict] | None:
 def host_chain(device, node, values):
     """`node` (a fused node) as a callable of numpy arrays -> list of arrays built from `device`'s op kernels, or None
     when an op of it has no exact kernel there or its outputs are too large for the numpy calls to win."""
-    if not device.host_memory or any(int(np.prod(values[o].shape)) > MAX_ELEMENTS for o in node.outputs):
+    if not device.host_memory:
+        return None
+    limit = numpy_up_to(node.attrs["nodes"]) if device.codegen is not None else None  # none: the only fast form
+    if limit is not None and any(int(np.prod(values[o].shape)) > limit for o in node.outputs):
         return None
     attrs = node.attrs
     env = {n: np.zeros(values[v].shape, values[v].dtype) for n, v in zip(attrs["inputs"], node.inputs)}

@@ -13,10 +13,11 @@ from .runtime import CpuRuntime
 
 try:  # optional: the faster kernels; a vendor who deletes tuning/ keeps a plugin that runs and passes the kit
     from .tuning import register as register_tuned
+    from .tuning.threads import Threads
 except ModuleNotFoundError as err:
     if err.name != f"{__name__}.tuning":  # only a deleted tuning/ is expected; anything it lacks is a bug to see
         raise
-    register_tuned = None
+    register_tuned = Threads = None
 
 __all__ = ["CpuPlugin", "CpuRuntime"]
 
@@ -49,4 +50,7 @@ class CpuPlugin(Plugin):
 
     def codegen_backend(self, device):
         from .codegen import CpuCodegenBackend  # lazy: it probes the C compiler, only when first needed
-        return CpuCodegenBackend()
+        backend = CpuCodegenBackend()
+        if Threads is not None:  # programs run in parts on the device's threads; without tuning/, on the caller's
+            backend.threads = Threads(device)
+        return backend

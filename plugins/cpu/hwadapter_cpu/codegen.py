@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import hashlib
 import os
 import platform
@@ -10,6 +11,8 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
+
+import numpy as np
 
 import hwadapter_kp as kp
 from hwadapter.plugin import CodegenBackend, CompileError, Program
@@ -21,7 +24,13 @@ _BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off"]
 # (many times slower). -fno-math-errno: kernels never read errno, and setting it puts a branch and a call around every
 # sqrt. Neither changes a result: NaNs, infinities and signed zeros keep IEEE semantics (that is -ffast-math's
 # -ffinite-math-only / -fno-signed-zeros, which stay off).
-_OPTIONAL_FLAGS = ["-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp"]
+# -fopenmp-simd: OpenMP's `simd` loops, without its threads (a forked child of a process that ran OpenMP threads hangs
+# in its first parallel loop); the device's threads run a program's parts instead (CProgram.launch).
+_OPTIONAL_FLAGS = ["-march=native", "-fno-trapping-math", "-fno-math-errno", "-fopenmp-simd"]
+#: The float math functions generated loops may call in vector form, where the C library has them (glibc's libmvec).
+#: Each keeps IEEE nan/inf/signed-zero results; the error bound, in float32 ulps against float64 over the float32
+#: range, is what tests/test_vector_math.py measures and asserts.
+VECTOR_MATH = ("expf", "logf", "tanhf", "erff", "erfcf", "sinf", "cosf")
 
 
 def _find_compiler() -> str | None:
@@ -42,22 +51,46 @@ def _accepted(cc: str, flags: list[str]) -> list[str]:
     return [flag for flag in flags if _accepts(cc, flag)]
 
 
-class CProgram(Program):
-    """One compiled entry point; the whole grid runs in one call, GIL released (ctypes)."""
+def _vector_symbol(binary: bytes, fn: str) -> bool:
+    """True when `binary` calls a vector variant of `fn` (x86_64 vector ABI names: _ZGV<isa><mask><lanes>v_<fn>)."""
+    import re  # lazy: only the probe needs it
+    return re.search(rb"_ZGV[a-z]N\d+v+_" + fn.encode() + rb"\b", binary) is not None
 
-    def __init__(self, fn, library=None):
+
+class CProgram(Program):
+    """One compiled entry point, run through its `_task` form (hwadapter_kp's C): on the calling thread, or in parts
+    on `threads` (set by the plugin's tuning: `threads.run(task, args, parts)` runs them, False if it cannot); the
+    GIL is released (ctypes)."""
+
+    def __init__(self, fn, library=None, task=None, threads=None):
         self.fn = fn
         self.library = library  # the loaded shared library: its other entry points, for hand-written kernels
+        self.task, self.threads = task, threads
 
     def launch(self, global_size, buffers, scalars, stream=None):
-        args = [ctypes.c_void_p(b.ctypes.data) for b in buffers] + [ctypes.c_int64(s) for s in scalars]
-        self.fn(*args)
+        self.launcher(global_size, tuple(scalars))(buffers)
+
+    def launcher(self, global_size, scalars):
+        if self.task is None:  # a hand-written entry point: its own arguments
+            return lambda buffers: self.fn(*[ctypes.c_void_p(b.ctypes.data) for b in buffers],
+                                           *[ctypes.c_int64(s) for s in scalars])
+        task, threads, fixed = self.task, self.threads, list(scalars)
+        parallel = threads is not None and global_size > 1
+        address = ctypes.cast(task, ctypes.c_void_p).value
+
+        def run(buffers):
+            args = np.array([b.ctypes.data for b in buffers] + fixed, np.int64)
+            if not (parallel and threads.run(address, args, global_size)):
+                task(args.ctypes.data, 0, 1)
+        return run
 
 
 class CpuCodegenBackend(CodegenBackend):
     """C99 + OpenMP through gcc/cc; unavailable, with the reason, when there is no C compiler."""
 
     dialect = kp.C
+    #: the device's threads (the plugin's tuning sets them; None: every program runs on the calling thread)
+    threads = None
 
     def __init__(self):
         self.cc = _find_compiler()
@@ -69,6 +102,26 @@ class CpuCodegenBackend(CodegenBackend):
             self.flags += _accepted(self.cc, _OPTIONAL_FLAGS)
             out = subprocess.run([self.cc, "--version"], capture_output=True, text=True)
             self.version = (out.stdout.splitlines() or ["?"])[0]
+            found = self._vector_math()
+            if found:
+                self.dialect = dataclasses.replace(kp.C, vector_math=found)
+
+    def _vector_math(self) -> tuple:
+        """The VECTOR_MATH functions whose vector forms a loop of this compiler links to and loads (glibc's libmvec),
+        found by compiling one loop per function: none without OpenMP's `simd` or where the library lacks them."""
+        if "-fopenmp-simd" not in self.flags:
+            return ()
+        probe = dataclasses.replace(kp.C, vector_math=VECTOR_MATH)
+        lines = probe.features_prelude(set())
+        for fn in VECTOR_MATH:
+            lines.append(f"void probe_{fn}(const float* restrict x, float* restrict y, const int64_t n) {{\n"
+                         f"#pragma omp simd\n    for (int64_t i = 0; i < n; ++i) y[i] = {fn}(x[i]);\n}}")
+        try:
+            binary, _ = self._compile("\n".join(lines), "vector_math")
+            self.load(binary, f"probe_{VECTOR_MATH[0]}")  # loading resolves the vector symbols (ctypes: RTLD_NOW)
+        except (CompileError, OSError):
+            return ()
+        return tuple(fn for fn in VECTOR_MATH if _vector_symbol(binary, fn))
 
     def available(self) -> str | None:
         if self.cc is None:
@@ -78,7 +131,7 @@ class CpuCodegenBackend(CodegenBackend):
 
     @property
     def openmp(self) -> bool:
-        return "-fopenmp" in self.flags
+        return "-fopenmp-simd" in self.flags
 
     def cache_key(self) -> dict:
         """What a compiled binary depends on besides its source."""
@@ -124,4 +177,7 @@ class CpuCodegenBackend(CodegenBackend):
                     lib = self._libs[digest] = ctypes.CDLL(str(path))
         fn = getattr(lib, name)
         fn.restype = None
-        return CProgram(fn, lib)
+        task = getattr(lib, f"{name}_task", None)  # hwadapter_kp's generated code has one; hand-written code not
+        if task is not None:
+            task.restype, task.argtypes = None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
+        return CProgram(fn, lib, task, self.threads)
