@@ -142,11 +142,13 @@ def print_table(results, devices, rounds: int) -> dict:
     return ratios
 
 
-def profile(name: str, dev: str, runs: int = 3) -> None:
+def profile(name: str, dev: str, runs: int = 3, model=None, feeds: dict | None = None) -> None:
     """Where hwadapter's time goes for one model on one device: the profiler's rows of op-by-op runs (no compiled
     subgraph, so every kernel is a step), then every step timed alone with the device synchronized (an asynchronous
-    device's steps only queue work: the profiler sees the queueing), grouped by op and listed by node."""
-    model, feeds, _, _ = light.load(name)
+    device's steps only queue work: the profiler sees the queueing), grouped by op and listed by node. The model is
+    the light model `name` unless `model` (an onnx ModelProto) and its `feeds` are given (benchmarks/zoo.py)."""
+    if model is None:
+        model, feeds, _, _ = light.load(name)
     devs = [dev] if dev == "cpu" else [dev, "cpu"]
     m = hwonnx.load(model)
     op_by_op = {"min_subgraph": 1 << 30}

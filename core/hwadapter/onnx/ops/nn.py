@@ -305,7 +305,9 @@ def _window_counts(h, w, kernel, strides, dilations, pads, outs, include_pad):
 def average_pool(ctx, node):
     _float_input(ctx, node, ctx.input(node, 0))
     x, k, kernel, strides, dilations, pads, ceil, outs = _pool_setup(ctx, node)
-    include = bool(node.int("count_include_pad", 0))
+    # without padding there is none to count: count_include_pad changes nothing (and the window decomposition
+    # below makes kh * kw nodes: EfficientNet's AvgPool2d(1280, ceil_mode=True) exported as AveragePool made 1.6M)
+    include = bool(node.int("count_include_pad", 0)) and any(pads)
     if dilations == [1, 1] and not include:
         y = ctx.op("avg_pool2d", x, kernel_size=tuple(kernel), stride=tuple(strides), padding=_tblr(pads),
                    ceil_mode=ceil, exclusive=True)
