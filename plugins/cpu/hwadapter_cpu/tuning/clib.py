@@ -14,11 +14,14 @@ log = logging.getLogger(__name__)
 
 class CLibrary:
     """`sources` compiled as one; `signatures`: {function: (restype, argtypes)}, the first naming the library in the
-    cache; `ready(lib)`, if given, runs once the library is loaded."""
+    cache; `ready(lib)`, if given, runs once the library is loaded; `prelude`: the codegen dialect's prelude comes
+    first (its includes and the C library's vector math declarations)."""
 
-    def __init__(self, device, sources: tuple[Path, ...], signatures: dict, instead: str, ready=None):
+    def __init__(self, device, sources: tuple[Path, ...], signatures: dict, instead: str, ready=None,
+                 prelude: bool = False):
         self.device, self.sources, self.signatures, self.instead, self.ready = (
             device, sources, signatures, instead, ready)
+        self.prelude = prelude
         self._lib, self._lock = None, threading.Lock()
 
     def __call__(self):
@@ -31,6 +34,8 @@ class CLibrary:
     def _load(self):
         try:
             source = "\n".join(path.read_text() for path in self.sources)
+            if self.prelude and self.device.codegen is not None:
+                source = "\n".join(self.device.codegen.dialect.features_prelude(set())) + "\n" + source
             lib = load_source(self.device, source, next(iter(self.signatures))).library
         except Exception as err:  # noqa: BLE001 - the numpy form gives the same results, slower
             log.warning("%s: %s: %s could not be built: %s", self.device, self.instead,

@@ -29,10 +29,15 @@ MEDIUM = 1 << 23
 DOT_ROWS = 4
 
 
-def matmul_kernel(transforms):
+def matmul_kernel(transforms, tasks=None):
     """matmul on `transforms`' library and crew (blasconv.py's): float32 products with a 2-D right operand split into
-    bands, the rest as the reference kernel runs them."""
+    bands, batched ones (`tasks`: rows.py's Rows) as one product per batch item shared by the crew, the rest as the reference
+    kernel runs them."""
     def matmul(x, y, transpose_x=False, transpose_y=False):
+        if y.ndim > 2 and tasks is not None:
+            out = batched(tasks, transforms, x, y, transpose_x, transpose_y)
+            if out is not None:
+                return out
         if not (x.dtype == y.dtype == np.float32 and x.ndim >= 2 and y.ndim == 2 and x.size and y.size):
             return reference.matmul(x, y, transpose_x, transpose_y)
         a = np.swapaxes(x, -1, -2) if transpose_x else x
@@ -63,3 +68,32 @@ def matmul_kernel(transforms):
         return out
     matmul.__name__ = matmul.__qualname__ = "matmul"
     return matmul
+
+
+def batched(tasks, transforms, x, y, tx: bool, ty: bool):
+    """x @ y for float32 operands with batch dimensions, one single-threaded BLAS call per batch item (rows.c) in
+    parts on the crew, or None where that does not apply: an operand's batch dimensions must be the broadcast ones or
+    all of size 1 (then shared by every item)."""
+    if not (x.dtype == y.dtype == np.float32 and x.ndim >= 2 and y.ndim >= 2 and x.size and y.size):
+        return None
+    m, k = (x.shape[-1], x.shape[-2]) if tx else x.shape[-2:]
+    k2, n = (y.shape[-1], y.shape[-2]) if ty else y.shape[-2:]
+    try:
+        batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+    except ValueError:
+        return None  # the reference names the mismatch
+    count = int(np.prod(batch))
+    full = [(1,) * (len(batch) - a.ndim + 2) + a.shape[:-2] == batch for a in (x, y)]  # an item per batch item
+    shared = [int(np.prod(a.shape[:-2])) == 1 for a in (x, y)]  # one item for all
+    if k != k2 or count < 2 or not all(f or s for f, s in zip(full, shared)) or not tasks.ready() \
+            or transforms.lib() is None or transforms._sgemm is None:
+        return None
+    x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
+    out = np.empty((*batch, m, n), np.float32)
+    sgemm, ilp64 = transforms._sgemm
+    params = np.array([sgemm, int(ilp64), x.ctypes.data, y.ctypes.data, out.ctypes.data, count, m, n, k, int(tx),
+                       int(ty), x.shape[-1], y.shape[-1], 0 if shared[0] else m * k, 0 if shared[1] else k * n],
+                      np.int64)
+    with single_blas():
+        tasks.run("hwa_batched_matmul", params, count * m * n)
+    return out

@@ -1,0 +1,96 @@
+/* The CPU's tuned softmax, log_softmax and layer_norm over trailing axes, and batched float32 products: tasks for the
+ * device's crew, task(params, part, parts), each part a contiguous block of rows (or of batch items). rows.py fills
+ * the parameters; the source is compiled after the backend's prelude, which declares the C library's vector math
+ * (libmvec's expf) where it has it, so these loops call expf vectorised. */
+#include <stdint.h>
+
+#define PTR(type, i) ((type *)(intptr_t)p[i])
+
+static void block(int64_t count, int64_t part, int64_t parts, int64_t *first, int64_t *last) {
+  *first = count * part / parts;
+  *last = count * (part + 1) / parts;
+}
+
+/* p: x, y, rows, cols, log. Per row: the largest value (NaN aside: a NaN's exp makes the sum and so every result
+ * NaN, as the reference's), then exp(x - max) and its sum, then y = e / sum, or x - max - log(sum) for log. Sums
+ * accumulate in double: a long row's float lanes would lose more than the reference's pairwise sum. */
+void hwa_softmax_rows(const int64_t *p, int64_t part, int64_t parts) {
+  const float *x = PTR(const float, 0);
+  float *y = PTR(float, 1);
+  const int64_t cols = p[3];
+  int64_t first, last;
+  block(p[2], part, parts, &first, &last);
+  for (int64_t r = first; r < last; ++r) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float m = -INFINITY;
+    double s = 0.0;
+#pragma omp simd reduction(max : m)
+    for (int64_t c = 0; c < cols; ++c) m = xr[c] > m ? xr[c] : m;
+    if (p[4]) {
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < cols; ++c) s += expf(xr[c] - m);
+      const float ls = logf((float)s);
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - m) - ls;
+    } else {
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < cols; ++c) {
+        const float e = expf(xr[c] - m);
+        yr[c] = e;
+        s += e;
+      }
+      const float sf = (float)s;
+#pragma omp simd
+      for (int64_t c = 0; c < cols; ++c) yr[c] = yr[c] / sf;
+    }
+  }
+}
+
+/* p: x, y, weight, bias, rows, cols, epsilon (float bits). Per row: mean, variance (a second pass, as the
+ * reference's; sums in double), then (x - mean) / sqrt(var + eps) * weight + bias. */
+void hwa_layer_norm_rows(const int64_t *p, int64_t part, int64_t parts) {
+  const float *x = PTR(const float, 0), *w = PTR(const float, 2), *b = PTR(const float, 3);
+  float *y = PTR(float, 1);
+  const int64_t cols = p[5];
+  union { int64_t i; float f; } eps = {.i = p[6]};
+  int64_t first, last;
+  block(p[4], part, parts, &first, &last);
+  for (int64_t r = first; r < last; ++r) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    double s = 0.0, v = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (int64_t c = 0; c < cols; ++c) s += xr[c];
+    const float mu = (float)(s / (double)cols);
+#pragma omp simd reduction(+ : v)
+    for (int64_t c = 0; c < cols; ++c) v += (xr[c] - mu) * (xr[c] - mu);
+    const float sd = sqrtf((float)(v / (double)cols) + eps.f);
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) / sd * w[c] + b[c];
+  }
+}
+
+typedef void (*sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
+                        int64_t, float, float *, int64_t);
+typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
+                        int);
+
+/* p: sgemm, ilp64, x, y, out, batch, m, n, k, transa, transb, lda, ldb, x_step, y_step (elements per batch item;
+ * 0: broadcast). out[i] (m x n) = op(x[i]) op(y[i]), one single-threaded BLAS call per batch item. */
+void hwa_batched_matmul(const int64_t *p, int64_t part, int64_t parts) {
+  const float *x = PTR(const float, 2), *y = PTR(const float, 3);
+  float *out = PTR(float, 4);
+  const int64_t m = p[6], n = p[7], k = p[8], lda = p[11], ldb = p[12];
+  const int ta = p[9] ? 112 : 111, tb = p[10] ? 112 : 111; /* CblasTrans : CblasNoTrans */
+  int64_t first, last;
+  block(p[5], part, parts, &first, &last);
+  for (int64_t i = first; i < last; ++i) {
+    const float *a = x + i * p[13], *b = y + i * p[14];
+    float *c = out + i * m * n;
+    if (p[1])
+      ((sgemm64)(intptr_t)p[0])(101, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
+    else
+      ((sgemm32)(intptr_t)p[0])(101, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+  }
+}
