@@ -59,15 +59,23 @@ def matmul_kernel(transforms, tasks=None):
             kind, ranges = DOTS_, split(n, parts, COLUMNS)  # no packing per band: sharing pays sooner
         elif rows * k * n < SPLIT_FLOPS:
             kind, ranges = ROWS_, [(0, rows)]
-        elif rows >= 2 * ROWS:
-            kind, ranges = ROWS_, split(rows, parts, ROWS)
+        elif rows >= n and rows >= 2 * ROWS:  # each band packs all of the other operand: cut the larger one
+            kind, ranges = ROWS_, _bands(rows, transforms.threads, ROWS)
         else:
-            kind, ranges = COLUMNS_, split(n, parts, COLUMNS)
+            kind, ranges = COLUMNS_, _bands(n, transforms.threads, COLUMNS)
         with single_blas():
             transforms.phase(lib, kind, params, ranges, "matmul")
         return out
     matmul.__name__ = matmul.__qualname__ = "matmul"
     return matmul
+
+
+def _bands(size: int, threads: int, least: int) -> list:
+    """range(size) in 2 or 1 bands per thread of at least `least` (a count the threads share evenly), else whole."""
+    for parts in (2 * threads, threads):
+        if size // parts >= least:
+            return split(size, parts)
+    return [(0, size)]
 
 
 def batched(tasks, transforms, x, y, tx: bool, ty: bool):

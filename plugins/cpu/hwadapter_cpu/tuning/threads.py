@@ -6,6 +6,8 @@ import ctypes
 
 import numpy as np
 
+#: crew.c's hwa_crew_run(crew, task, params, ranges, count)
+_RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 #: least units (output elements) per part: a part smaller than this costs more to hand over than it saves
 UNITS_PER_PART = 16384
 
@@ -18,9 +20,11 @@ class Threads:
         self.device = device
         self._transforms = None
         self._ranges: dict[int, np.ndarray] = {}
+        self._run = None
 
     def _crew(self):
-        """(the crew's library, the crew) or (None, None) where there is none (no tuned conv2d, no C compiler)."""
+        """(hwa_crew_run with this module's argument types, the crew) or (None, None) where there is none (no tuned
+        conv2d, no C compiler)."""
         if self._transforms is None:
             conv = self.device.kernels.find("conv2d", (np.dtype("float32"), np.dtype("float32")))
             self._transforms = getattr(conv, "transforms", False)
@@ -28,21 +32,20 @@ class Threads:
         crew = self._transforms.crew() if lib is not None else None
         if crew is None:
             return None, None
-        run = lib.hwa_crew_run
-        if run.argtypes is None:
-            run.restype, run.argtypes = None, [ctypes.c_void_p] * 4 + [ctypes.c_int64]
-        return lib, crew
+        if self._run is None:  # its own prototype: the library's attribute keeps the argument types its owner set
+            self._run = _RUN(ctypes.cast(lib.hwa_crew_run, ctypes.c_void_p).value)
+        return self._run, crew
 
     def run(self, task: int, args: np.ndarray, units: int) -> bool:
         """Runs C function `task(args, part, parts)` for every part on the crew; False (nothing run) without one."""
         if units < 2 * UNITS_PER_PART:
             return False
-        lib, crew = self._crew()
+        run, crew = self._crew()
         if crew is None:
             return False
         parts = min(2 * self._transforms.threads, units // UNITS_PER_PART)
         ranges = self._ranges.get(parts)
         if ranges is None:  # (part, parts) pairs: the crew hands each task one pair as its range
             ranges = self._ranges[parts] = np.array([(p, parts) for p in range(parts)], np.int64)
-        lib.hwa_crew_run(crew, task, args.ctypes.data, ranges.ctypes.data, parts)
+        run(crew, task, args.ctypes.data, ranges.ctypes.data, parts)
         return True
