@@ -24,8 +24,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 OUT = ROOT / "docs" / "performance.md"
 # What `make bench` runs: every runner but the GPU one (make test-gpu) and the two Paddle ones (a bridged device).
-DEFAULT_RUNS = ("dispatch.py", "fused_elementwise.py", "matmul.py", "graph.py", "onnx_models.py", "training.py",
-                "collectives.py")
+DEFAULT_RUNS = ("dispatch.py", "fused_elementwise.py", "matmul.py", "graph.py", "onnx_models.py", "zoo.py",
+                "training.py", "collectives.py")
 
 
 def cpu_model() -> str:

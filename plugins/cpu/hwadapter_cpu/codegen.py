@@ -30,7 +30,7 @@ _OPTIONAL_FLAGS = ["-march=native", "-fno-trapping-math", "-fno-math-errno", "-f
 #: The float math functions generated loops may call in vector form, where the C library has them (glibc's libmvec).
 #: Each keeps IEEE nan/inf/signed-zero results; the error bound, in float32 ulps against float64 over the float32
 #: range, is what tests/test_vector_math.py measures and asserts.
-VECTOR_MATH = ("expf", "logf", "tanhf", "erff", "erfcf", "sinf", "cosf")
+VECTOR_MATH = ("expf", "logf", "tanhf", "erff", "erfcf", "sinf", "cosf", "powf")
 
 
 def _find_compiler() -> str | None:
@@ -114,8 +114,9 @@ class CpuCodegenBackend(CodegenBackend):
         probe = dataclasses.replace(kp.C, vector_math=VECTOR_MATH)
         lines = probe.features_prelude(set())
         for fn in VECTOR_MATH:
+            args = "x[i], x[i]" if fn == "powf" else "x[i]"
             lines.append(f"void probe_{fn}(const float* restrict x, float* restrict y, const int64_t n) {{\n"
-                         f"#pragma omp simd\n    for (int64_t i = 0; i < n; ++i) y[i] = {fn}(x[i]);\n}}")
+                         f"#pragma omp simd\n    for (int64_t i = 0; i < n; ++i) y[i] = {fn}({args});\n}}")
         try:
             binary, _ = self._compile("\n".join(lines), "vector_math")
             self.load(binary, f"probe_{VECTOR_MATH[0]}")  # loading resolves the vector symbols (ctypes: RTLD_NOW)
