@@ -70,7 +70,8 @@ def test_layer_norm_equals_float64(kernels, shape, begin):
     ((3, 5, 7), (3, 7, 2), False, False), ((3, 7, 5), (3, 7, 2), True, False),
     ((4, 6), (3, 6, 5), False, False),  # a shared left operand
     ((2, 3, 4, 6), (1, 3, 6, 5), False, False), ((2, 1, 4, 6), (3, 6, 5), False, False),  # broadcast batches
-    ((2, 3, 4, 6), (1, 1, 6, 5), False, False)])
+    ((2, 3, 4, 6), (1, 1, 6, 5), False, False),
+    ((1, 16384, 32), (1, 1, 32, 256), False, False), ((3, 300, 64), (1, 300, 64), False, True)])  # one right operand
 def test_batched_products_equal_float64(xs, ys, tx, ty):
     device = get("cpu")
     matmul = matmul_kernel(Transforms(device), rows.Rows(device))
@@ -80,3 +81,37 @@ def test_batched_products_equal_float64(xs, ys, tx, ty):
     got = matmul(x, y, tx, ty)
     assert got.shape == want.shape and got.dtype == F32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode, coord, antialias, exclude", [
+    ("linear", "half_pixel", False, False), ("linear", "pytorch_half_pixel", False, False),
+    ("linear", "align_corners", False, False), ("cubic", "half_pixel", False, True),
+    ("linear", "asymmetric", True, False), ("cubic", "half_pixel_symmetric", True, False)])
+@pytest.mark.parametrize("shape, sizes", [((1, 3, 16, 16), (1, 3, 128, 128)), ((2, 4, 13, 7), (2, 4, 5, 20)),
+                                          ((1, 2, 1, 9), (1, 2, 3, 9))])
+def test_resize_of_the_last_two_axes_equals_the_reference(mode, coord, antialias, exclude, shape, sizes):
+    """As products with interpolation matrices (tuning/resize.py), against the reference kernel in float64."""
+    from hwadapter_cpu.tuning.resize import resize_kernel
+    device = get("cpu")
+    resize = resize_kernel(matmul_kernel(Transforms(device), rows.Rows(device)))
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    scales = tuple(o / i for o, i in zip(sizes, shape))
+    kw = dict(mode=mode, coordinate_transformation_mode=coord, exclude_outside=exclude, antialias=antialias)
+    got = resize(x, sizes, scales, **kw)
+    want = reference.resize(x.astype(np.float64), sizes, scales, **kw)
+    assert got.shape == tuple(sizes) and got.dtype == F32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    x[0, 0, 0, 0] = np.nan  # a nan spreads to what the reference's blends it into
+    np.testing.assert_array_equal(np.isnan(resize(x, sizes, scales, **kw)),
+                                  np.isnan(reference.resize(x, sizes, scales, **kw)))
+
+
+@pytest.mark.parametrize("shape, perm", [((1, 16384, 256), (0, 2, 1)), ((3, 70, 33), (0, 2, 1)), ((64, 48), (1, 0)),
+                                         ((2, 3, 5, 7), (0, 3, 1, 2)), ((2, 3, 5, 7), (2, 3, 0, 1)),
+                                         ((2, 1, 5, 7), (0, 3, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((4, 1), (1, 0))])
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
+def test_transpose_equals_numpys(kernels, shape, perm, dtype):
+    x = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)
+    got = kernels["transpose"](x, perm)
+    assert got.flags.c_contiguous
+    np.testing.assert_array_equal(got, np.transpose(x, perm))

@@ -2,13 +2,15 @@
 
 conv2d as BLAS products with Winograd and im2col transforms in C (blasconv.py), float32 matmul (matmul.py), both
 shared by the device's threads in C (crew.c); float32 pooling and batch_norm in C (pool.py, norm.py); float32
-optimizer updates in C (update.py); float32 softmax, log_softmax, layer_norm and batched products in C (rows.py);
+optimizer updates in C (update.py); float32 softmax, log_softmax, layer_norm and batched products in C (rows.py); float32 linear and cubic resize as
+products (resize.py);
 compiled programs run in parts on the same threads (threads.py).
 """
 from __future__ import annotations
 
 from . import blasconv, norm, pool, rows, update
 from .matmul import matmul_kernel
+from .resize import resize_kernel
 
 
 def register(kernels, compiled: frozenset) -> None:
@@ -16,7 +18,8 @@ def register(kernels, compiled: frozenset) -> None:
     kernel primitives)."""
     device = kernels.device
     conv = blasconv.conv_kernel(device)
-    faster = {"conv2d": conv, "matmul": matmul_kernel(conv.transforms, rows.Rows(device)), **pool.kernels(device),
+    matmul = matmul_kernel(conv.transforms, rows.Rows(device))
+    faster = {"conv2d": conv, "matmul": matmul, "resize": resize_kernel(matmul), **pool.kernels(device),
               **norm.kernels(device), **rows.kernels(device), **update.kernels(device)}
     for op, fn in faster.items():
         if op not in compiled:

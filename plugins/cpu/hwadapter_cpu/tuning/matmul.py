@@ -34,6 +34,14 @@ def matmul_kernel(transforms, tasks=None):
     bands, batched ones (`tasks`: rows.py's Rows) as one product per batch item shared by the crew, the rest as the reference
     kernel runs them."""
     def matmul(x, y, transpose_x=False, transpose_y=False):
+        if y.ndim > 2 and x.ndim >= 2 and x.dtype == y.dtype == np.float32 and int(np.prod(y.shape[:-2])) == 1:
+            # one right operand: the product of a 2-D one, with the batch dimensions both operands broadcast to
+            try:
+                batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+            except ValueError:
+                return reference.matmul(x, y, transpose_x, transpose_y)  # it names the mismatch
+            out = matmul(x, y.reshape(y.shape[-2:]), transpose_x, transpose_y)
+            return out.reshape(*batch, *out.shape[-2:])
         if y.ndim > 2 and tasks is not None:
             out = batched(tasks, transforms, x, y, transpose_x, transpose_y)
             if out is not None:

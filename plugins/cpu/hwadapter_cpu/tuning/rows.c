@@ -94,3 +94,23 @@ void hwa_batched_matmul(const int64_t *p, int64_t part, int64_t parts) {
       ((sgemm32)(intptr_t)p[0])(101, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
   }
 }
+
+/* p: x, y, batch, m, n. y[b] (n x m) = x[b] (m x n) transposed, in 32 x 32 tiles (reading rows of one, writing
+ * rows of the other, both within the cache); parts are blocks of the batch's tile rows. */
+void hwa_transpose(const int64_t *p, int64_t part, int64_t parts) {
+  const float *x = PTR(const float, 0);
+  float *y = PTR(float, 1);
+  const int64_t m = p[3], n = p[4], tiles = (m + 31) / 32;
+  int64_t first, last;
+  block(p[2] * tiles, part, parts, &first, &last);
+  for (int64_t t = first; t < last; ++t) {
+    const int64_t b = t / tiles, i0 = (t % tiles) * 32, i1 = i0 + 32 < m ? i0 + 32 : m;
+    const float *xb = x + b * m * n;
+    float *yb = y + b * m * n;
+    for (int64_t j0 = 0; j0 < n; j0 += 32) {
+      const int64_t j1 = j0 + 32 < n ? j0 + 32 : n;
+      for (int64_t j = j0; j < j1; ++j)
+        for (int64_t i = i0; i < i1; ++i) yb[j * m + i] = xb[i * n + j];
+    }
+  }
+}

@@ -1,6 +1,6 @@
 """float32 softmax, log_softmax and layer_norm over trailing axes in C (rows.c: one pass per statistic, expf
-vectorised where the C library has libmvec), and batched products (one BLAS call per batch item), in parts on the
-device's crew; everything else through the reference kernels."""
+vectorised where the C library has libmvec), batched products (one BLAS call per batch item) and transposes that move
+the last axis (in tiles), in parts on the device's crew; everything else through the reference kernels."""
 from __future__ import annotations
 
 import ctypes
@@ -14,7 +14,7 @@ from .clib import CLibrary
 
 SOURCE = Path(__file__).with_name("rows.c")
 _TASK = (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64])
-TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul")
+TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose")
 
 
 def library(device) -> CLibrary:
@@ -81,4 +81,33 @@ def kernels(device) -> dict:
                                                   bias.ctypes.data, x.size // cols, cols, eps], np.int64), x.size)
         return out
 
-    return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm}
+    def transpose(x, perm):
+        shape = _as_swap(x.shape, perm)
+        if shape is None or x.dtype.itemsize != 4 or not rows.ready():
+            return reference.KERNELS["transpose"](x, perm)
+        x = np.ascontiguousarray(x)
+        out = np.empty(tuple(x.shape[a] for a in perm), x.dtype)
+        batch, m, n = shape
+        rows.run("hwa_transpose", np.array([x.ctypes.data, out.ctypes.data, batch, m, n], np.int64), x.size)
+        return out
+
+    return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "transpose": transpose}
+
+
+def _as_swap(shape, perm):
+    """(batch, m, n) where transposing `shape` by `perm` is y[b] = x[b].T of x viewed as (batch, m, n), with the
+    last axis moved (numpy's copy of such a view reads across rows element by element); else None."""
+    perm = [int(a) % len(shape) for a in perm] if shape else []
+    axes = [a for a in perm if shape[a] != 1]  # axes of size 1 move nothing
+    groups = []  # runs of input axes that stay together, in output order
+    for a in axes:
+        if groups and groups[-1][-1] + 1 == a:
+            groups[-1].append(a)
+        else:
+            groups.append([a])
+    size = [int(np.prod([shape[a] for a in g])) for g in groups]
+    if len(groups) == 2 and groups[0][0] > groups[1][0]:
+        return 1, size[1], size[0]
+    if len(groups) == 3 and groups[0][0] < groups[2][0] < groups[1][0]:
+        return size[0], size[2], size[1]
+    return None
