@@ -9,8 +9,10 @@ product. Each image's work is cut into phases of independent tasks (`Image.phase
 patches or transforms, its products and its output with the bias, residual and relu; or, with few pixels, blocks of
 output channels). The device's threads (crew.c) run them in C (tasks.c), calling numpy's own cblas_sgemm
 single-threaded, without the GIL; where that BLAS cannot be called from C, the same tasks run in Python on the calling
-thread, through numpy's matmul. Grouped convolutions run as bands of one product per group. Anything else (other
-dtypes, no compiler) is the reference kernel.
+thread, through numpy's matmul. Grouped convolutions run as bands of one product per group, or, on images with too
+few rows to share, as tasks of whole groups. Depthwise convolutions (one input channel per group) are no product at
+all: depthwise.c convolves each plane directly, the bias, residual and every fused activation included, in tasks of
+output planes over the whole batch. Anything else (other dtypes, no compiler) is the reference kernel.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ SPIN_NS = 200_000
 
 log = logging.getLogger(__name__)
 #: one library: the tasks call the transforms, the crew runs the tasks
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("crew.c", "transforms.c", "tasks.c"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("crew.c", "transforms.c", "depthwise.c", "tasks.c"))
 #: Winograd where the products stay large enough for BLAS to run them well (measured on ResNet-50's layers)
 MIN_TILES, MIN_TILES4, MIN_CHANNELS = 32, 49, 16
 
@@ -89,10 +91,24 @@ def _ptr(a) -> int:
     return 0 if a is None else a.ctypes.data
 
 
+_char = ctypes.c_char.from_buffer
+
+
+def _address(a: np.ndarray) -> int:
+    """a's data pointer (a C-contiguous array of at least one element): through the buffer protocol where a is
+    writable, several times faster than a.ctypes.data."""
+    return ctypes.addressof(_char(a)) if a.flags.writeable else a.ctypes.data
+
+
 # tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
-         "direct tile tw groups transb").split()
-WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_ = range(8)
+         "direct tile tw groups transb act").split()
+WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS = range(10)
+_X, _OUT, _WEIGHT, _BIAS, _RES = (SLOTS.index(s) for s in ("x", "out", "weight", "bias", "res"))
+#: depthwise.c's activation codes (slot "act")
+ACTIVATIONS = {None: 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4}
+#: a depthwise conv2d of fewer multiply-adds runs as one task: the crew's hand-over would cost more than it saves
+DEPTHWISE_SPLIT = 1 << 16
 
 
 class Image:
@@ -119,7 +135,10 @@ class Image:
         # bands when there are many pixels, few channels or groups (each band's product packs the weights again)
         if small or self.points >= 2 * COLUMNS or self.o < 2 * ROWS or self.groups > 1:
             least = self.oh if small else max(-(-self.oh // parts), -(-COLUMNS // self.ow))
-            return [(BAND, split(self.oh, parts, least))]
+            bands = split(self.oh, parts, least)
+            if self.groups > 1 and not small and len(bands) < parts:  # too few rows to share: groups apart instead
+                return [(GROUPS, split(self.groups, parts))]
+            return [(BAND, bands)]
         phases = []
         if not self.direct:  # few pixels, many channels: the whole image's patches, shared by blocks of channels
             self.cols = np.empty((self.k, self.points), np.float32)
@@ -137,7 +156,7 @@ class Image:
                       res=_ptr(self.res), rep=_ptr(self.rep), cols=_ptr(self.cols), raw=_ptr(self.raw),
                       sgemm=sgemm[0], ilp64=int(sgemm[1]), failed=0, relu=int(self.relu),
                       epilogue=int(self.epilogue), direct=int(self.direct))
-        values["transb"] = 0
+        values["transb"] = values["act"] = 0
         return np.array([values[s] if s in values else getattr(self, s) for s in SLOTS], np.int64)
 
     # the same tasks in Python, for a BLAS that C cannot call: numpy's matmul, the transforms through ctypes
@@ -167,6 +186,22 @@ class Image:
             lib.hwa_epilogue(_ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.points,
                              self.relu, 0, self.o, q0, q1)
 
+    def group(self, g0, g1):
+        lib, cg, og = self.t.lib(), self.c // self.groups, self.o // self.groups
+        rows = self.out.reshape(self.o, -1)
+        for g in range(g0, g1):
+            x = self.x[g * cg:(g + 1) * cg]
+            if self.direct:
+                patches = x.reshape(cg, -1)
+            else:
+                patches = self.t.take("cols", (self.k, self.points))
+                lib.hwa_im2col(_ptr(x), patches.ctypes.data, cg, self.h, self.iw, self.kh, self.kw, self.sh, self.sw,
+                               self.pt, self.pl, self.dh, self.dw, self.ow, 0, self.oh)
+            np.matmul(self.weight[g * og:(g + 1) * og], patches, out=rows[g * og:(g + 1) * og])
+        if self.epilogue:
+            lib.hwa_epilogue(_ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.points, self.relu,
+                             g0 * og, g1 * og, 0, self.points)
+
     def patches(self, c0, c1):
         self.t.lib().hwa_im2col(
             _ptr(self.x) + c0 * self.h * self.iw * 4, _ptr(self.cols) + c0 * self.kh * self.kw * self.points * 4,
@@ -187,9 +222,10 @@ class Image:
 
 
 class Transforms:
-    """The C of one device's conv2d and matmul (crew.c, transforms.c, tasks.c as one library), compiled on first use
-    (None when it cannot be built here), and who runs each phase's tasks: the device's threads (crew.c), calling
-    numpy's BLAS from C without the GIL, or, when that BLAS cannot be called from C, the calling thread in Python."""
+    """The C of one device's conv2d and matmul (crew.c, transforms.c, depthwise.c, tasks.c as one library), compiled on
+    first use (None when it cannot be built here), and who runs each phase's tasks: the device's threads (crew.c),
+    calling numpy's BLAS from C without the GIL, or, when that BLAS cannot be called from C, the calling thread in
+    Python (depthwise.c's tasks, which need no BLAS, in C on the calling thread)."""
 
     def __init__(self, device, native: bool = True):
         self.device = device
@@ -203,7 +239,10 @@ class Transforms:
             "hwa_im2col": (None, [ptr] * 2 + [i64] * 14), "hwa_winograd_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd_output": (None, [ptr] * 5 + [i64] * 7), "hwa_winograd4_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd4_output": (None, [ptr] * 5 + [i64] * 7), "hwa_epilogue": (None, [ptr] * 4 + [i64] * 6),
-            "hwa_store": (None, [ptr] * 5 + [i64] * 6)}, "conv2d runs in numpy", ready=self._ready)
+            "hwa_store": (None, [ptr] * 5 + [i64] * 6), "hwa_depthwise_layout": (i64, [i64] * 5)},
+            "conv2d runs in numpy", ready=self._ready)
+        self._depthwise_plans: dict = {}  # signature -> Transforms._depthwise_plan's
+        self._constants: dict = {}  # id -> (array, its data pointer): Transforms._constant
 
     def _ready(self, lib) -> None:
         """The crew, once numpy's cblas_sgemm has been found and checked through the new library."""
@@ -264,13 +303,81 @@ class Transforms:
                     for kind, ranges in phases:
                         self.phase(lib, kind, params, ranges, "conv2d")
                     continue
-                tasks = (image.winograd, image.band, image.patches, image.block, image.store)
+                tasks = {WINOGRAD: image.winograd, BAND: image.band, PATCHES: image.patches, BLOCK: image.block,
+                         STORE: image.store, GROUPS: image.group}
                 for kind, ranges in phases:
                     for a, z in ranges:
                         tasks[kind](a, z)
         if activation not in (None, "relu"):
             out = reference.KERNELS[activation](out)
         return out
+
+    def depthwise(self, lib, x, w, bias, residual, stride, padding, dilation, activation):
+        """A depthwise conv2d (groups == input channels, w of (channels * m, 1, kh, kw)) in C (depthwise.c): the whole
+        batch as one phase of bands of output planes, on the crew when there is one, else on the calling thread."""
+        key = (x.shape, w.shape, None if residual is None else residual.shape, stride, padding, dilation, activation)
+        plan = self._depthwise_plans.get(key)
+        if plan is None:
+            plan = self._depthwise_plan(lib, x.shape, w.shape, residual, stride, padding, dilation, activation)
+            if len(self._depthwise_plans) >= 256:  # a model has a few dozen; keep the table small regardless
+                self._depthwise_plans.clear()
+            self._depthwise_plans[key] = plan
+        shape, template, _, spans, count = plan
+        out = np.empty(shape, np.float32)
+        if out.size == 0:
+            return out
+        # every array kept in a local until the call returns
+        x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+        params = template.copy()  # per call: hwa_phase writes its failure flag's address into it
+        params[_X], params[_OUT], params[_WEIGHT] = _address(x), _address(out), self._constant(w)
+        if bias is not None:
+            bias = np.ascontiguousarray(bias)
+            params[_BIAS] = self._constant(bias)
+        if residual is not None:
+            residual = np.ascontiguousarray(residual)
+            params[_RES] = _address(residual)
+        if lib.hwa_phase(self.crew(), DEPTHWISE, _address(params), spans, count):
+            raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
+        if activation not in ACTIVATIONS:
+            out = reference.KERNELS[activation](out)
+        return out
+
+    def _constant(self, a: np.ndarray) -> int:
+        """The data pointer of a C-contiguous array met call after call (a plan's weight and bias), found once per
+        array object: a.ctypes.data costs more than a small convolution's Python side otherwise."""
+        entry = self._constants.get(id(a))
+        if entry is not None and entry[0] is a:  # the same object, held here: its data cannot have moved
+            return entry[1]
+        if len(self._constants) >= 64:  # a model's few dozen; the table holds them alive, so it stays small
+            self._constants.clear()
+        self._constants[id(a)] = (a, a.ctypes.data)
+        return a.ctypes.data
+
+    def _depthwise_plan(self, lib, x_shape, w_shape, residual, stride, padding, dilation, activation):
+        """(output shape, tasks.c's parameters but the arrays, the tasks' ranges of output planes, their address, their
+        count) for a depthwise conv2d of these shapes."""
+        n, c, h, wd = x_shape
+        o, _, kh, kw = w_shape
+        (((_, _, oh, ow), _),) = meta.result_meta(  # the op's own rule; it also refuses a residual of another shape
+            "conv2d", (x_shape, w_shape, *(() if residual is None else ((o,), residual.shape))),
+            (np.float32, np.float32), {"stride": stride, "padding": padding, "dilation": dilation})
+        planes = n * o
+        layout = lib.hwa_depthwise_layout(planes, oh, ow, kh, kw)
+        values = dict.fromkeys(SLOTS, 0)
+        values.update(c=c, h=h, iw=wd, o=o, oh=oh, ow=ow, kh=kh, kw=kw, sh=stride[0], sw=stride[1], pt=padding[0],
+                      pl=padding[2], dh=dilation[0], dw=dilation[1], act=ACTIVATIONS.get(activation, 0), tile=layout)
+        # tasks take whole units of planes: the sixteen-plane layout's blocks, else an input plane's outputs (they
+        # share its padded copy); one task for little work, where sharing costs more than it saves
+        unit = layout or o // c
+        units = -(-planes // unit)
+        if planes * oh * ow * kh * kw < DEPTHWISE_SPLIT:
+            ranges = [(0, planes)]
+        elif units >= 2 * self.threads:
+            ranges = [(a * unit, min(planes, z * unit)) for a, z in split(units, 4 * self.threads)]
+        else:
+            ranges = split(planes, 4 * self.threads)
+        spans = np.array(ranges, np.int64)
+        return (n, o, oh, ow), np.array([values[s] for s in SLOTS], np.int64), spans, spans.ctypes.data, len(ranges)
 
     def crew(self):
         """The crew (crew.c) when the tasks run in C; None when they run in Python."""
@@ -329,6 +436,9 @@ def conv_kernel(device, native: bool = True):
                 return _few_channels(x, weight, bias, None, tuple(stride), tuple(padding), tuple(dilation),
                                      activation)
             lib = transforms.lib()
+            if lib is not None and weight.shape[1] == 1 and groups == x.shape[1]:
+                return transforms.depthwise(lib, x, weight, bias, residual, tuple(stride), tuple(padding),
+                                            tuple(dilation), activation)
             if lib is not None:
                 return transforms(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation),
                                   activation, groups)

@@ -1,7 +1,7 @@
-/* conv2d's and float32 matmul's tasks for the native crew (crew.c), over the transforms (transforms.c) and BLAS's
- * sgemm: each task is one range of one phase, all of its work in C, so a call never takes the GIL. blasconv.py and
- * matmul.py plan the phases and fill the parameters; blasconv.py's Python form runs the same conv2d phases on one
- * thread when numpy's BLAS cannot be called from C. */
+/* conv2d's and float32 matmul's tasks for the native crew (crew.c), over the transforms (transforms.c), the direct
+ * depthwise convolution (depthwise.c) and BLAS's sgemm: each task is one range of one phase, all of its work in C, so
+ * a call never takes the GIL. blasconv.py and matmul.py plan the phases and fill the parameters; blasconv.py's Python
+ * form runs the same conv2d phases on one thread when numpy's BLAS cannot be called from C. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,9 +10,9 @@
 enum {
   P_X, P_OUT, P_WEIGHT, P_BIAS, P_RES, P_REP, P_COLS, P_RAW, P_SGEMM, P_ILP64, P_FAILED,
   P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
-  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_COUNT
+  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_ACT, P_COUNT
 };
-enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS };
+enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS, K_DEPTHWISE, K_GROUPS };
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
@@ -116,6 +116,31 @@ static void task_band(const int64_t *p, int64_t y0, int64_t y1) {
   if (p[P_EPILOGUE])
     hwa_epilogue(PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES), PTR(const int64_t, P_REP),
                  points, p[P_RELU], 0, o, q0, q1);
+}
+
+/* Groups [g0, g1) of a grouped convolution over the whole image, for images too small to share by bands of rows:
+ * each group's patches, its product straight into its output channels, the epilogue on them. */
+static void task_groups(const int64_t *p, int64_t g0, int64_t g1) {
+  int64_t points = p[P_OH] * p[P_OW], o = p[P_O], groups = p[P_GROUPS];
+  int64_t cg = p[P_C] / groups, og = o / groups, k = cg * p[P_KH] * p[P_KW];
+  float *cols = p[P_DIRECT] ? NULL : scratch(0, k * points);
+  if (!p[P_DIRECT] && !cols) {
+    failed(p);
+    return;
+  }
+  for (int64_t g = g0; g < g1; g++) {
+    const float *x = PTR(const float, P_X) + g * cg * p[P_H] * p[P_IW], *b = x;
+    if (cols) {
+      hwa_im2col(x, cols, cg, p[P_H], p[P_IW], p[P_KH], p[P_KW], p[P_SH], p[P_SW], p[P_PT], p[P_PL], p[P_DH],
+                 p[P_DW], p[P_OW], 0, p[P_OH]);
+      b = cols;
+    }
+    gemm(p, og, points, k, PTR(const float, P_WEIGHT) + g * og * k, k, b, points, PTR(float, P_OUT) + g * og * points,
+         points);
+  }
+  if (p[P_EPILOGUE])
+    hwa_epilogue(PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES), PTR(const int64_t, P_REP),
+                 points, p[P_RELU], g0 * og, g1 * og, 0, points);
 }
 
 /* Input channels [c0, c1): their rows of the whole image's patches, in the shared P_COLS. */
@@ -239,12 +264,26 @@ static void task_dots(const int64_t *p, int64_t c0, int64_t c1) {
   }
 }
 
+/* A depthwise conv2d (depthwise.c) over the whole batch: output planes [q0, q1) (image-major, P_O per image), each
+ * read from input plane q / (P_O / P_C); P_TILE the layout (hwa_depthwise_layout's), P_ACT the activation code. */
+static void task_depthwise(const int64_t *p, int64_t q0, int64_t q1) {
+  float *buf = scratch(0, hwa_depthwise_scratch(p[P_TILE], p[P_H], p[P_IW], p[P_OH], p[P_OW], p[P_KH], p[P_KW],
+                                                p[P_SH], p[P_SW], p[P_DH], p[P_DW]));
+  if (!buf) {
+    failed(p);
+    return;
+  }
+  hwa_depthwise(p[P_TILE], PTR(const float, P_X), PTR(const float, P_WEIGHT), PTR(const float, P_BIAS),
+                PTR(const float, P_RES), PTR(float, P_OUT), buf, p[P_C], p[P_O] / p[P_C], p[P_H], p[P_IW], p[P_OH],
+                p[P_OW], p[P_KH], p[P_KW], p[P_SH], p[P_SW], p[P_PT], p[P_PL], p[P_DH], p[P_DW], p[P_ACT], q0, q1);
+}
+
 /* One phase: the task `kind` for each of `count` ranges, shared with `crew`. Returns 0, or -1 when a thread's
  * scratch could not be allocated. */
 int64_t hwa_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
   static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store, task_rows,
-                                   task_columns, task_dots};
-  if (kind < 0 || kind > K_DOTS) return -1;
+                                   task_columns, task_dots, task_depthwise, task_groups};
+  if (kind < 0 || kind > K_GROUPS) return -1;
   int64_t fail = 0;
   p[P_FAILED] = (int64_t)(intptr_t)&fail;
   hwa_crew_run(crew, tasks[kind], p, ranges, count);
