@@ -99,6 +99,19 @@ def test_other_kernels_strides_and_dilations(kernel, stride, dilation, padding, 
         _close(FORMS[form](x, wt, bias, None, **attrs), _want(x, wt, bias, None, **attrs))
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_strips_of_one_column_or_one_row(form):
+    """1-D convolutions as conv2d: a tall strip of one column (the wide layout: sixteen interleaved copies would be
+    large), one row, a short strip (the sixteen-plane layout)."""
+    rng = np.random.default_rng(9)
+    for shape, kernel, padding in [((70000, 1), (5, 1), (2, 2, 0, 0)), ((1, 3000), (1, 7), (0, 0, 3, 3)),
+                                   ((300, 1), (3, 1), (1, 1, 0, 0))]:
+        x = rng.standard_normal((1, 17, *shape)).astype("float32")
+        wt = rng.standard_normal((17, 1, *kernel)).astype("float32")
+        attrs = dict(stride=(1, 1), padding=padding, dilation=(1, 1), groups=17, activation="tanh")
+        _close(FORMS[form](x, wt, None, None, **attrs), _want(x, wt, None, None, **attrs))
+
+
 @pytest.mark.parametrize("size", [7, 40])
 def test_nan_and_infinities_propagate_as_in_the_reference(size):
     """A NaN or an infinity in x reaches exactly the outputs whose window holds it; an infinite weight makes NaN of

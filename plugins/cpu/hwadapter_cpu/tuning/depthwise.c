@@ -33,6 +33,8 @@ enum { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU };
 #define DW_NARROW 16
 /* ... and larger ones up to this many pixels may (hwa_depthwise_layout): its three buffers stay in L2 */
 #define DW_WIDE 4096
+/* narrow planes of more pixels than this (a tall strip) take the wide-plane layout: it copies one plane at a time */
+#define DW_TALL 65536
 
 static int64_t round16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 
@@ -466,12 +468,14 @@ static void dw_blocked(const float *x, const float *w, const float *bias, const 
 
 /* ---- entry points ---- */
 
-/* The layout a depthwise conv2d of `planes` output planes takes: DW_LANES (sixteen planes at a time) for small planes,
- * and for filters of 25 taps or more on planes of up to DW_WIDE pixels when there are sixteen planes to fill the
- * lanes (there the interleaved pixels' aligned loads, one per tap, beat the wide layout's unaligned ones, which
- * cross cache lines, and the interleaving's cost is spread over many taps); 0 for the wide layout. */
+/* The layout a depthwise conv2d of `planes` output planes takes: DW_LANES (sixteen planes at a time) for small planes
+ * (but a tall strip, whose sixteen interleaved copies would take megabytes), and for filters of 25 taps or more on
+ * planes of up to DW_WIDE pixels when there are sixteen planes to fill the lanes (there the interleaved pixels'
+ * aligned loads, one per tap, beat the wide layout's unaligned ones, which cross cache lines, and the interleaving's
+ * cost is spread over many taps); 0 for the wide layout. */
 int64_t hwa_depthwise_layout(int64_t planes, int64_t oh, int64_t ow, int64_t kh, int64_t kw) {
-  if (ow <= DW_NARROW || (kh * kw >= 25 && planes >= DW_LANES && oh * ow <= DW_WIDE)) return DW_LANES;
+  if ((ow <= DW_NARROW && oh * ow <= DW_TALL) || (kh * kw >= 25 && planes >= DW_LANES && oh * ow <= DW_WIDE))
+    return DW_LANES;
   return 0;
 }
 
