@@ -137,7 +137,7 @@ class Image:
             least = self.oh if small else max(-(-self.oh // parts), -(-COLUMNS // self.ow))
             bands = split(self.oh, parts, least)
             if self.groups > 1 and not small and len(bands) < parts:  # too few rows to share: groups apart instead
-                return [(GROUPS, split(self.groups, parts))]
+                return [(GROUPS, split(self.groups, 4 * parts))]  # small tasks: a busy thread holds back less
             return [(BAND, bands)]
         phases = []
         if not self.direct:  # few pixels, many channels: the whole image's patches, shared by blocks of channels
