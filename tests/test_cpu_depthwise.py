@@ -20,7 +20,8 @@ if blasconv.Transforms(get("cpu")).lib() is None:
     pytest.skip("no C compiler: the C transforms are not built (the numpy form runs)", allow_module_level=True)
 
 ACTIVATIONS = [None, *sorted(reference.CONV_ACTIVATIONS)]
-#: (N, (H, W)): a single pixel, odd small planes (the sixteen-plane layout), a wide one (the row-vectorised layout)
+#: (N, (H, W)): a single pixel, odd small planes (the sixteen-plane layout), a wide one (the wide layout under a 3x3
+#: filter; 5x5 and 7x7 filters take the sixteen-plane layout there too)
 CASES = [(2, (1, 1)), (1, (7, 13)), (2, (13, 7)), (1, (56, 56))]
 
 
@@ -71,7 +72,7 @@ def test_matches_the_reference_and_torch(k, stride, pad, multiplier):
         wt = rng.standard_normal((c * multiplier, 1, k, k)).astype("float32")
         bias = rng.standard_normal(c * multiplier).astype("float32") if i % 2 else None
         attrs = dict(stride=(stride, stride), padding=padding, dilation=(1, 1), groups=c,
-                     activation=ACTIVATIONS[i % len(ACTIVATIONS)])
+                     activation=ACTIVATIONS[(i + k + stride + multiplier) % len(ACTIVATIONS)])
         shape = _want(x, wt, None, None, **attrs).shape
         residual = rng.standard_normal(shape).astype("float32") if i % 3 else None
         want = _want(x, wt, bias, residual, **attrs)
