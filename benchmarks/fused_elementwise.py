@@ -11,7 +11,7 @@ Targets (issues 3 and 8): the fused op >= 3x numpy, and >= 60% of the all-core c
 FAIL; the script exits 0 either way (a wrong result is an error). Run: `python benchmarks/fused_elementwise.py`.
 
 `--crossover`: a graph's fused chain on cpu:0 run both ways a plan can run it, as its ops' numpy calls and as its one
-compiled program, per kind of chain (arithmetic; with a transcendental function) and output size: the largest size
+compiled program, per kind of chain (ops numpy runs as one vectorised call each; with erf's series) and output size: the largest size
 at which the numpy calls were faster, beside hostchain.NUMPY_UP_TO, the table the executor decides by.
 """
 from __future__ import annotations
@@ -117,7 +117,7 @@ def main() -> int:
 
 
 #: chains a plan fuses, by kind: (graph ops applied in turn to x, each after adding a bias row b)
-CHAINS = {"arithmetic": ("relu", "neg", "abs"), "transcendental": ("gelu",)}
+CHAINS = {"vectorised": ("tanh", "neg", "abs"), "series": ("gelu",)}
 
 
 def _fused_node(ops, shape):

@@ -7,20 +7,19 @@ import numpy as np
 from ..dispatch.dispatcher import route
 from ..runtime.fused import BINARY, REDUCTIONS, UNARY
 
-#: Largest output (elements) a fused node runs as numpy calls on a device that can compile it, by the costliest kind
+#: Largest output (elements) a fused node runs as numpy calls on a device that can compile it, by the slowest kind
 #: of op in it: the size below which the numpy calls measured faster than the program's one call
 #: (`benchmarks/fused_elementwise.py --crossover` measures both on this machine and prints this table).
-#: Transcendental functions are never faster in numpy: the compiled ones are vectorised (libmvec), numpy's erf is not.
-NUMPY_UP_TO = {"arithmetic": 4096, "transcendental": 0}
-#: functors whose numpy kernels are transcendental-function calls (every other one is arithmetic, a compare or a select)
-TRANSCENDENTAL = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "gelu", "sin", "cos", "pow"})
+NUMPY_UP_TO = {"vectorised": 4096, "series": 0}
+#: functors whose numpy kernels are many float64 passes (erf and GELU: a series and a continued fraction, to a few
+#: ulp); every other one is one vectorised numpy call (exp, log, tanh among them), as the eager op runs it
+SERIES = frozenset({"erf", "gelu"})
+_OPS = {**{f: op for op, f in BINARY.items()}, **{u: u for u in UNARY}, "gelu": "gelu", "where": "where"}
 
 
 def numpy_up_to(nodes) -> int:
     """The largest output (elements) at which the fused `nodes` run as numpy calls on a device that compiles."""
-    kind = "transcendental" if any(fn in TRANSCENDENTAL for fn, *_ in nodes) else "arithmetic"
-    return NUMPY_UP_TO[kind]
-_OPS = {**{f: op for op, f in BINARY.items()}, **{u: u for u in UNARY}, "gelu": "gelu", "where": "where"}
+    return NUMPY_UP_TO["series" if any(fn in SERIES for fn, *_ in nodes) else "vectorised"]
 
 
 def _attrs(fn: str, attrs: dict) -> tuple[str, dict] | None:

@@ -62,10 +62,11 @@ void hwa_layer_norm_rows(const int64_t *p, int64_t part, int64_t parts) {
     double s = 0.0, v = 0.0;
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < cols; ++c) s += xr[c];
-    const float mu = (float)(s / (double)cols);
+    /* the sums round to float before dividing, so a row whose float sum overflows is inf as the reference's */
+    const float mu = (float)s / (float)cols;
 #pragma omp simd reduction(+ : v)
     for (int64_t c = 0; c < cols; ++c) v += (xr[c] - mu) * (xr[c] - mu);
-    const float sd = sqrtf((float)(v / (double)cols) + eps.f);
+    const float sd = sqrtf((float)v / (float)cols + eps.f);
 #pragma omp simd
     for (int64_t c = 0; c < cols; ++c) yr[c] = (xr[c] - mu) / sd * w[c] + b[c];
   }
