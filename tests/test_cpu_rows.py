@@ -115,3 +115,13 @@ def test_transpose_equals_numpys(kernels, shape, perm, dtype):
     got = kernels["transpose"](x, perm)
     assert got.flags.c_contiguous
     np.testing.assert_array_equal(got, np.transpose(x, perm))
+
+
+@pytest.mark.parametrize("bounds", [(0.0, 6.0), (None, 6.0), (-1.5, None), (None, None)])
+def test_a_large_clip_equals_the_reference_nan_and_signed_zero_included(kernels, bounds):
+    x = (np.random.default_rng(6).standard_normal(1 << 17) * 8).astype(np.float32)
+    x[:6] = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0]
+    lo, hi = bounds
+    got, want = kernels["clip"](x, lo, hi), reference.clip(x, lo, hi)
+    np.testing.assert_array_equal(got.view(np.uint32)[2:], want.view(np.uint32)[2:])  # bit for bit, -0.0 included
+    assert np.isnan(got[:2]).all() and np.isnan(want[:2]).all()

@@ -15,8 +15,8 @@ from hwadapter.api.errors import InvalidArgumentError
 from hwadapter.graph import GraphBuilder
 from hwadapter.graph.reference import run as reference_run
 from hwadapter.graph.reference import run_fused
-from hwadapter.graph.passes import (PassReport, conv_epilogues, conv_residual, cse, dce, fold, fold_batch_norm, fuse,
-                                    infer, optimize)
+from hwadapter.graph.passes import (PassReport, conv_epilogues, conv_residual, cse, dce, fold, fold_batch_norm,
+                                    fold_pad, fuse, infer, optimize)
 from hwadapter.api import reference
 from hwadapter.tensor import to_tensor
 
@@ -208,11 +208,42 @@ def test_batch_norm_stays_when_its_statistics_are_inputs_or_the_conv_output_is_r
     assert ops_of(fold_batch_norm(graph)[0]) == ["conv2d", "batch_norm"]
 
 
+# --- fold_pad --------------------------------------------------------------------------------------------------
+def pad_conv(pads, value=0.0, mode="constant", padding=(1, 0, 1, 0), read_twice=False):
+    b = GraphBuilder()
+    x = b.input("x", (2, 3, 9, 8))
+    p = b.op("pad", [x], pads=pads, mode=mode, value=value)
+    y = b.op("conv2d", [p, b.input("w", (4, 3, 3, 3))], stride=(2, 2), padding=padding, dilation=(1, 1), groups=1)
+    outs = [y, b.op("relu", [p])] if read_twice else [y]
+    return with_constants(b.build(outs), {"w": rand(4, 3, 3, 3)})
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("pads", [((0, 0), (0, 0), (0, 1), (0, 1)), ((0, 0), (0, 0), (2, 1), (3, 0))])
+def test_a_zero_pad_folds_into_the_convolutions_padding(dev, pads):
+    graph = pad_conv(pads)
+    folded, report = fold_pad(graph)
+    assert ops_of(folded) == ["conv2d"] and report.nodes_after == 1 and folded.outputs == graph.outputs
+    (pt, pb), (pl, pr) = pads[2], pads[3]
+    assert folded.nodes[0].attrs["padding"] == (1 + pt, pb, 1 + pl, pr)
+    x = rand(2, 3, 9, 8)
+    x[0, 0, 0, 0] = np.nan  # it reaches the same outputs either way
+    assert_same(execute(folded, {"x": x}, dev), oracle(graph, {"x": x}))
+
+
+@pytest.mark.parametrize("kw", [dict(value=1.0), dict(value=-0.0), dict(mode="reflect"), dict(read_twice=True),
+                                dict(pads=((0, 0), (1, 0), (1, 1), (1, 1)))])
+def test_a_pad_that_is_not_zero_padding_of_the_image_stays(kw):
+    pads = kw.pop("pads", ((0, 0), (0, 0), (1, 1), (1, 1)))
+    graph = pad_conv(pads, **kw)
+    assert "pad" in ops_of(fold_pad(graph)[0])
+
+
 # --- optimize and its switches ---------------------------------------------------------------------------------
 def test_optimize_runs_every_pass_in_order_and_each_can_be_switched_off():
     graph = constant_chain()
     _, reports = optimize(graph)
-    assert [r.name for r in reports] == ["infer", "fold", "cse", "dce", "fold_batch_norm"]
+    assert [r.name for r in reports] == ["infer", "fold", "cse", "dce", "fold_batch_norm", "fold_pad"]
     off, reports = optimize(graph, disable={"fold"})
     assert reports[1] == PassReport("fold", 5, 5, "disabled") and len(off.nodes) == 5
     bn, _ = conv_bn(True)

@@ -1,4 +1,4 @@
-"""Graph passes: the device-independent pipeline `optimize` (infer, fold, cse, dce, fold_batch_norm) and the
+"""Graph passes: the device-independent pipeline `optimize` (infer, fold, cse, dce, fold_batch_norm, fold_pad) and the
 device-dependent `fuse` (conv2d + activation epilogues, elementwise chains into "fused" kernels)."""
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ from .dce import dce
 from .fold import fold
 from .fusion import ACTIVATIONS, conv_epilogues, conv_residual, fuse
 from .infer import infer
+from .pad import fold_pad
 
 #: The device-independent passes, in the order `optimize` runs them.
-PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold_batch_norm", fold_batch_norm))
+PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold_batch_norm", fold_batch_norm),
+            ("fold_pad", fold_pad))
 #: Every pass name `disable` accepts: optimize's, fuse's ("fuse" switches off both of its parts), and the memory
 #: planner's "inplace" (no step writes its output over an input; hwadapter.graph.memory).
 PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_residual", "conv_epilogue", "fuse_chains", "inplace"}
 
 __all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "conv_residual", "cse", "dce", "fold",
-           "fold_batch_norm", "fuse", "infer", "optimize"]
+           "fold_batch_norm", "fold_pad", "fuse", "infer", "optimize"]
 
 
 def optimize(graph, disable=frozenset()):

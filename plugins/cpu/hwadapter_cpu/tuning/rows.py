@@ -14,6 +14,8 @@ from .clib import CLibrary
 
 SOURCE = Path(__file__).with_name("rows.c")
 _TASK = (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64])
+#: least elements a float32 clip runs as its compiled program (hostchain.NUMPY_UP_TO's crossover, two threads' worth)
+CLIP_COMPILED = 1 << 16
 TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose")
 
 
@@ -91,7 +93,16 @@ def kernels(device) -> dict:
         rows.run("hwa_transpose", np.array([x.ctypes.data, out.ctypes.data, batch, m, n], np.int64), x.size)
         return out
 
-    return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "transpose": transpose}
+    def clip(x, min=None, max=None):
+        # a large float32 clip (ReLU6 between convolutions) as the compiled program: one vectorised pass in parts on
+        # the crew, where numpy's clip is one slower pass on one thread; the same selects, so the same results
+        program = device.primitive("clip") if x.dtype == np.float32 and x.size >= CLIP_COMPILED else None
+        if program is None or (min is None and max is None):
+            return reference.KERNELS["clip"](x, min, max)
+        return program(np.ascontiguousarray(x), min=min, max=max)
+
+    return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "transpose": transpose,
+            "clip": clip}
 
 
 def _as_swap(shape, perm):
