@@ -125,3 +125,17 @@ def test_a_large_clip_equals_the_reference_nan_and_signed_zero_included(kernels,
     got, want = kernels["clip"](x, lo, hi), reference.clip(x, lo, hi)
     np.testing.assert_array_equal(got.view(np.uint32)[2:], want.view(np.uint32)[2:])  # bit for bit, -0.0 included
     assert np.isnan(got[:2]).all() and np.isnan(want[:2]).all()
+
+
+@pytest.mark.parametrize("kernel, stride, padding, ceil", [((1280, 1280), (1280, 1280), (0, 0, 0, 0), True),
+                                                           ((7, 7), (1, 1), (0, 0, 0, 0), False),
+                                                           ((9, 9), (2, 2), (1, 1, 1, 1), True)])
+def test_an_average_pool_of_one_window_over_the_whole_image_is_its_mean(kernel, stride, padding, ceil):
+    """EfficientNet's AvgPool2d(1280, ceil_mode=True) over 7 x 7: the tuned avg_pool2d against the reference."""
+    from hwadapter_cpu.tuning import pool
+    avg = pool.kernels(get("cpu"))["avg_pool2d"]
+    x = np.random.default_rng(7).standard_normal((1, 5, 7, 7)).astype(np.float32)
+    got = avg(x, kernel, stride, padding, ceil, True)
+    want = reference.KERNELS["avg_pool2d"](x.astype(np.float64), kernel, stride, padding, ceil, True)
+    assert got.shape == want.shape == (1, 5, 1, 1) and got.dtype == F32
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)

@@ -79,6 +79,10 @@ def kernels(device) -> dict:
     def avg_pool(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False, exclusive=True):
         if x.dtype != np.float32 or x.ndim != 4 or lib() is None:
             return reference.KERNELS["avg_pool2d"](x, kernel_size, stride, padding, ceil_mode, exclusive)
+        if exclusive and x.size and _one_window(x.shape[2:], kernel_size, stride, padding, ceil_mode):
+            # a global average however large the window (EfficientNet's AvgPool2d(1280) over 7 x 7): pool.c would
+            # walk all of the window's padding
+            return x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(np.float32)
         return run("hwa_avg_pool", x, kernel_size, stride, padding, ceil_mode, int(bool(exclusive)))
 
     def max_pool_grad(*arrays, **attrs):
@@ -107,6 +111,13 @@ def kernels(device) -> dict:
     max_pool_grad.__name__ = max_pool_grad.__qualname__ = "max_pool2d_grad"
     avg_pool.__name__ = avg_pool.__qualname__ = "avg_pool2d"
     return {"max_pool2d": max_pool, "avg_pool2d": avg_pool, "max_pool2d_grad": max_pool_grad}
+
+
+def _one_window(size, kernel_size, stride, padding, ceil_mode) -> bool:
+    """True when pooling has one output per image whose window holds all of it."""
+    (h, w), (kh, kw), (sh, sw), (pt, pb, pl, pr) = size, kernel_size, stride, padding
+    one = shapes.pool_out(h, kh, sh, pt, pb, ceil_mode) == 1 == shapes.pool_out(w, kw, sw, pl, pr, ceil_mode)
+    return one and kh - pt >= h and kw - pl >= w
 
 
 def library(device) -> CLibrary:
