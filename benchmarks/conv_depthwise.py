@@ -5,12 +5,11 @@ Segformer-B0's MixFFN (3x3 depthwise), ResNeXt and ShuffleNet (grouped, several 
 the same model (weights and bias as initializers) on batch 1: onnxruntime with intra_op_num_threads=2 (the crew's
 size on the reference machine), hwadapter through its plan of the one-node graph on "cpu". Each time is the best of
 a few calibrated loops, the two interleaved so that both see the same machine load; results are checked against
-onnxruntime's. Run: `python benchmarks/conv_depthwise.py` (HWADAPTER_BENCH_ONLY=dw3,dw7 picks rows by name prefix;
+onnxruntime's. Run: `python benchmarks/conv_depthwise.py [PREFIX ...]` (prefixes such as dw3 dw7 pick rows by name;
 PYTHONPATH=<a copy of an older hwadapter_cpu's parent folder> times that version instead).
 """
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ SHAPES = [
     ("grp resnext 512x14 g32", 512, 512, 32, 14, 3, 1), ("grp resnext 1024x7 g32", 1024, 1024, 32, 7, 3, 1),
     ("grp shufflenet 240x28 g3 1x1", 240, 60, 3, 28, 1, 1),
 ]
-ONLY = [p for p in os.environ.get("HWADAPTER_BENCH_ONLY", "").split(",") if p]
+ONLY = [p for p in sys.argv[1:] if not p.startswith("-")]  # row name prefixes to run (none: every row)
 
 
 def model(c, o, groups, size, k, stride):
