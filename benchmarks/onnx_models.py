@@ -102,19 +102,25 @@ def bench(names, devices, rounds: int):
                 _check(name, "onnxruntime", session.run(None, feeds), expected, tol)
                 calls["onnxruntime"] = lambda s=session: s.run(None, feeds)
             progress.update(task, description=f"{name}: timing {len(calls)} runtimes")
-            times = {k: [] for k in calls}
-            for _ in range(rounds):
-                for label, call in calls.items():
-                    call()  # untimed: the other runtime's threads may still be spinning from its last call
-                    start = time.perf_counter()
-                    for _ in range(BLOCK):
-                        call()
-                    times[label].append((time.perf_counter() - start) / BLOCK)
-                progress.advance(task)
+            times = time_blocks(calls, rounds, lambda: progress.advance(task))
             progress.remove_task(task)
             progress.advance(overall)
             results.append((name, times))
     return results
+
+
+def time_blocks(calls: dict, rounds: int, advance) -> dict:
+    """{label: [seconds per call, per round]}: each round, each call once untimed, then BLOCK timed calls."""
+    times = {k: [] for k in calls}
+    for _ in range(rounds):
+        for label, call in calls.items():
+            call()  # untimed: the other runtime's threads may still be spinning from its last call
+            start = time.perf_counter()
+            for _ in range(BLOCK):
+                call()
+            times[label].append((time.perf_counter() - start) / BLOCK)
+        advance()
+    return times
 
 
 def _ms(xs) -> str:

@@ -35,7 +35,7 @@ from rich.table import Table
 
 import hwadapter as hw
 from _zoo_models import EXPORT, RECIPES, export
-from onnx_models import BLOCK, _devices, _ort_session, _runner, console, profile
+from onnx_models import _devices, _ort_session, _runner, console, profile, time_blocks
 
 ROUNDS = 5
 CACHE = Path.home() / ".cache" / "hwadapter" / "zoo"
@@ -143,15 +143,7 @@ def bench(names, devices, rounds: int):
                 calls[label] = call
             del model
             progress.update(task, description=f"{name}: timing {len(calls)} runtimes")
-            times = {k: [] for k in calls}
-            for _ in range(rounds):
-                for label, call in calls.items():
-                    call()  # untimed: the other runtime's threads may still be spinning from its last call
-                    start = time.perf_counter()
-                    for _ in range(BLOCK):
-                        call()
-                    times[label].append((time.perf_counter() - start) / BLOCK)
-                progress.advance(task)
+            times = time_blocks(calls, rounds, lambda: progress.advance(task))
             progress.remove_task(task)
             progress.advance(overall)
             results.append((name, times, errors))
