@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -53,7 +54,6 @@ def _accepted(cc: str, flags: list[str]) -> list[str]:
 
 def _vector_symbol(binary: bytes, fn: str) -> bool:
     """True when `binary` calls a vector variant of `fn` (x86_64 vector ABI names: _ZGV<isa><mask><lanes>v_<fn>)."""
-    import re  # lazy: only the probe needs it
     return re.search(rb"_ZGV[a-z]N\d+v+_" + fn.encode() + rb"\b", binary) is not None
 
 
