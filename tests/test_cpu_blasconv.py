@@ -16,6 +16,7 @@ blasconv = pytest.importorskip("hwadapter_cpu.tuning.blasconv")
 KERNEL = blasconv.conv_kernel(get("cpu"))
 # the same tasks in Python on one thread (numpy's matmul), as where numpy's BLAS cannot be called from C
 FORMS = {"native": KERNEL, "python": blasconv.conv_kernel(get("cpu"), native=False)}
+IGEMM = KERNEL.transforms.lib() is not None and KERNEL.transforms.cols > 0  # igemm.c is built here
 if blasconv.Transforms(get("cpu")).lib() is None:
     pytest.skip("no C compiler: the C transforms are not built (the numpy form runs)", allow_module_level=True)
 
@@ -64,9 +65,11 @@ def test_matches_the_reference_kernel_as_given_and_prepacked(case):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
-RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, the Winograd tile it gets)
+RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, the Winograd tile it gets: F(2,3)'s
+    # layer, 256 over 14x14, runs faster as igemm.c's implicit product where that is built)
     (64, 56, 64, 3, 1, 1, 4), (128, 28, 128, 3, 1, 1, 4), (64, 56, 256, 1, 1, 0, 0), (256, 56, 128, 1, 2, 0, 0),
-    (128, 28, 128, 3, 2, 1, 0), (256, 14, 256, 3, 1, 1, 2), (512, 7, 512, 3, 1, 1, 0), (3, 224, 64, 7, 2, 3, 0)]
+    (128, 28, 128, 3, 2, 1, 0), (256, 14, 256, 3, 1, 1, 0 if IGEMM else 2), (512, 7, 512, 3, 1, 1, 0),
+    (3, 224, 64, 7, 2, 3, 0)]
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -108,7 +111,13 @@ def test_other_dtypes_run_the_numpy_form_and_grouped_weights_are_not_prepacked()
     got = KERNEL(x, w, groups=2, padding=(1, 1, 1, 1))  # float64: numpy
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, reference.KERNELS["conv2d"](x, w, groups=2, padding=(1, 1, 1, 1)), rtol=1e-12)
-    assert KERNEL.prepack[1](w.astype("float32"), ((1, 4, 6, 6), w.shape), groups=2) is None
+    packed = KERNEL.prepack[1](w.astype("float32"), ((1, 4, 6, 6), w.shape), groups=2)
+    if IGEMM:  # for igemm.c: (groups, blocks of its tile's rows, taps, rows), each group's filters zero-padded
+        assert packed.a.shape == (2, 1, 18, KERNEL.transforms.rows) and packed.tile == 0
+        np.testing.assert_array_equal(packed.a[1, 0, :, :2].T, w[2:].reshape(2, 18).astype("float32"))
+        assert not packed.a[:, :, :, 2:].any()
+    else:
+        assert packed is None
 
 
 def test_a_residual_of_another_shape_is_refused_before_c_reads_it():
@@ -140,8 +149,8 @@ def test_without_a_compiler_the_numpy_form_runs_and_says_why(monkeypatch, caplog
     kernel = blasconv.conv_kernel(get("cpu"))
     x, w = np.ones((1, 2, 4, 4), "float32"), np.ones((3, 2, 3, 3), "float32")
     np.testing.assert_array_equal(kernel(x, w), reference.KERNELS["conv2d"](x, w))
-    assert ("conv2d runs in numpy: crew.c, transforms.c, depthwise.c, tasks.c could not be built: cpu: no C compiler "
-            "found") in caplog.text
+    assert ("conv2d runs in numpy: crew.c, depthwise.c, transforms.c, igemm.c, tasks.c could not be built: cpu: no C "
+            "compiler found") in caplog.text
 
 
 def conv_graph(channels=24, size=16):
@@ -164,7 +173,11 @@ def test_a_plan_prepacks_the_constant_3x3_weight_once_and_matches_the_reference_
     x = x.astype("float32")
     got = plan.run([x])[0].numpy()
     packed = [v for v in plan.schedule.constants.values() if isinstance(v, blasconv.Packed)]
-    assert len(packed) == 1 and packed[0].weight.shape == (24, 24, 3, 3) and packed[0].tile == 2  # not the 1x1's
+    if IGEMM:  # both for igemm.c (F(2,3)'s size runs faster there), the 1x1's too
+        assert sorted(p.weight.shape for p in packed) == [(8, 24, 1, 1), (24, 24, 3, 3)]
+        assert all(p.tile == 0 and p.a is not None for p in packed)
+    else:
+        assert len(packed) == 1 and packed[0].weight.shape == (24, 24, 3, 3) and packed[0].tile == 2  # not the 1x1's
     want = run(graph, {"x": x})[graph.outputs[0]].numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal(plan.run([x])[0].numpy(), got)  # the generated function, same packed weight

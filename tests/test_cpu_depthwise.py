@@ -42,7 +42,7 @@ def _torch(x, w, bias, residual, stride, padding, dilation, groups, activation):
     if residual is not None:
         y = y + torch.from_numpy(residual.astype("float64"))
     act = {None: lambda v: v, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
-           "gelu": lambda v: fn.gelu(v, approximate="none")}[activation]
+           "gelu": lambda v: fn.gelu(v, approximate="none"), "relu6": fn.relu6, "silu": fn.silu}[activation]
     return act(y).numpy()
 
 
@@ -222,6 +222,6 @@ def test_the_depthwise_loops_are_vectorised():
     # the interleaving and its inverse: the loop along the planes (the lanes' loop inside is unrolled into permutes)
     moves = ("d[t * DW_LANES + l] = src[t + l * stride]", "out[t + l * stride] = s[t * DW_LANES + l]")
     wanted += [i - 1 for i, line in enumerate(lines, 1) if any(move in line for move in moves)]
-    assert len(wanted) == 15
+    assert len(wanted) == 17
     missed = [f"{i}: {lines[i - 1].strip()}" for i in wanted if i not in vectorised]
     assert not missed, "left scalar:\n" + "\n".join(missed)

@@ -216,7 +216,8 @@ def test_batch_norm(channel_axis):
 
 @pytest.mark.parametrize("stride,padding,dilation,groups,act", [
     ((1, 1), (0, 0, 0, 0), (1, 1), 1, None), ((2, 1), (1, 2, 0, 1), (1, 1), 1, "relu"),
-    ((1, 1), (1, 1, 1, 1), (2, 2), 2, "gelu"), ((1, 2), (2, 0, 1, 1), (1, 1), 4, "sigmoid")])
+    ((1, 1), (1, 1, 1, 1), (2, 2), 2, "gelu"), ((1, 2), (2, 0, 1, 1), (1, 1), 4, "sigmoid"),
+    ((1, 1), (1, 1, 1, 1), (1, 1), 1, "relu6"), ((2, 2), (1, 1, 1, 1), (1, 1), 2, "silu")])
 def test_conv2d(stride, padding, dilation, groups, act):
     b = GraphBuilder()
     x, w, bias = b.input("x", (2, 4, 9, 8)), b.input("w", (8, 4 // groups, 3, 3)), b.input("b", (8,))

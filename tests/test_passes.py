@@ -375,6 +375,59 @@ def test_no_epilogue_where_the_device_conv_does_not_declare_it():
     assert ops_of(fuse(opt, where, lambda d: False)[0]) == ["conv2d"]
 
 
+def conv_then(tail: str, extra_reader=False):
+    """conv2d(x) + bias, then `tail`: "relu6" (clip to [0, 6]), "clip" (to [0, 5]: no epilogue), "silu" (its sigmoid
+    and mul, the conv's output read by both, as torch exports SiLU); extra_reader: the conv's output is also an
+    output (nothing may fold)."""
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 9, 9))
+    y = b.op("conv2d", [x, b.input("w", (6, 4, 3, 3)), b.input("b", (6,))], stride=(1, 1), padding=(1, 1, 1, 1),
+             dilation=(1, 1), groups=1)
+    if tail == "silu":
+        out = b.op("mul", [b.op("sigmoid", [y]), y])
+    else:
+        out = b.op("clip", [y], min=0.0, max=6.0 if tail == "relu6" else 5.0)
+    graph = b.build([out, y] if extra_reader else out)
+    return with_constants(graph, {"w": rand(6, 4, 3, 3), "b": rand(6)})
+
+
+@pytest.mark.parametrize("tail", ["relu6", "silu"])
+def test_relu6_and_silu_fold_into_the_cpu_conv2d_and_give_the_unfused_result(tail):
+    graph = conv_then(tail)
+    fused, where = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: False)
+    assert ops_of(fused) == ["conv2d"] and fused.nodes[0].attrs["activation"] == tail
+    assert set(where) == {n.name for n in fused.nodes}
+    assert set(fused.values) == {v for n in fused.nodes for v in (*n.inputs, *n.outputs)}  # the sigmoid's is gone
+    inputs = {"x": 4 * rand(2, 4, 9, 9)}  # values past 6 and below 0: both of relu6's bounds are met
+    assert_same(execute(fused, inputs, "cpu"), oracle(graph, inputs), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("case", ["clip to 5", "read twice", "other device", "not declared"])
+def test_a_clip_or_silu_stays_unfused_where_it_is_not_exactly_the_epilogue(case):
+    graph = conv_then("relu6" if case != "clip to 5" else "clip", extra_reader=case == "read twice")
+    where = {n.name: "cpu" for n in graph.nodes}
+    kw = {}
+    if case == "other device":
+        where[next(n.name for n in graph.nodes if n.op == "clip")] = "opencl:0"
+    if case == "not declared":
+        kw["epilogues"] = lambda d, t: frozenset({"relu"})
+    assert "clip" in ops_of(fuse(graph, where, lambda d: False, **kw)[0])
+    silu = conv_then("silu", extra_reader=True)  # the conv's output read a third time: no SiLU epilogue
+    assert ops_of(fuse(silu, {n.name: "cpu" for n in silu.nodes}, lambda d: False)[0]) == \
+        ["conv2d", "sigmoid", "mul"]
+
+
+@pytest.mark.parametrize("act", ["relu6", "silu"])
+def test_the_cpu_conv2d_applies_relu6_and_silu_as_the_unfused_ops_do(act):
+    x, w, b = rand(2, 3, 8, 8) * 4, rand(5, 3, 3, 3), rand(5)
+    attrs = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    got = dispatch("conv2d", tuple(to_tensor(a) for a in (x, w, b)), {**attrs, "activation": act}).numpy()
+    y = reference.conv2d(x.astype("f8"), w.astype("f8"), b.astype("f8"), **attrs).astype("f4")
+    want = np.clip(y, 0, 6) if act == "relu6" else y * reference.sigmoid(y)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    assert act in conv_epilogues("cpu")
+
+
 # --- fuse: residual adds into conv2d --------------------------------------------------------------------------
 def residual_block(bias=True, shortcut_shape=(2, 6, 7, 7), relu=True, swap=False):
     """conv2d(x) + shortcut (then relu), ResNet's block end; the shortcut is computed after the conv."""

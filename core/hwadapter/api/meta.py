@@ -351,8 +351,8 @@ def _fused(shapes, dtypes, attrs):
 
 #: Ops only graph passes produce. They have no kernel of the op set, so they are not in RULES (which the dispatcher
 #: and tests/test_kernel_results.py hold to the reference kernels), but graphs that carry them are typed by these.
-#: conv2d's optional "activation" attribute (None, "relu", "sigmoid", "tanh", "gelu": applied after the bias, an
-#: epilogue a pass folds in) changes nothing in its rule.
+#: conv2d's optional "activation" attribute (None, "relu", "sigmoid", "tanh", "gelu", "relu6", "silu": applied after
+#: the bias, an epilogue a pass folds in) changes nothing in its rule.
 GRAPH_RULES: dict = {"fused": _fused}
 
 

@@ -312,7 +312,12 @@ def conv2d(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), 
 
 #: The activations conv2d applies as an epilogue (attribute "activation"); a device's conv2d kernel declares the
 #: ones it takes as its `epilogues` attribute (graph fusion asks for it before emitting one).
-CONV_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})
+CONV_ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu", "relu6", "silu"})
+
+
+def conv_epilogue(activation: str):
+    """The function applying conv2d's fused `activation` (a CONV_ACTIVATIONS member) to an array."""
+    return _CONV_EPILOGUE[activation]
 
 
 def _pool_pad(x, kernel, stride, padding, ceil_mode, value):
@@ -567,7 +572,19 @@ KERNELS.update({k: _kernel(v) for k, v in {
     "reshape": reshape, "transpose": transpose, "concat": concat, "split": split, "slice": slice,
     "gather": gather, "expand": expand, "pad": pad,
 }.items()})
-_CONV_EPILOGUE = {"relu": relu, "sigmoid": sigmoid, "tanh": np.tanh, "gelu": gelu}
+
+
+def _relu6(x):
+    """clip(x, 0, 6): a conv2d epilogue (MobileNet's ReLU6); nan stays nan."""
+    return clip(x, 0.0, 6.0)
+
+
+def _silu(x):
+    """x * sigmoid(x), each rounded as the unfused mul and sigmoid round: a conv2d epilogue (SiLU, swish)."""
+    return x * sigmoid(x)
+
+
+_CONV_EPILOGUE = {"relu": relu, "sigmoid": sigmoid, "tanh": np.tanh, "gelu": gelu, "relu6": _relu6, "silu": _silu}
 KERNELS.update({k: _quietly(v) for k, v in {
     "softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "batch_norm": batch_norm,
     "avg_pool2d": avg_pool2d,

@@ -215,6 +215,11 @@ def _conv2d(w, n):
            kernel_shape=list(w.shape(n.inputs[1])[2:]))
     if act == "gelu":
         _gelu(w, target, out, False, w.dtype(out))
+    elif act == "relu6":
+        dt = w.dtype(out)
+        w.node("Clip", [target, w.const(np.asarray(0, dt)), w.const(np.asarray(6, dt))], [out])
+    elif act == "silu":
+        w.node("Mul", [target, w.node("Sigmoid", [target])], [out])
     elif act is not None:
         w.node(_EPILOGUE[act], [target], [out])
 

@@ -74,10 +74,11 @@ def fuse_conv_residual(graph, assignment: dict, takes_residual=conv_residual):
     return _folded(graph, replaced, dropped, order=toposort), assignment, len(dropped)
 
 
-def _folded(graph, replaced: dict, dropped: set, order=list):
-    """`graph` with convs replaced (name -> new node, producing the dropped node's output) and `dropped` gone."""
+def _folded(graph, replaced: dict, dropped: set, order=list, gone=()):
+    """`graph` with convs replaced (name -> new node, producing the dropped node's output) and `dropped` gone (with
+    the values in `gone`, which only dropped nodes read)."""
     nodes = order([replaced.get(n.name, n) for n in graph.nodes if n.name not in dropped])
-    gone = {graph.node(c).outputs[0] for c in replaced}  # each conv's old output: now nothing produces it
+    gone = {graph.node(c).outputs[0] for c in replaced} | set(gone)  # each conv's old output: now nothing produces it
     values = {k: v for k, v in graph.values.items() if k not in gone}
     return make_graph(nodes, values, graph.inputs, graph.outputs, constants_of(graph))
 
@@ -86,26 +87,50 @@ def _is_activation(node) -> bool:
     return node.op in ACTIVATIONS and not (node.op == "gelu" and node.attrs.get("approximate", False))
 
 
+def _epilogue_of(node, producer: dict, readers: dict):
+    """(conv2d input, activation name, the nodes it replaces) when `node` ends an activation of one tensor: an
+    ACTIVATIONS op; clip to [0, 6] ("relu6"); mul(y, sigmoid(y)) ("silu", y read by nothing else); else None."""
+    if _is_activation(node):
+        return node.inputs[0], node.op, (node,)
+    if node.op == "clip" and node.attrs.get("min") == 0 and node.attrs.get("max") == 6:
+        return node.inputs[0], "relu6", (node,)
+    if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] != node.inputs[1]:
+        for side in (0, 1):
+            y, s = node.inputs[side], node.inputs[1 - side]
+            sig = producer.get(s)
+            if sig is not None and sig.op == "sigmoid" and sig.inputs[0] == y and \
+                    len(readers.get(s, ())) == 1 and len(readers.get(y, ())) == 2:
+                return y, "silu", (sig, node)
+    return None
+
+
 def fuse_conv_activation(graph, assignment: dict, epilogues=conv_epilogues):
-    """conv2d (+bias) whose only reader is an activation on the same device whose conv2d kernel takes that
-    activation -> one conv2d with attribute `activation`, producing the activation's output."""
+    """conv2d (+bias) whose output only an activation reads (one op, or the sigmoid and mul of SiLU), on the same
+    device, whose conv2d kernel takes that activation -> one conv2d with attribute `activation`, producing the
+    activation's output."""
     readers = consumers(graph.nodes)
     producer = {o: n for n in graph.nodes for o in n.outputs}
     outputs, assignment = set(graph.outputs), dict(assignment)
-    replaced, dropped = {}, set()
+    replaced, dropped, gone = {}, set(), set()
     for act in graph.nodes:
-        conv = producer.get(act.inputs[0]) if _is_activation(act) else None
-        if conv is None or conv.op != "conv2d" or conv.attrs.get("activation") is not None:
+        found = _epilogue_of(act, producer, readers)
+        conv = producer.get(found[0]) if found else None
+        if conv is None or conv.op != "conv2d" or conv.attrs.get("activation") is not None or conv.name in replaced:
             continue
+        _, name, chain = found
         y, dev = conv.outputs[0], assignment.get(conv.name)
-        if y in outputs or len(readers.get(y, ())) != 1 or dev is None or assignment.get(act.name) != dev:
+        inner = [o for n in chain[:-1] for o in n.outputs]  # the sigmoid's output, read only by the mul
+        if y in outputs or any(o in outputs for o in inner) or len(readers.get(y, ())) != len(chain) or \
+                dev is None or any(assignment.get(n.name) != dev for n in chain):
             continue
-        if act.op not in epilogues(dev, tuple(graph.values[i].dtype for i in conv.inputs)):
+        if name not in epilogues(dev, tuple(graph.values[i].dtype for i in conv.inputs)):
             continue
-        replaced[conv.name] = replace(conv, outputs=act.outputs, attrs={**conv.attrs, "activation": act.op})
-        dropped.add(act.name)
-        assignment.pop(act.name, None)
-    return _folded(graph, replaced, dropped), assignment, len(dropped)
+        replaced[conv.name] = replace(conv, outputs=act.outputs, attrs={**conv.attrs, "activation": name})
+        for n in chain:
+            dropped.add(n.name)
+            assignment.pop(n.name, None)
+        gone.update(inner)
+    return _folded(graph, replaced, dropped, gone=gone), assignment, len(replaced)
 
 
 class _Group:

@@ -33,7 +33,7 @@ SPIN_NS = 200_000
 
 log = logging.getLogger(__name__)
 #: one library: the tasks call the transforms, the crew runs the tasks
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("crew.c", "transforms.c", "depthwise.c", "tasks.c"))
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("crew.c", "depthwise.c", "transforms.c", "igemm.c", "tasks.c"))
 #: Winograd where the products stay large enough for BLAS to run them well (measured on ResNet-50's layers)
 MIN_TILES, MIN_TILES4, MIN_CHANNELS = 32, 49, 16
 
@@ -46,14 +46,25 @@ _G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
 _GG = {tile: np.kron(g, g).T.copy() for tile, g in _G.items()}  # float64: the transform rounds once, to float32
 
 
+def igemm_weights(w: np.ndarray, groups: int, rows: int) -> np.ndarray:
+    """igemm.c's weights: (groups, blocks, taps, rows), each block `rows` output channels of a group (zero past its
+    last), its taps (input channel, kh, kw) in order."""
+    o, taps = w.shape[0], int(np.prod(w.shape[1:]))
+    og = o // groups
+    blocks = -(-og // rows)
+    a = np.zeros((groups, blocks * rows, taps), np.float32)
+    a[:, :og] = w.reshape(groups, og, taps)
+    return np.ascontiguousarray(a.reshape(groups, blocks, rows, taps).transpose(0, 1, 3, 2))
+
+
 class Packed:
     """A conv2d weight prepared once per plan: `weight` as given; `u` its (n*n, K, C) Winograd F(tile, 3) transform
     G w G^T (as planes i*n + j, n = tile + 2) or None; `rep` the first filter identical to each (an int64 row map) or
     None when all differ."""
-    __slots__ = ("weight", "tile", "u", "rep")
+    __slots__ = ("weight", "tile", "u", "rep", "a")
 
-    def __init__(self, weight: np.ndarray, tile: int = 2):
-        self.weight, self.tile, self.u, self.rep = weight, tile, None, _first_copies(weight)
+    def __init__(self, weight: np.ndarray, tile: int = 2, a=None):
+        self.weight, self.tile, self.u, self.rep, self.a = weight, tile, None, _first_copies(weight), a
         if tile:  # once per plan, not per call
             k, c = weight.shape[:2]
             u = np.matmul(weight.reshape(k * c, 9).astype(np.float64), _GG[tile])  # (K*C, n*n)
@@ -72,6 +83,18 @@ def _first_copies(weight: np.ndarray):
     first: dict = {}
     rep = np.array([first.setdefault(row.tobytes(), k) for k, row in enumerate(rows)], np.int64)  # bit-identical
     return None if len(first) == len(rows) else rep
+
+
+#: igemm.c takes a conv2d up to this many taps (input channels x kh x kw) per output: past it (ResNet's 3x3 512 over
+#: 7x7) BLAS's blocking wins; and Winograd F(4,3) over this many input channels (measured on ResNet-50's, SqueezeNet's
+#: and MobileNetV2's layers, benchmarks/conv_depthwise.py; F(2,3) lost to igemm.c on all of them)
+IGEMM_TAPS, IGEMM_WINOGRAD4 = 4096, 32
+
+
+def _igemm(w_shape, tile: int) -> bool:
+    """Whether a conv2d of this weight, where the plan would run Winograd F(tile, 3) (0: none), runs as igemm.c's."""
+    o, c, kh, kw = w_shape
+    return c * kh * kw < IGEMM_TAPS and not (tile == 4 and c >= IGEMM_WINOGRAD4)
 
 
 def _winograd(w_shape, x_shape, stride, dilation, groups) -> int:
@@ -102,11 +125,11 @@ def _address(a: np.ndarray) -> int:
 
 # tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
-         "direct tile tw groups transb act").split()
-WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS = range(10)
+         "direct tile tw groups transb act parts").split()
+WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS, IGEMM = range(11)
 _X, _OUT, _WEIGHT, _BIAS, _RES = (SLOTS.index(s) for s in ("x", "out", "weight", "bias", "res"))
 #: depthwise.c's activation codes (slot "act")
-ACTIVATIONS = {None: 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4}
+ACTIVATIONS = {None: 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4, "relu6": 5, "silu": 6}
 #: a depthwise conv2d of fewer multiply-adds runs as one task: the crew's hand-over would cost more than it saves
 DEPTHWISE_SPLIT = 1 << 16
 
@@ -156,7 +179,7 @@ class Image:
                       res=_ptr(self.res), rep=_ptr(self.rep), cols=_ptr(self.cols), raw=_ptr(self.raw),
                       sgemm=sgemm[0], ilp64=int(sgemm[1]), failed=0, relu=int(self.relu),
                       epilogue=int(self.epilogue), direct=int(self.direct))
-        values["transb"] = values["act"] = 0
+        values["transb"] = values["act"] = values["parts"] = 0
         return np.array([values[s] if s in values else getattr(self, s) for s in SLOTS], np.int64)
 
     # the same tasks in Python, for a BLAS that C cannot call: numpy's matmul, the transforms through ctypes
@@ -232,6 +255,7 @@ class Transforms:
         self.threads = cores()
         self.native = native  # False: the Python form even where the crew could run (tests compare both)
         self._sgemm = self._native_crew = None
+        self.cols = self.rows = 0  # igemm.c's register tile (0: not built for this machine)
         self._local = threading.local()  # .scratch: name -> a float32 array the thread keeps for its next task
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         self.lib = CLibrary(device, SOURCES, {
@@ -239,13 +263,16 @@ class Transforms:
             "hwa_im2col": (None, [ptr] * 2 + [i64] * 14), "hwa_winograd_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd_output": (None, [ptr] * 5 + [i64] * 7), "hwa_winograd4_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd4_output": (None, [ptr] * 5 + [i64] * 7), "hwa_epilogue": (None, [ptr] * 4 + [i64] * 6),
-            "hwa_store": (None, [ptr] * 5 + [i64] * 6), "hwa_depthwise_layout": (i64, [i64] * 5)},
+            "hwa_store": (None, [ptr] * 5 + [i64] * 6), "hwa_depthwise_layout": (i64, [i64] * 5),
+            "hwa_igemm_cols": (i64, []), "hwa_igemm_rows": (i64, [])},
             "conv2d runs in numpy", ready=self._ready)
         self._depthwise_plans: dict = {}  # signature -> Transforms._depthwise_plan's
+        self._igemm_plans: dict = {}  # signature -> Transforms._igemm_plan's
         self._constants: dict = {}  # id -> (array, its data pointer): Transforms._constant
 
     def _ready(self, lib) -> None:
         """The crew, once numpy's cblas_sgemm has been found and checked through the new library."""
+        self.cols, self.rows = lib.hwa_igemm_cols(), lib.hwa_igemm_rows()
         self._sgemm = self._checked_sgemm(lib)
         if self._sgemm is not None:
             self._native_crew = lib.hwa_crew_new(self.threads - 1, SPIN_NS)
@@ -296,7 +323,7 @@ class Transforms:
         with single_blas():
             for i in range(n):  # one image at a time, in phases of independent tasks
                 image = Image(self, x[i], w, u, tile, b, None if r is None else r[i], rep, out[i], stride, padding,
-                              dilation, activation == "relu", groups)
+                              dilation, ACTIVATIONS.get(activation, 0), groups)
                 phases = image.phases(self.threads)
                 if native is not None:
                     params = image.params(self._sgemm)
@@ -308,9 +335,77 @@ class Transforms:
                 for kind, ranges in phases:
                     for a, z in ranges:
                         tasks[kind](a, z)
-        if activation not in (None, "relu"):
-            out = reference.KERNELS[activation](out)
+        if activation not in ACTIVATIONS:
+            out = reference.conv_epilogue(activation)(out)
         return out
+
+    def igemm(self, lib, x, w, bias, residual, stride, padding, dilation, activation, groups=1):
+        """An ungrouped or grouped conv2d as igemm.c's implicit product on the crew, image by image: its plan (shapes,
+        parameters but the arrays, the tasks' ranges) made once per signature; the weights packed at plan time
+        (Packed.a), else now."""
+        a = w.a if isinstance(w, Packed) and w.a is not None else None
+        weight = w.weight if isinstance(w, Packed) else w
+        key = (x.shape, weight.shape, None if residual is None else residual.shape, stride, padding, dilation,
+               activation, groups)
+        plan = self._igemm_plans.get(key)
+        if plan is None:
+            plan = self._igemm_plan(x.shape, weight.shape, residual, stride, padding, dilation, activation, groups)
+            if len(self._igemm_plans) >= 256:  # a model has a few dozen; keep the table small regardless
+                self._igemm_plans.clear()
+            self._igemm_plans[key] = plan
+        shape, template, _, spans, count = plan
+        out = np.empty(shape, np.float32)
+        if out.size == 0:
+            return out
+        # every array kept in a local until the call returns
+        x = np.ascontiguousarray(x)
+        if a is None:  # not packed at plan time: now, for this call
+            a = igemm_weights(weight, groups, self.rows)
+        params = template.copy()  # per call: hwa_phase writes its failure flag's address into it
+        params[_WEIGHT] = self._constant(a) if isinstance(w, Packed) else _address(a)
+        if bias is not None:
+            bias = np.ascontiguousarray(bias)
+            params[_BIAS] = self._constant(bias)
+        if residual is not None:
+            residual = np.ascontiguousarray(residual)
+        step_x, step_out = x[0].nbytes, out[0].nbytes
+        base_x, base_out = _address(x), _address(out)
+        base_res = 0 if residual is None else _address(residual)
+        for i in range(shape[0]):
+            params[_X], params[_OUT] = base_x + i * step_x, base_out + i * step_out
+            if residual is not None:
+                params[_RES] = base_res + i * step_out
+            if lib.hwa_phase(self._native_crew, IGEMM, _address(params), spans, count):
+                raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
+        return out
+
+    def _igemm_plan(self, x_shape, w_shape, residual, stride, padding, dilation, activation, groups):
+        """(output shape, tasks.c's parameters but the arrays, the tasks' ranges of units, their count) for igemm.c:
+        units of one strip of pixels and a part of its blocks of channels, parts enough for every thread to share
+        when strips are few; one task for little work, where sharing costs more than it saves."""
+        n, c, h, wd = x_shape
+        o, cg, kh, kw = w_shape
+        (((_, _, oh, ow), _),) = meta.result_meta(  # the op's own rule; it also refuses a residual of another shape
+            "conv2d", (x_shape, w_shape, *(() if residual is None else ((o,), residual.shape))),
+            (np.float32, np.float32), {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups})
+        strips = groups * -(-oh * ow // self.cols)
+        blocks = -(-o // groups // self.rows)
+        small = o * oh * ow * cg * kh * kw < SPLIT_FLOPS
+        parts = 1 if small else min(blocks, -(-4 * self.threads // strips))
+        ranges = [(0, strips)] if small else split(strips * parts, 4 * self.threads)
+        values = dict.fromkeys(SLOTS, 0)
+        values.update(c=c, h=h, iw=wd, o=o, oh=oh, ow=ow, kh=kh, kw=kw, sh=stride[0], sw=stride[1], pt=padding[0],
+                      pl=padding[2], dh=dilation[0], dw=dilation[1], act=ACTIVATIONS[activation], groups=groups,
+                      parts=parts)
+        spans = np.array(ranges, np.int64)
+        return (n, o, oh, ow), np.array([values[s] for s in SLOTS], np.int64), spans, spans.ctypes.data, len(ranges)
+
+    def igemm_takes(self, w) -> bool:
+        """Whether a conv2d of this weight (Packed: as the plan chose) runs as igemm.c's implicit product: where it is
+        built and the crew runs."""
+        if isinstance(w, Packed):  # the plan chose
+            return w.a is not None and self.crew() is not None
+        return self.cols > 0 and self.crew() is not None and _igemm(w.shape, 0)
 
     def depthwise(self, lib, x, w, bias, residual, stride, padding, dilation, activation):
         """A depthwise conv2d (groups == input channels, w of (channels * m, 1, kh, kw)) in C (depthwise.c): the whole
@@ -339,7 +434,7 @@ class Transforms:
         if lib.hwa_phase(self.crew(), DEPTHWISE, _address(params), spans, count):
             raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
         if activation not in ACTIVATIONS:
-            out = reference.KERNELS[activation](out)
+            out = reference.conv_epilogue(activation)(out)
         return out
 
     def _constant(self, a: np.ndarray) -> int:
@@ -415,7 +510,7 @@ def _few_channels(x, w, bias, residual, stride, padding, dilation, activation):
     if activation == "relu":
         np.maximum(out, 0, out=out)
     elif activation is not None:
-        out = reference.KERNELS[activation](out)
+        out = reference.conv_epilogue(activation)(out)
     return out
 
 
@@ -439,16 +534,26 @@ def conv_kernel(device, native: bool = True):
             if lib is not None and weight.shape[1] == 1 and groups == x.shape[1]:
                 return transforms.depthwise(lib, x, weight, bias, residual, tuple(stride), tuple(padding),
                                             tuple(dilation), activation)
+            if lib is not None and transforms.igemm_takes(w):
+                return transforms.igemm(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation),
+                                        activation, groups)
             if lib is not None:
                 return transforms(lib, x, w, bias, residual, tuple(stride), tuple(padding), tuple(dilation),
                                   activation, groups)
         return reference.conv2d(x, weight, bias, residual, stride, padding, dilation, groups, activation)
 
     def pack(weight, shapes, stride=(1, 1), dilation=(1, 1), groups=1, **_):
-        """The weight prepared for the products this kernel will run on inputs of `shapes`, or None (nothing to do)."""
-        if weight.dtype != np.float32 or weight.ndim != 4 or len(shapes[0]) != 4 or groups != 1:
+        """The weight prepared for the products this kernel will run on inputs of `shapes`, or None (nothing to do):
+        Winograd's transform, else igemm.c's packing (not for depthwise convolutions, which read it as it is)."""
+        if weight.dtype != np.float32 or weight.ndim != 4 or len(shapes[0]) != 4 or \
+                (groups > 1 and weight.shape[1] == 1):
             return None
-        packed = Packed(weight, _winograd(weight.shape, shapes[0], stride, dilation, groups))
+        tile = _winograd(weight.shape, shapes[0], stride, dilation, groups) if groups == 1 else 0
+        if transforms.lib() is not None and transforms.cols and _igemm(weight.shape, tile):
+            return Packed(weight, 0, igemm_weights(weight, groups, transforms.rows))
+        if groups != 1:
+            return None
+        packed = Packed(weight, tile)
         return packed if packed.u is not None or packed.rep is not None else None
 
     conv2d_kernel.__name__ = conv2d_kernel.__qualname__ = "conv2d"

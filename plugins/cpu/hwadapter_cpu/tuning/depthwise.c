@@ -22,7 +22,7 @@
 #include <string.h>
 
 /* the activation codes of P_ACT (blasconv.py's ACTIVATIONS) */
-enum { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU };
+enum { ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_GELU, ACT_RELU6, ACT_SILU };
 
 /* the lanes of the small-plane layout, and the vectors the wide-plane passes run whole (a plane's last partial
  * vector reads past its components, into the next or the zeroed slack, and writes past its sums, then is dropped) */
@@ -124,6 +124,12 @@ static void dw_act(float *restrict out, int64_t n, int64_t act) {
     break;
   case ACT_GELU:
     for (int64_t q = 0; q < n; q++) out[q] = dw_gelu(out[q]);
+    break;
+  case ACT_RELU6: /* as np.clip(v, 0, 6): NaN and -0.0 stay */
+    for (int64_t q = 0; q < n; q++) out[q] = out[q] < 0.0f ? 0.0f : (out[q] > 6.0f ? 6.0f : out[q]);
+    break;
+  case ACT_SILU: /* v * sigmoid(v), the sigmoid rounded first as the unfused ops round it */
+    for (int64_t q = 0; q < n; q++) out[q] = out[q] * dw_sigmoid(out[q]);
     break;
   default:
     break;

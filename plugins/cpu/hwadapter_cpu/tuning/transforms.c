@@ -1,18 +1,21 @@
 /* The data movement around conv2d's BLAS products (blasconv.py), one image at a time, float32:
- * im2col patches, Winograd F(2x2,3x3) input and output transforms, and the bias + residual + relu epilogue.
+ * im2col patches, Winograd F(2x2,3x3) input and output transforms, and the bias + residual + activation epilogue
+ * (`relu` below: depthwise.c's activation code, which comes first in the library).
  * Plain loops over contiguous rows so the compiler vectorises them; the products themselves stay in BLAS.
  * Each does a band of output rows (or of channels), so that threads can share one call's work. */
 #include <stdint.h>
 #include <string.h>
 
-#define RELU(v) ((v) > 0.0f ? (v) : 0.0f)
+#define RELU(v) ((v) < 0.0f ? 0.0f : (v)) /* as np.maximum(v, 0): nan and -0.0 stay */
 
-/* dst[q] = act(y[q] + res[q]) for q < n: one output row with the residual (res may be NULL) and relu. */
+/* dst[q] = act(y[q] + res[q]) for q < n: one output row with the residual (res may be NULL) and the activation
+ * (`relu`: depthwise.c's ACT_* code; relu inline, the others by its dw_act). */
 static void store_row(float *dst, const float *y, const float *res, int64_t n, int64_t relu) {
   for (int64_t q = 0; q < n; q++) {
     float val = y[q] + (res ? res[q] : 0.0f);
-    dst[q] = relu ? RELU(val) : val;
+    dst[q] = relu == ACT_RELU ? RELU(val) : val;
   }
+  if (relu > ACT_RELU) dw_act(dst, n, relu);
 }
 
 /* cols[(ci*kh + i)*kw + j][(y - y0)*ow + x] = x[ci][y*sh - pt + i*dh][x*sw - pl + j*dw] for the output rows
@@ -141,14 +144,15 @@ void hwa_epilogue(float *out, const float *bias, const float *res, const int64_t
     if (r) {
       for (int64_t q = c0; q < c1; q++) {
         float val = y[q] + b + r[q];
-        o[q] = relu ? RELU(val) : val;
+        o[q] = relu == ACT_RELU ? RELU(val) : val;
       }
     } else {
       for (int64_t q = c0; q < c1; q++) {
         float val = y[q] + b;
-        o[q] = relu ? RELU(val) : val;
+        o[q] = relu == ACT_RELU ? RELU(val) : val;
       }
     }
+    if (relu > ACT_RELU) dw_act(o + c0, c1 - c0, relu);
   }
 }
 
@@ -166,8 +170,9 @@ void hwa_store(float *out, const float *block, const float *bias, const float *r
     const float *r = res ? res + ko * points + c0 : 0;
     for (int64_t q = 0; q < width; q++) {
       float val = s[q] + b + (r ? r[q] : 0.0f);
-      o[q] = relu ? RELU(val) : val;
+      o[q] = relu == ACT_RELU ? RELU(val) : val;
     }
+    if (relu > ACT_RELU) dw_act(o, width, relu);
   }
 }
 

@@ -1,0 +1,194 @@
+/* conv2d as an implicit product (blasconv.py's IGEMM phase): out (o x pixels) = weights (o x c*kh*kw) patches, the
+ * weights packed once per plan in blocks of IG_ROWS output channels ([block][c*kh*kw][IG_ROWS], zero rows past o),
+ * the patches gathered straight from the image one strip of IG_COLS pixels at a time (no whole im2col), and a register
+ * tile of IG_ROWS x IG_COLS summed with fused multiply-adds, the bias, residual and activation applied as it is stored.
+ * Every output element is summed over the same taps in the same order wherever its channel or pixel falls, so equal
+ * filters give bit-equal channels. Built where the compiler targets AVX-512 or AVX2 with FMA; hwa_igemm_cols() is 0
+ * elsewhere and blasconv.py keeps its BLAS products. */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#if defined(__AVX512F__)
+#define IG_LANES 16
+#define IG_ROWS 8
+typedef __m512 vec;
+#define VZERO() _mm512_setzero_ps()
+#define VLOAD(p) _mm512_loadu_ps(p)
+#define VSTORE(p, v) _mm512_storeu_ps(p, v)
+#define VSET1(x) _mm512_set1_ps(x)
+#define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm512_add_ps(a, b)
+#define VMAX(a, b) _mm512_max_ps(a, b)
+#else
+#define IG_LANES 8
+#define IG_ROWS 6
+typedef __m256 vec;
+#define VZERO() _mm256_setzero_ps()
+#define VLOAD(p) _mm256_loadu_ps(p)
+#define VSTORE(p, v) _mm256_storeu_ps(p, v)
+#define VSET1(x) _mm256_set1_ps(x)
+#define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define VADD(a, b) _mm256_add_ps(a, b)
+#define VMAX(a, b) _mm256_max_ps(a, b)
+#endif
+#define IG_COLS (2 * IG_LANES)
+/* taps per pass over a strip: its patches (IG_KC x IG_COLS floats) stay in L1 while every block of channels reads
+ * them */
+#define IG_KC 256
+
+int64_t hwa_igemm_cols(void) { return IG_COLS; }
+int64_t hwa_igemm_rows(void) { return IG_ROWS; }
+
+/* Taps [t0, t1) of pixels [q0, q0 + cols) (row-major over oh x ow): dst[(t - t0) * IG_COLS + j], zero past cols and
+ * where the tap falls in the padding. Pixels of one output row are one run: a copy for stride 1. */
+static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64_t h, int64_t iw, int64_t kh,
+                       int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t oh,
+                       int64_t ow, int64_t q0, int64_t cols) {
+  int whole = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && iw == ow && h == oh;
+  for (int64_t t = t0; t < t1; t++) {
+    float *d = dst + (t - t0) * IG_COLS;
+    int64_t c = t / (kh * kw), r = t / kw % kh, s = t % kw;
+    if (cols < IG_COLS) memset(d + cols, 0, (IG_COLS - cols) * sizeof(float));
+    if (whole) { /* a 1x1 convolution reads the image as it is */
+      memcpy(d, x + c * h * iw + q0, cols * sizeof(float));
+      continue;
+    }
+    for (int64_t j = 0, q = q0; j < cols;) {
+      int64_t oy = q / ow, ox = q % ow, n = ow - ox < cols - j ? ow - ox : cols - j;
+      int64_t iy = oy * sh - pt + r * dh, ix0 = ox * sw - pl + s * dw;
+      if (iy < 0 || iy >= h) {
+        memset(d + j, 0, n * sizeof(float));
+      } else {
+        const float *row = x + (c * h + iy) * iw;
+        if (sw == 1) {
+          int64_t lo = ix0 < 0 ? -ix0 : 0, hi = iw - ix0;
+          if (lo > n) lo = n;
+          if (hi > n) hi = n;
+          if (hi < lo) hi = lo;
+          memset(d + j, 0, lo * sizeof(float));
+          memcpy(d + j + lo, row + ix0 + lo, (hi - lo) * sizeof(float));
+          memset(d + j + hi, 0, (n - hi) * sizeof(float));
+        } else {
+          for (int64_t k = 0; k < n; k++) {
+            int64_t ix = ix0 + k * sw;
+            d[j + k] = ix >= 0 && ix < iw ? row[ix] : 0.0f;
+          }
+        }
+      }
+      j += n;
+      q += n;
+    }
+  }
+}
+
+/* One register tile: rows x cols of out (row stride ld) += a ([kc][IG_ROWS]) b ([kc][IG_COLS]); `first`: out is not
+ * read (the sums start at zero); `last`: bias, residual (same layout as out) and the activation (depthwise.c's ACT_*
+ * codes, its dw_act) applied as it is stored. */
+static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b, float *out, int64_t ld,
+                    int64_t rows, int64_t cols, int first, int last, const float *bias, const float *res,
+                    int64_t act) {
+  vec acc[IG_ROWS][2];
+  float tmp[IG_COLS];
+  if (first || cols < IG_COLS) {
+#pragma GCC unroll 16
+    for (int i = 0; i < IG_ROWS; i++) acc[i][0] = acc[i][1] = VZERO();
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < IG_ROWS; i++) {
+      acc[i][0] = VZERO();
+      acc[i][1] = VZERO();
+      if (i < rows) {
+        acc[i][0] = VLOAD(out + i * ld);
+        acc[i][1] = VLOAD(out + i * ld + IG_LANES);
+      }
+    }
+  }
+  for (int64_t k = 0; k < kc; k++) {
+    vec b0 = VLOAD(b + k * IG_COLS), b1 = VLOAD(b + k * IG_COLS + IG_LANES);
+#pragma GCC unroll 16
+    for (int i = 0; i < IG_ROWS; i++) {
+      vec ai = VSET1(a[k * IG_ROWS + i]);
+      acc[i][0] = VFMA(ai, b0, acc[i][0]);
+      acc[i][1] = VFMA(ai, b1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < rows; i++) {
+    float *o = out + i * ld;
+    vec v0 = acc[i][0], v1 = acc[i][1];
+    if (cols < IG_COLS) { /* a strip's last pixels: through a full-width row */
+      VSTORE(tmp, v0);
+      VSTORE(tmp + IG_LANES, v1);
+      for (int64_t j = 0; j < cols; j++) {
+        float v = tmp[j] + (first ? 0.0f : o[j]);
+        if (last) {
+          if (bias) v += bias[i];
+          if (res) v += res[i * ld + j];
+        }
+        o[j] = v;
+      }
+      if (last && act) dw_act(o, cols, act);
+      continue;
+    }
+    if (last) {
+      if (bias) {
+        vec bi = VSET1(bias[i]);
+        v0 = VADD(v0, bi);
+        v1 = VADD(v1, bi);
+      }
+      if (res) {
+        v0 = VADD(v0, VLOAD(res + i * ld));
+        v1 = VADD(v1, VLOAD(res + i * ld + IG_LANES));
+      }
+      if (act == ACT_RELU) { /* max(0, v) returns its second operand for nan and for -0.0: both stay */
+        v0 = VMAX(VZERO(), v0);
+        v1 = VMAX(VZERO(), v1);
+      }
+    }
+    VSTORE(o, v0);
+    VSTORE(o + IG_LANES, v1);
+    if (last && act > ACT_RELU) dw_act(o, IG_COLS, act);
+  }
+}
+
+/* The scratch floats one task needs: one strip's patches over every tap of a group. */
+int64_t hwa_igemm_scratch(int64_t taps) { return taps * IG_COLS; }
+
+/* Units [u0, u1) of a conv2d of one image (act: the ACT_* code): unit u is group u / (strips * parts), strip of IG_COLS pixels
+ * u / parts % strips, part u % parts of that group's blocks of channels. `a`: the packed weights, group after group
+ * ([group][block][taps][IG_ROWS]). Consecutive units of one strip gather its patches once. */
+void hwa_igemm(const float *x, const float *a, const float *bias, const float *res, float *out, float *buf, int64_t c,
+               int64_t h, int64_t iw, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+               int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t act, int64_t groups,
+               int64_t parts, int64_t u0, int64_t u1) {
+  int64_t points = oh * ow, strips = (points + IG_COLS - 1) / IG_COLS, cg = c / groups, og = o / groups;
+  int64_t taps = cg * kh * kw, blocks = (og + IG_ROWS - 1) / IG_ROWS, packed = -1;
+  for (int64_t u = u0; u < u1; u++) {
+    int64_t g = u / (strips * parts), s = u / parts % strips, part = u % parts;
+    int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
+    int64_t b0 = part * blocks / parts, b1 = (part + 1) * blocks / parts;
+    if (packed != g * strips + s) {
+      ig_patches(x + g * cg * h * iw, buf, 0, taps, h, iw, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, q0, cols);
+      packed = g * strips + s;
+    }
+    for (int64_t t0 = 0; t0 < taps; t0 += IG_KC) {
+      int64_t t1 = t0 + IG_KC < taps ? t0 + IG_KC : taps;
+      for (int64_t blk = b0; blk < b1; blk++) {
+        int64_t k0 = g * og + blk * IG_ROWS, rows = og - blk * IG_ROWS < IG_ROWS ? og - blk * IG_ROWS : IG_ROWS;
+        ig_tile(t1 - t0, a + ((g * blocks + blk) * taps + t0) * IG_ROWS, buf + t0 * IG_COLS,
+                out + k0 * points + q0, points, rows, cols, t0 == 0, t1 == taps, bias ? bias + k0 : NULL,
+                res ? res + k0 * points + q0 : NULL, act);
+      }
+    }
+  }
+}
+#else
+int64_t hwa_igemm_cols(void) { return 0; }
+int64_t hwa_igemm_rows(void) { return 0; }
+int64_t hwa_igemm_scratch(int64_t taps) { return taps; }
+void hwa_igemm(const float *x, const float *a, const float *bias, const float *res, float *out, float *buf, int64_t c,
+               int64_t h, int64_t iw, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
+               int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t act, int64_t groups,
+               int64_t parts, int64_t u0, int64_t u1) {}
+#endif
