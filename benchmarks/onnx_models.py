@@ -36,6 +36,9 @@ PROFILE_MODEL = "resnet50"
 # Each runtime runs in blocks: one untimed call, then BLOCK timed ones. Alternating single calls measured how each
 # runtime's spinning worker threads slow the other down (onnxruntime's time grew several-fold, interleaved).
 BLOCK = 2
+# ... and a pause before each block: onnxruntime's threads spin on for tens of ms after a run (MobileNetV2 on cpu ran
+# 25% slower in the 20 ms after an onnxruntime block, as fast as alone 100 ms after it)
+SETTLE = 0.1
 TOP = 12
 
 console = Console(width=120)
@@ -110,11 +113,13 @@ def bench(names, devices, rounds: int):
 
 
 def time_blocks(calls: dict, rounds: int, advance) -> dict:
-    """{label: [seconds per call, per round]}: each round, each call once untimed, then BLOCK timed calls."""
+    """{label: [seconds per call, per round]}: each round, each call after a pause of SETTLE seconds and once
+    untimed, then BLOCK timed calls."""
     times = {k: [] for k in calls}
     for _ in range(rounds):
         for label, call in calls.items():
-            call()  # untimed: the other runtime's threads may still be spinning from its last call
+            time.sleep(SETTLE)  # the other runtime's threads go idle: onnxruntime's spin for tens of ms after a run
+            call()  # untimed: caches and this runtime's own threads warm again
             start = time.perf_counter()
             for _ in range(BLOCK):
                 call()
