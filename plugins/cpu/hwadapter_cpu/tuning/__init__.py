@@ -4,11 +4,11 @@ conv2d as BLAS products with Winograd and im2col transforms in C (blasconv.py), 
 shared by the device's threads in C (crew.c); float32 pooling and batch_norm in C (pool.py, norm.py); float32
 optimizer updates in C (update.py); float32 softmax, log_softmax, layer_norm and batched products in C (rows.py); float32 linear and cubic resize as
 products (resize.py);
-compiled programs run in parts on the same threads (threads.py).
+compiled programs run in parts on the same threads (threads.py); freed host memory kept for the next run (memory.py).
 """
 from __future__ import annotations
 
-from . import blasconv, norm, pool, rows, update
+from . import blasconv, memory, norm, pool, rows, update
 from .matmul import matmul_kernel
 from .resize import resize_kernel
 
@@ -17,6 +17,7 @@ def register(kernels, compiled: frozenset) -> None:
     """Registers the faster kernels on `kernels`' device, except for the ops in `compiled` (those run as compiled
     kernel primitives)."""
     device = kernels.device
+    memory.keep_freed_memory()
     conv = blasconv.conv_kernel(device)
     matmul = matmul_kernel(conv.transforms, rows.Rows(device))
     faster = {"conv2d": conv, "matmul": matmul, "resize": resize_kernel(matmul), **pool.kernels(device),
