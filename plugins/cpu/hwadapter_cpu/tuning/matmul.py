@@ -8,9 +8,10 @@ the right operand came out a few ulps apart in different bands, and the result d
 tasks.c's task_dots sums every element in the same order wherever it lies, and with so few rows the product is bound
 by reading the right operand, as BLAS's gemv is.
 
-Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the convolutions that
-follow. Except for medium products (up to MEDIUM multiply-adds), whose bands were too few to share the crew: there
-numpy's threaded call took half the time (the products of a small MLP's training step)."""
+Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the kernels that follow
+(a fifth of SegFormer's run was OpenBLAS's idle threads spinning, while medium products went to numpy's threaded
+call). Medium products (up to MEDIUM multiply-adds) are cut into narrower bands instead, so that every thread of the
+crew has one (a small MLP's training step: 64 x 256 by 256 x 256 and their transposes)."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,8 +23,8 @@ from .blasconv import COLUMNS_, DOTS_, ROWS_, SLOTS
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
 TINY = 1 << 18
-#: Up to this many multiply-adds (more rows than DOT_ROWS) numpy's own threaded call (OpenBLAS's) is faster than the
-#: crew's bands: a training step's products (64 x 256 by 256 x 256 and their transposes) took half the time
+#: Up to this many multiply-adds a product's bands may be half of ROWS and COLUMNS: narrower bands pack the other
+#: operand more often, but with bands of the full least a training step's products (64 x 256 by 256 x 256) had one
 MEDIUM = 1 << 23
 #: at most this many rows: tasks.c's dot products (memory-bound, each element summed alike) instead of BLAS
 DOT_ROWS = 4
@@ -52,8 +53,7 @@ def matmul_kernel(transforms, tasks=None):
         k, n = (y.shape[1], y.shape[0]) if transpose_y else y.shape
         rows = a.size // a.shape[-1]
         # a mismatch: the reference names it; a tiny product: OpenBLAS runs it on one thread itself, no crew needed
-        small = TINY if rows <= DOT_ROWS else MEDIUM
-        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > small else None
+        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > TINY else None
         if lib is None or transforms.crew() is None:
             return reference.matmul(x, y, transpose_x, transpose_y)
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
@@ -67,10 +67,12 @@ def matmul_kernel(transforms, tasks=None):
             kind, ranges = DOTS_, split(n, parts, COLUMNS)  # no packing per band: sharing pays sooner
         elif rows * k * n < SPLIT_FLOPS:
             kind, ranges = ROWS_, [(0, rows)]
-        elif rows >= n and rows >= 2 * ROWS:  # each band packs all of the other operand: cut the larger one
-            kind, ranges = ROWS_, _bands(rows, transforms.threads, ROWS)
-        else:
-            kind, ranges = COLUMNS_, _bands(n, transforms.threads, COLUMNS)
+        else:  # each band packs all of the other operand: cut the larger one
+            cut = 2 if rows * k * n <= MEDIUM else 1
+            if rows >= n and rows >= 2 * ROWS // cut:
+                kind, ranges = ROWS_, _bands(rows, transforms.threads, ROWS // cut)
+            else:
+                kind, ranges = COLUMNS_, _bands(n, transforms.threads, COLUMNS // cut)
         with single_blas():
             transforms.phase(lib, kind, params, ranges, "matmul")
         return out
