@@ -85,3 +85,13 @@ def test_to_static_draws_a_new_mask_at_every_call_as_eager_does():
     np.testing.assert_array_equal(static, eager)
     assert len({s.tobytes() for s in static}) == 3
     assert set(np.unique(static[0])) <= {0.0, 2.0, 4.0} and 2.0 in static[0]
+
+
+def test_a_stream_made_before_the_device_registry_was_reset_is_made_again_on_the_new_device():
+    from hwadapter.runtime import device as _device
+    hw_random.uniform([4])
+    _device.devices.reset()  # cpu:0 is a new Device object now; the old stream's buffers live on the old one
+    hw.seed(3)
+    a = hw_random.uniform([4]).numpy()
+    hw.seed(3)
+    np.testing.assert_array_equal(hw_random.uniform([4]).numpy(), a)

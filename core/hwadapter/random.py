@@ -76,7 +76,7 @@ def state(device=None) -> tuple:
     key = str(dev)
     with _lock:
         hit = _states.get(key)
-        if hit is None:
+        if hit is None or hit[0].device is not dev:  # none yet, or made on a device object since replaced (reset)
             hit = _states[key] = (autograd.buffer(np.int64(_seed_residue(_seen["seed"])), device=dev),
                                   autograd.buffer(np.int64(0), device=dev))
     return hit
