@@ -70,11 +70,16 @@ static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64
           memset(d + j, 0, lo * sizeof(float));
           memcpy(d + j + lo, row + ix0 + lo, (hi - lo) * sizeof(float));
           memset(d + j + hi, 0, (n - hi) * sizeof(float));
-        } else {
-          for (int64_t k = 0; k < n; k++) {
-            int64_t ix = ix0 + k * sw;
-            d[j + k] = ix >= 0 && ix < iw ? row[ix] : 0.0f;
-          }
+        } else { /* the run's taps inside the image, [lo, hi), read without a bounds check per element */
+          int64_t lo = ix0 < 0 ? (-ix0 + sw - 1) / sw : 0, hi = ix0 < iw ? (iw - ix0 + sw - 1) / sw : 0;
+          if (lo > n) lo = n;
+          if (hi > n) hi = n;
+          if (hi < lo) hi = lo;
+          float *dj = d + j;
+          const float *src = row + ix0;
+          for (int64_t k = 0; k < lo; k++) dj[k] = 0.0f;
+          for (int64_t k = lo; k < hi; k++) dj[k] = src[k * sw];
+          for (int64_t k = hi; k < n; k++) dj[k] = 0.0f;
         }
       }
       j += n;
