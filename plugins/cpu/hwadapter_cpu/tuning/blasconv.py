@@ -347,13 +347,8 @@ class Transforms:
         weight = w.weight if isinstance(w, Packed) else w
         key = (x.shape, weight.shape, None if residual is None else residual.shape, stride, padding, dilation,
                activation, groups)
-        plan = self._igemm_plans.get(key)
-        if plan is None:
-            plan = self._igemm_plan(x.shape, weight.shape, residual, stride, padding, dilation, activation, groups)
-            if len(self._igemm_plans) >= 256:  # a model has a few dozen; keep the table small regardless
-                self._igemm_plans.clear()
-            self._igemm_plans[key] = plan
-        shape, template, _, spans, count = plan
+        shape, template, _, spans, count = _planned(self._igemm_plans, key, lambda: self._igemm_plan(
+            x.shape, weight.shape, residual, stride, padding, dilation, activation, groups))
         out = np.empty(shape, np.float32)
         if out.size == 0:
             return out
@@ -411,13 +406,8 @@ class Transforms:
         """A depthwise conv2d (groups == input channels, w of (channels * m, 1, kh, kw)) in C (depthwise.c): the whole
         batch as one phase of bands of output planes, on the crew when there is one, else on the calling thread."""
         key = (x.shape, w.shape, None if residual is None else residual.shape, stride, padding, dilation, activation)
-        plan = self._depthwise_plans.get(key)
-        if plan is None:
-            plan = self._depthwise_plan(lib, x.shape, w.shape, residual, stride, padding, dilation, activation)
-            if len(self._depthwise_plans) >= 256:  # a model has a few dozen; keep the table small regardless
-                self._depthwise_plans.clear()
-            self._depthwise_plans[key] = plan
-        shape, template, _, spans, count = plan
+        shape, template, _, spans, count = _planned(self._depthwise_plans, key, lambda: self._depthwise_plan(
+            lib, x.shape, w.shape, residual, stride, padding, dilation, activation))
         out = np.empty(shape, np.float32)
         if out.size == 0:
             return out
@@ -483,6 +473,16 @@ class Transforms:
         spans = np.array(ranges, np.int64)
         if lib.hwa_phase(self._native_crew, kind, params.ctypes.data, spans.ctypes.data, len(ranges)):
             raise MemoryError(f"{self.device}: {op} could not allocate its scratch")
+
+
+def _planned(table: dict, key, make):
+    """table[key], made first when missing; a model has a few dozen signatures, the table holds at most 256."""
+    plan = table.get(key)
+    if plan is None:
+        if len(table) >= 256:
+            table.clear()
+        plan = table[key] = make()
+    return plan
 
 
 #: Below this many multiply-adds per output element (in_channels * kh * kw), with several images, one product over the
