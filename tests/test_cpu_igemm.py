@@ -111,3 +111,44 @@ def test_the_route_igemm_blas_or_winograd():
     assert pack(np.ones((96, 1, 3, 3), np.float32), [(1, 96, 28, 28)], groups=96) is None  # depthwise
     grouped = pack(np.ones((12, 4, 3, 3), np.float32), [(1, 12, 8, 8)], groups=3)
     assert grouped.a.shape == (3, 1, 36, KERNEL.transforms.rows)
+
+
+def test_the_avx2_tile_is_built_and_matches_the_reference(tmp_path):
+    """igemm.c's other tile (6 x 16, AVX2 with FMA, for machines without AVX-512) compiled on its own with those
+    flags and run on one thread through ctypes, where this CPU can run AVX2."""
+    import ctypes
+    import subprocess
+    from pathlib import Path
+    backend = get("cpu").codegen
+    flags = open("/proc/cpuinfo").read() if Path("/proc/cpuinfo").exists() else ""
+    if backend is None or not ({"avx2", "fma"} <= set(flags.split())):
+        pytest.skip("no C compiler, or a CPU without AVX2 and FMA: the AVX2 tile cannot run here")
+    here = Path(blasconv.__file__).parent
+    source = tmp_path / "all.c"
+    source.write_text("\n".join((here / n).read_text() for n in ("crew.c", "depthwise.c", "transforms.c", "igemm.c",
+                                                                 "tasks.c")))
+    lib_path = tmp_path / "avx2.so"
+    subprocess.run([backend.cc, "-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off", "-mavx2", "-mfma",
+                    "-mno-avx512f", str(source), "-o", str(lib_path), "-lm", "-lpthread"], check=True,
+                   capture_output=True)
+    lib = ctypes.CDLL(str(lib_path))
+    lib.hwa_igemm_cols.restype = lib.hwa_igemm_rows.restype = ctypes.c_int64
+    cols, rows = lib.hwa_igemm_cols(), lib.hwa_igemm_rows()
+    assert (rows, cols) == (6, 16)
+    lib.hwa_igemm.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 19
+    rng = np.random.default_rng(1)
+    for c, o, s, k, st, pad, d, g in [(16, 20, 13, 3, 2, 1, 1, 1), (24, 36, 11, 3, 1, 2, 2, 4),
+                                      (300, 13, 6, 3, 1, 1, 1, 1)]:
+        x = rng.standard_normal((c, s, s)).astype(np.float32)
+        w = rng.standard_normal((o, c // g, k, k)).astype(np.float32)
+        b = rng.standard_normal(o).astype(np.float32)
+        oh = (s + 2 * pad - d * (k - 1) - 1) // st + 1
+        out, a = np.empty((o, oh, oh), np.float32), blasconv.igemm_weights(w, g, rows)
+        scratch = np.empty(c // g * k * k * cols, np.float32)
+        for act in (None, "relu", "silu"):
+            lib.hwa_igemm(x.ctypes.data, a.ctypes.data, b.ctypes.data, None, out.ctypes.data, scratch.ctypes.data, c,
+                          s, s, o, oh, oh, k, k, st, st, pad, pad, d, d, blasconv.ACTIVATIONS[act], g, 1, 0,
+                          g * -(-oh * oh // cols))
+            want = _want(x[None], w, b, None, stride=(st, st), padding=(pad,) * 4, dilation=(d, d), groups=g,
+                         activation=act)[0]
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-6 * np.sqrt(c // g * k * k), err_msg=str(act))
