@@ -161,8 +161,8 @@ static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b
 int64_t hwa_igemm_scratch(int64_t taps) { return taps * IG_COLS; }
 
 /* Units [u0, u1) of a conv2d of one image (act: the ACT_* code): unit u is group u / (strips * parts), strip of
- * IG_COLS pixels u / parts % strips, part u % parts of that group's blocks of channels. `a`: the packed weights, group after group
- * ([group][block][taps][IG_ROWS]). Consecutive units of one strip gather its patches once. */
+ * IG_COLS pixels u / parts % strips, part u % parts of that group's blocks of channels. `a`: the packed weights,
+ * group after group ([group][block][taps][IG_ROWS]). Consecutive units of one strip gather its patches once. */
 void hwa_igemm(const float *x, const float *a, const float *bias, const float *res, float *out, float *buf, int64_t c,
                int64_t h, int64_t iw, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t act, int64_t groups,
