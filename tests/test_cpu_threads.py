@@ -41,7 +41,17 @@ def test_a_large_program_runs_in_parts_on_the_crew_and_equals_numpy(monkeypatch)
     small = device.primitive("exp")(x[:2, :100])
     np.testing.assert_allclose(small, np.exp(x[:2, :100]), rtol=3e-7)
     assert (x.size, True) in parts, f"the large add did not run on the crew: {parts}"
-    assert all(units >= 2 for units, _ in parts)
+    assert (200, False) in parts, f"the small exp was handed to the crew: {parts}"
+
+
+def test_programs_find_the_crew_tuning_shared_whatever_kernels_are_registered(monkeypatch):
+    """tuning.register hands the crew over (threads.share), so programs share it even where conv2d is not the tuned
+    kernel (HWADAPTER_CPU_KERNELS=codegen registers compiled conv2d and matmul)."""
+    from hwadapter_cpu.tuning.threads import Threads
+    device = _device()
+    monkeypatch.setattr(device.kernels, "find", lambda *a, **k: pytest.fail("the crew was looked up by kernel"))
+    run, crew = Threads(device)._crew()
+    assert crew is not None and crew == device.codegen.threads._crew()[1]
 
 
 def _child(code: str) -> subprocess.CompletedProcess:

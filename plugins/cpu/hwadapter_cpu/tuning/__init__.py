@@ -8,7 +8,7 @@ compiled programs run in parts on the same threads (threads.py); freed host memo
 """
 from __future__ import annotations
 
-from . import blasconv, memory, norm, pool, rows, update
+from . import blasconv, memory, norm, pool, rows, threads, update
 from .matmul import matmul_kernel
 from .resize import resize_kernel
 
@@ -19,6 +19,7 @@ def register(kernels, compiled: frozenset) -> None:
     device = kernels.device
     memory.keep_freed_memory()
     conv = blasconv.conv_kernel(device)
+    threads.share(device, conv.transforms)  # compiled programs run on the same crew, whatever kernels register
     matmul = matmul_kernel(conv.transforms, rows.Rows(device))
     faster = {"conv2d": conv, "matmul": matmul, "resize": resize_kernel(matmul), **pool.kernels(device),
               **norm.kernels(device), **rows.kernels(device), **update.kernels(device)}

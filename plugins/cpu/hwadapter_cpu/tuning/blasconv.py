@@ -464,6 +464,11 @@ class Transforms:
         spans = np.array(ranges, np.int64)
         return (n, o, oh, ow), np.array([values[s] for s in SLOTS], np.int64), spans, spans.ctypes.data, len(ranges)
 
+    @property
+    def sgemm(self):
+        """(address, ilp64) of the cblas_sgemm tasks.c calls (found and checked once the library loads), or None."""
+        return self._sgemm
+
     def crew(self):
         """The crew (crew.c) when the tasks run in C; None when they run in Python."""
         return self._native_crew if self.native else None

@@ -59,8 +59,8 @@ def matmul_kernel(transforms, tasks=None):
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
         out = np.empty((*a.shape[:-1], n), np.float32)
         values = dict.fromkeys(SLOTS, 0)
-        values.update(x=a2.ctypes.data, weight=b.ctypes.data, out=out.ctypes.data, sgemm=transforms._sgemm[0],
-                      ilp64=int(transforms._sgemm[1]), c=k, oh=rows, ow=n, transb=int(transpose_y))
+        values.update(x=a2.ctypes.data, weight=b.ctypes.data, out=out.ctypes.data, sgemm=transforms.sgemm[0],
+                      ilp64=int(transforms.sgemm[1]), c=k, oh=rows, ow=n, transb=int(transpose_y))
         params = np.array([values[s] for s in SLOTS], np.int64)
         parts = 2 * transforms.threads
         if rows <= DOT_ROWS:
@@ -104,11 +104,11 @@ def batched(tasks, transforms, x, y, tx: bool, ty: bool):
     full = [(1,) * (len(batch) - a.ndim + 2) + a.shape[:-2] == batch for a in (x, y)]  # an item per batch item
     shared = [int(np.prod(a.shape[:-2])) == 1 for a in (x, y)]  # one item for all
     if k != k2 or count < 2 or not all(f or s for f, s in zip(full, shared)) or not tasks.ready() \
-            or transforms.lib() is None or transforms._sgemm is None:
+            or transforms.lib() is None or transforms.sgemm is None:
         return None
     x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
     out = np.empty((*batch, m, n), np.float32)
-    sgemm, ilp64 = transforms._sgemm
+    sgemm, ilp64 = transforms.sgemm
     params = np.array([sgemm, int(ilp64), x.ctypes.data, y.ctypes.data, out.ctypes.data, count, m, n, k, int(tx),
                        int(ty), x.shape[-1], y.shape[-1], 0 if shared[0] else m * k, 0 if shared[1] else k * n],
                       np.int64)

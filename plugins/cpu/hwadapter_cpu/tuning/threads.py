@@ -3,6 +3,7 @@ kernel shares one pool and no pool's threads spin beside another's."""
 from __future__ import annotations
 
 import ctypes
+import weakref
 
 import numpy as np
 
@@ -10,11 +11,20 @@ import numpy as np
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 #: least units (output elements) per part: a part smaller than this costs more to hand over than it saves
 UNITS_PER_PART = 16384
+#: device -> the Transforms (blasconv.py) whose crew its programs share: handed over by tuning.register
+_transforms_of: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def share(device, transforms) -> None:
+    """`device`'s compiled programs run on `transforms`' crew (its conv2d's and matmul's), whichever kernels the
+    device registers (HWADAPTER_CPU_KERNELS=codegen registers compiled conv2d and matmul instead)."""
+    _transforms_of[device] = transforms
 
 
 class Threads:
-    """`run(task, args, units)`: a hwadapter_kp C program's `_task` entry run in parts on `device`'s crew, the one its
-    tuned conv2d holds (found on first use: the kernel table is filled after the codegen backend may be made)."""
+    """`run(task, args, units)`: a hwadapter_kp C program's `_task` entry run in parts on `device`'s crew, the one
+    tuning.register shared (looked up on first use: the kernels are registered after the codegen backend may be
+    made)."""
 
     def __init__(self, device):
         self.device = device
@@ -26,8 +36,8 @@ class Threads:
         """(hwa_crew_run with this module's argument types, the crew) or (None, None) where there is none (no tuned
         conv2d, no C compiler)."""
         if self._transforms is None:
-            conv = self.device.kernels.find("conv2d", (np.dtype("float32"), np.dtype("float32")))
-            self._transforms = getattr(conv, "transforms", False)
+            self.device.kernels  # noqa: B018 - registers the device's kernels first: tuning.register shares the crew
+            self._transforms = _transforms_of.get(self.device, False)
         lib = self._transforms.lib() if self._transforms else None
         crew = self._transforms.crew() if lib is not None else None
         if crew is None:
