@@ -123,10 +123,8 @@ def test_the_avx2_tile_is_built_and_matches_the_reference(tmp_path):
     flags = open("/proc/cpuinfo").read() if Path("/proc/cpuinfo").exists() else ""
     if backend is None or not ({"avx2", "fma"} <= set(flags.split())):
         pytest.skip("no C compiler, or a CPU without AVX2 and FMA: the AVX2 tile cannot run here")
-    here = Path(blasconv.__file__).parent
     source = tmp_path / "all.c"
-    source.write_text("\n".join((here / n).read_text() for n in ("crew.c", "depthwise.c", "transforms.c", "igemm.c",
-                                                                 "tasks.c")))
+    source.write_text("\n".join(path.read_text() for path in blasconv.SOURCES))
     lib_path = tmp_path / "avx2.so"
     subprocess.run([backend.cc, "-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off", "-mavx2", "-mfma",
                     "-mno-avx512f", str(source), "-o", str(lib_path), "-lm", "-lpthread"], check=True,

@@ -33,7 +33,8 @@ SPIN_NS = 200_000
 
 log = logging.getLogger(__name__)
 #: one library: the tasks call the transforms, the crew runs the tasks
-SOURCES = tuple(Path(__file__).with_name(name) for name in ("crew.c", "depthwise.c", "transforms.c", "igemm.c", "tasks.c"))
+SOURCES = tuple(Path(__file__).with_name(name)
+                for name in ("crew.c", "depthwise.c", "transforms.c", "igemm.c", "sgemm.c", "tasks.c"))
 #: Winograd where the products stay large enough for BLAS to run them well (measured on ResNet-50's layers)
 MIN_TILES, MIN_TILES4, MIN_CHANNELS = 32, 49, 16
 

@@ -1,7 +1,7 @@
 /* The CPU's tuned softmax, log_softmax and layer_norm over trailing axes, and batched float32 products: tasks for the
  * device's crew, task(params, part, parts), each part a contiguous block of rows (or of batch items). rows.py fills
  * the parameters; the source is compiled after the backend's prelude, which declares the C library's vector math
- * (libmvec's expf) where it has it, so these loops call expf vectorised. */
+ * (libmvec's expf) where it has it, so these loops call expf vectorised, and after sgemm.c. */
 #include <stdint.h>
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
@@ -72,11 +72,6 @@ void hwa_layer_norm_rows(const int64_t *p, int64_t part, int64_t parts) {
   }
 }
 
-typedef void (*sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
-                        int64_t, float, float *, int64_t);
-typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
-                        int);
-
 /* p: sgemm, ilp64, x, y, out, batch, m, n, k, transa, transb, lda, ldb, x_step, y_step (elements per batch item;
  * 0: broadcast). out[i] (m x n) = op(x[i]) op(y[i]), one single-threaded BLAS call per batch item. */
 void hwa_batched_matmul(const int64_t *p, int64_t part, int64_t parts) {
@@ -89,10 +84,7 @@ void hwa_batched_matmul(const int64_t *p, int64_t part, int64_t parts) {
   for (int64_t i = first; i < last; ++i) {
     const float *a = x + i * p[13], *b = y + i * p[14];
     float *c = out + i * m * n;
-    if (p[1])
-      ((sgemm64)(intptr_t)p[0])(101, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, n);
-    else
-      ((sgemm32)(intptr_t)p[0])(101, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)n);
+    sgemm_call(p[0], p[1], ta, tb, m, n, k, a, lda, b, ldb, c, n);
   }
 }
 

@@ -12,7 +12,7 @@ from hwadapter.plugin import reference
 
 from .clib import CLibrary
 
-SOURCE = Path(__file__).with_name("rows.c")
+SOURCES = tuple(Path(__file__).with_name(name) for name in ("sgemm.c", "rows.c"))
 _TASK = (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64])
 #: least elements a float32 clip runs as its compiled program (hostchain.NUMPY_UP_TO's crossover, two threads' worth)
 CLIP_COMPILED = 1 << 16
@@ -21,7 +21,7 @@ TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_t
 
 def library(device) -> CLibrary:
     """rows.c for `device`, compiled on first call after the codegen backend's prelude (its vector math)."""
-    return CLibrary(device, (SOURCE,), dict.fromkeys(TASKS, _TASK), "softmax, layer_norm and batched products run "
+    return CLibrary(device, SOURCES, dict.fromkeys(TASKS, _TASK), "softmax, layer_norm and batched products run "
                     "in numpy", prelude=True)
 
 

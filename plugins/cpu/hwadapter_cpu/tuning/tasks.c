@@ -16,21 +16,11 @@ enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOT
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
-typedef void (*sgemm64)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t, const float *,
-                        int64_t, float, float *, int64_t);
-typedef void (*sgemm32)(int, int, int, int, int, int, float, const float *, int, const float *, int, float, float *,
-                        int);
-
 /* c (m x n, row stride ldc) = a (m x k) b (k x n), row-major, through the cblas_sgemm blasconv.py found; with
  * P_TRANSB, b is stored transposed (n x k). */
 static void gemm(const int64_t *p, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                  int64_t ldb, float *c, int64_t ldc) {
-  int tb = p[P_TRANSB] ? 112 : 111; /* 101, 111, 112: CblasRowMajor, CblasNoTrans, CblasTrans */
-  if (p[P_ILP64])
-    ((sgemm64)(intptr_t)p[P_SGEMM])(101, 111, tb, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-  else
-    ((sgemm32)(intptr_t)p[P_SGEMM])(101, 111, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, 0.0f, c,
-                                    (int)ldc);
+  sgemm_call(p[P_SGEMM], p[P_ILP64], 111, p[P_TRANSB] ? 112 : 111, m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 /* Each thread's scratch, kept between calls (fresh megabytes fault in) and freed when the thread ends. */
