@@ -78,18 +78,23 @@ def _build_chunk(sources):
     return _LIBS[key]
 
 
-def run_c(program, inputs, funcs=None, dialect=kp.C):
-    """Launch ``program`` through its C entry point on numpy ``inputs``; returns outputs."""
-    fn = (funcs or build_c([program], dialect))[program.name]
+def _c_launch(program, inputs, dialect):
+    """(numpy inputs, zeroed outputs, the launch, the entry's arguments: buffer addresses then scalars)."""
     inputs = {n: np.asarray(v) for n, v in inputs.items()}
     launch = program.bind(inputs, dialect)
     shapes = program.output_shapes(inputs)
     outs = {p.name: np.zeros(shapes[p.name], out_dtype(p.dtype)) for p in program.outputs}
-    args = [ctypes.c_void_p(inputs[p.name].ctypes.data if p.is_input else outs[p.name].ctypes.data)
-            for p in program.params]
-    args += [ctypes.c_int64(int(v)) for v in launch.scalar_args]
+    args = [(inputs[p.name] if p.is_input else outs[p.name]).ctypes.data for p in program.params]
+    return inputs, outs, launch, args + [int(v) for v in launch.scalar_args]
+
+
+def run_c(program, inputs, funcs=None, dialect=kp.C):
+    """Launch ``program`` through its C entry point on numpy ``inputs``; returns outputs."""
+    fn = (funcs or build_c([program], dialect))[program.name]
+    inputs, outs, launch, args = _c_launch(program, inputs, dialect)
+    buffers = len(program.params)
     if launch.global_size:
-        fn(*args)
+        fn(*[ctypes.c_void_p(a) for a in args[:buffers]], *[ctypes.c_int64(a) for a in args[buffers:]])
     return outs
 
 
@@ -99,14 +104,10 @@ def run_c_parts(program, inputs, parts: int, dialect=kp.C):
     lib = _build_chunk([program.source(dialect)])
     task = getattr(lib, f"{program.name}_task")
     task.restype, task.argtypes = None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]
-    inputs = {n: np.asarray(v) for n, v in inputs.items()}
-    launch = program.bind(inputs, dialect)
-    shapes = program.output_shapes(inputs)
-    outs = {p.name: np.zeros(shapes[p.name], out_dtype(p.dtype)) for p in program.outputs}
-    args = np.array([(inputs[p.name] if p.is_input else outs[p.name]).ctypes.data for p in program.params]
-                    + [int(v) for v in launch.scalar_args], np.int64)
+    inputs, outs, _, args = _c_launch(program, inputs, dialect)
+    packed = np.array(args, np.int64)
     for part in range(parts):
-        task(args.ctypes.data, part, parts)
+        task(packed.ctypes.data, part, parts)
     return outs
 
 
