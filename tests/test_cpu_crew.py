@@ -10,7 +10,7 @@ import pytest
 from hwadapter.plugin import reference
 
 tuned_blas = pytest.importorskip("hwadapter_cpu.tuning.blas")
-from hwadapter_cpu.tuning.blasconv import Transforms  # noqa: E402
+from hwadapter_cpu.tuning.blasconv import SPIN_NS, Transforms, spin_ns  # noqa: E402
 from hwadapter_cpu.tuning.matmul import matmul_kernel  # noqa: E402
 
 
@@ -84,7 +84,7 @@ def _native_crew():
     task = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
     lib.hwa_crew_run.restype = None
     lib.hwa_crew_run.argtypes = [ctypes.c_void_p, task, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-    return lib, task, lib.hwa_crew_new(2, 200_000)
+    return lib, task, lib.hwa_crew_new(2, 200_000, 200_000)
 
 
 def test_the_native_crew_runs_every_range_once_across_runs_and_callers():
@@ -117,3 +117,20 @@ def test_the_native_crew_runs_every_range_once_across_runs_and_callers():
     assert not any(t.is_alive() for t in callers)
     assert not late and len(done) == 3 * 60 * 9 and set(done.values()) == {1}
     assert len(threads) > 3  # the crew's helpers took ranges, not only the three callers
+
+
+@pytest.mark.parametrize("text, want", [(None, SPIN_NS), ("0", 0), ("2.5", 2_500_000)])
+def test_the_crews_spin_comes_from_hwadapter_cpu_spin_ms(monkeypatch, text, want):
+    if text is None:
+        monkeypatch.delenv("HWADAPTER_CPU_SPIN_MS", raising=False)
+    else:
+        monkeypatch.setenv("HWADAPTER_CPU_SPIN_MS", text)
+    assert spin_ns() == want
+
+
+@pytest.mark.parametrize("text", ["abc", "-1", "nan", "inf"])
+def test_a_bad_hwadapter_cpu_spin_ms_is_an_error_naming_it(monkeypatch, text):
+    from hwadapter.plugin import InvalidArgumentError
+    monkeypatch.setenv("HWADAPTER_CPU_SPIN_MS", text)
+    with pytest.raises(InvalidArgumentError, match="HWADAPTER_CPU_SPIN_MS=.* milliseconds"):
+        spin_ns()

@@ -18,18 +18,37 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import threading
 from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import meta, reference
+from hwadapter.plugin import InvalidArgumentError, meta, reference
 
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, cores, single_blas, split
 from .clib import CLibrary
 
-#: how long the crew's threads watch for the next call before sleeping: longer than the gap between a model's layers
-SPIN_NS = 200_000
+#: how long the crew's threads watch for the next call before sleeping (HWADAPTER_CPU_SPIN_MS overrides it), and a
+#: caller for its call's last ranges to finish: on a virtual machine a sleeping thread's wake-up can take milliseconds
+#: when the host is busy (BERT-base took 420-550 ms a run with 200 us both, 200-280 ms with these, alternated on one
+#: busy host; a caller waiting for a helper's band of a large product slept and was woken late)
+SPIN_NS, WAIT_NS = 5_000_000, 20_000_000
+
+
+def spin_ns() -> int:
+    """HWADAPTER_CPU_SPIN_MS in nanoseconds (default SPIN_NS): 0 gives the core back as soon as a call is done."""
+    text = os.environ.get("HWADAPTER_CPU_SPIN_MS")
+    if text is None:
+        return SPIN_NS
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 1e6:
+        raise InvalidArgumentError(f"HWADAPTER_CPU_SPIN_MS={text!r} is not a number of milliseconds from 0",
+                                   fix=f"unset it (default {SPIN_NS / 1e6:g} ms) or set it to e.g. 0 or 2")
+    return int(value * 1e6)
 
 log = logging.getLogger(__name__)
 #: one library: the tasks call the transforms, the crew runs the tasks
@@ -260,7 +279,7 @@ class Transforms:
         self._local = threading.local()  # .scratch: name -> a float32 array the thread keeps for its next task
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         self.lib = CLibrary(device, SOURCES, {
-            "hwa_phase": (i64, [ptr, i64, ptr, ptr, i64]), "hwa_crew_new": (ptr, [i64, i64]),
+            "hwa_phase": (i64, [ptr, i64, ptr, ptr, i64]), "hwa_crew_new": (ptr, [i64, i64, i64]),
             "hwa_im2col": (None, [ptr] * 2 + [i64] * 14), "hwa_winograd_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd_output": (None, [ptr] * 5 + [i64] * 7), "hwa_winograd4_input": (None, [ptr] * 2 + [i64] * 8),
             "hwa_winograd4_output": (None, [ptr] * 5 + [i64] * 7), "hwa_epilogue": (None, [ptr] * 4 + [i64] * 6),
@@ -276,7 +295,7 @@ class Transforms:
         self.cols, self.rows = lib.hwa_igemm_cols(), lib.hwa_igemm_rows()
         self._sgemm = self._checked_sgemm(lib)
         if self._sgemm is not None:
-            self._native_crew = lib.hwa_crew_new(self.threads - 1, SPIN_NS)
+            self._native_crew = lib.hwa_crew_new(self.threads - 1, spin_ns(), WAIT_NS)
 
     def _checked_sgemm(self, lib):
         """numpy's cblas_sgemm for tasks.c, once it gave a small product right through C; None otherwise."""

@@ -23,7 +23,7 @@ typedef void (*hwa_task)(const int64_t *params, int64_t a, int64_t b);
 typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t posted, finished;
-  int64_t helpers, started, spin_ns;
+  int64_t helpers, started, spin_ns, wait_ns;
   int64_t busy;             /* a call is running: another caller at the same time runs its tasks alone */
   uint64_t claim;           /* call number << 32 | next range */
   int64_t left;             /* ranges of the current call not yet done */
@@ -88,13 +88,15 @@ static void reset(hwa_crew *c) {
   c->pid = getpid();
 }
 
-/* A crew of `helpers` threads (started on first use) that watch for calls for spin_ns before sleeping. */
-hwa_crew *hwa_crew_new(int64_t helpers, int64_t spin_ns) {
+/* A crew of `helpers` threads (started on first use) that watch for calls for spin_ns before sleeping; a caller
+ * watches its call's last ranges finish for wait_ns before sleeping. */
+hwa_crew *hwa_crew_new(int64_t helpers, int64_t spin_ns, int64_t wait_ns) {
   hwa_crew *c = calloc(1, sizeof *c);
   if (!c) return NULL;
   reset(c);
   c->helpers = helpers;
   c->spin_ns = spin_ns;
+  c->wait_ns = wait_ns;
   return c;
 }
 
@@ -123,7 +125,7 @@ void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64
   pthread_cond_broadcast(&c->posted);
   pthread_mutex_unlock(&c->lock);
   work(c, call);
-  int64_t end = now_ns() + c->spin_ns;
+  int64_t end = now_ns() + c->wait_ns;
   for (int64_t i = 1; __atomic_load_n(&c->left, __ATOMIC_ACQUIRE) > 0; i++) {
     if ((i & 255) == 0 && now_ns() >= end) { /* a helper is busy with a long range: sleep until it is done */
       pthread_mutex_lock(&c->lock);
