@@ -80,7 +80,7 @@ def igemm_weights(w: np.ndarray, groups: int, rows: int) -> np.ndarray:
 class Packed:
     """A conv2d weight prepared once per plan: `weight` as given; `u` its (n*n, K, C) Winograd F(tile, 3) transform
     G w G^T (as planes i*n + j, n = tile + 2) or None; `rep` the first filter identical to each (an int64 row map) or
-    None when all differ."""
+    None when all differ; `a` igemm.c's packing (igemm_weights) where the plan routes it there, else None."""
     __slots__ = ("weight", "tile", "u", "rep", "a")
 
     def __init__(self, weight: np.ndarray, tile: int = 2, a=None):
@@ -291,7 +291,7 @@ class Transforms:
         self._constants: dict = {}  # id -> (array, its data pointer): Transforms._constant
 
     def _ready(self, lib) -> None:
-        """The crew, once numpy's cblas_sgemm has been found and checked through the new library."""
+        """igemm.c's tile, and the crew once numpy's cblas_sgemm has been found and checked through the new library."""
         self.cols, self.rows = lib.hwa_igemm_cols(), lib.hwa_igemm_rows()
         self._sgemm = self._checked_sgemm(lib)
         if self._sgemm is not None:

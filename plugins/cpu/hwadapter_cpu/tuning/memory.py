@@ -14,8 +14,8 @@ KEEP = 1 << 30
 
 
 def keep_freed_memory() -> bool:
-    """Raises glibc's thresholds once; False where the C library has no mallopt or refuses (not glibc: nothing
-    changes)."""
+    """Raises glibc's thresholds (harmless again on each registration); False where the C library has no mallopt or
+    refuses (not glibc: nothing changes)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
