@@ -11,6 +11,7 @@ from hwadapter.plugin import reference
 
 blasconv = pytest.importorskip("hwadapter_cpu.tuning.blasconv")
 pool = pytest.importorskip("hwadapter_cpu.tuning.pool")
+threads = pytest.importorskip("hwadapter_cpu.tuning.threads")
 
 TOL = {"float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
 
@@ -126,6 +127,28 @@ def test_pool_c_keeps_nan_and_gives_each_windows_exact_value():
     assert np.isnan(got[0, 0, 0, 0]) and got[1, 2, 3, 3] == x[1, 2, 7, 7]
     assert POOLS["avg_pool2d"](x[1:], kernel_size=(9, 9), stride=(1, 1))[0, :, 0, 0].tolist() == \
         [float(np.float32(x[1, c].sum()) / 81) for c in range(3)]
+
+
+@pytest.mark.parametrize("kernel,stride,padding,ceil", [((3, 3), (1, 1), (1, 1, 1, 1), False),
+                                                        ((3, 3), (2, 2), (0, 0, 0, 0), True),
+                                                        ((3, 3), (2, 2), (1, 1, 1, 1), False),
+                                                        ((5, 2), (1, 2), (2, 1, 0, 1), True)])
+def test_pools_large_enough_for_the_crew_match_the_reference(kernel, stride, padding, ceil):
+    """Planes shared among the crew's threads (enough outputs for several of threads.py's parts): each plane's windows
+    exactly the reference's, with zeros of both signs, nan and infinities among the inputs."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((2, 40, 45, 47)).astype("float32")
+    x.flat[rng.integers(0, x.size, x.size // 4)] = rng.choice(np.array([0.0, -0.0, np.inf, -np.inf, np.nan],
+                                                                         "float32"), x.size // 4)
+    attrs = dict(kernel_size=kernel, stride=stride, padding=padding, ceil_mode=ceil)
+    want = reference.KERNELS["max_pool2d"](x, **attrs)
+    assert want.size >= 2 * threads.UNITS_PER_PART  # shared among the threads
+    got = POOLS["max_pool2d"](x, **attrs)
+    np.testing.assert_array_equal(got, want)  # which of a tie of -0 and +0 wins, numpy's max leaves open
+    for exclusive in (True, False):
+        np.testing.assert_allclose(POOLS["avg_pool2d"](x, **attrs, exclusive=exclusive),
+                                   reference.KERNELS["avg_pool2d"](x, **attrs, exclusive=exclusive), rtol=1e-5,
+                                   atol=1e-5)
 
 
 def _device_conv():

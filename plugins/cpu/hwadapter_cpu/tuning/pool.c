@@ -1,95 +1,139 @@
 /* float32 max and average pooling over planes (pool.py), separably: each input row reduced across its windows'
  * columns once, then the output rows across those rows' results. Loops over whole rows, which the compiler
  * vectorises; a 3x3 stride-2 pool reads each input element once instead of 2.25 times. */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign under -std=c99 */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX(m, v) (((m) >= (v) || (m) != (m)) ? (m) : (v)) /* np.maximum: nan wins, then the first of equals */
+/* np.maximum: nan wins, then the first of equals; two selects, the form gcc vectorises (an `||` or `|` of the
+ * comparisons keeps a strided loop scalar) */
+static inline float pool_max(float m, float v) {
+  float t = m >= v ? m : v;
+  return m != m ? m : t;
+}
+#define MAX(m, v) pool_max((m), (v))
+
+#define LANES 16 /* rows are computed in whole blocks of this many outputs: no scalar tail per row */
 
 /* Input row y of `plane` padded to wp columns with `fill` (pl of them on the left). */
 static void padded_row(float *restrict row, const float *restrict plane, int64_t y, int64_t w, int64_t pl,
                        int64_t wp, float fill) {
   int64_t n = w < wp - pl ? w : wp - pl;
   n = n > 0 ? n : 0;
+  const float *src = plane + y * w;
   for (int64_t q = 0; q < pl && q < wp; q++) row[q] = fill;
-  memcpy(row + pl, plane + y * w, (size_t)n * sizeof(float));
+  for (int64_t q = 0; q < n; q++) row[pl + q] = src[q]; /* rows are short: a call to memcpy costs more */
   for (int64_t q = pl + n; q < wp; q++) row[q] = fill;
 }
 
-/* across[ox] = the max (or sum) of row[ox * sw + j] for j < kw; sw a constant where inlined, so it vectorises */
-static inline __attribute__((always_inline)) void across(float *restrict dst, const float *restrict row, int64_t ow,
+/* dst[ox] = the max (or sum) of row[ox * sw + j] for j < kw, for owp (a multiple of LANES) outputs; sw, kw and sum
+ * constants where inlined, so that the loop over ox vectorises and keeps each sum in a register */
+static inline __attribute__((always_inline)) void across(float *restrict dst, const float *restrict row, int64_t owp,
                                                           int64_t sw, int64_t kw, int sum) {
-  for (int64_t ox = 0; ox < ow; ox++) dst[ox] = row[ox * sw];
-  for (int64_t j = 1; j < kw; j++)
-    for (int64_t ox = 0; ox < ow; ox++) dst[ox] = sum ? dst[ox] + row[ox * sw + j] : MAX(dst[ox], row[ox * sw + j]);
+  for (int64_t ox = 0; ox < owp; ox++) {
+    float m = row[ox * sw];
+    for (int64_t j = 1; j < kw; j++) {
+      float v = row[ox * sw + j]; /* loaded once: a load in MAX's arms would read as control flow */
+      m = sum ? m + v : MAX(m, v);
+    }
+    dst[ox] = m;
+  }
 }
 
-/* One plane: cols[y][ox] for every input row y, then out[oy][ox] from the rows of its window inside the image
- * (a window wholly in the padding gives fill: -inf for max, 0 for a sum). */
-static void pool_plane(const float *plane, float *out, float *row, float *cols, int64_t h, int64_t w, int64_t kh,
-                       int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int sum) {
+/* o[ox] = the max (or sum) of rows[0][ox] .. rows[n - 1][ox], in that order, for owp outputs (n >= 1); a sum starts
+ * from +0, as numpy's does (two -0 give +0) */
+static inline __attribute__((always_inline)) void down(float *restrict o, const float *restrict c, int64_t owp,
+                                                        int64_t n, int sum) {
+  if (n == 3) {
+    const float *c1 = c + owp, *c2 = c1 + owp;
+    for (int64_t ox = 0; ox < owp; ox++) {
+      float a = c[ox], b = c1[ox], d = c2[ox], m = MAX(a, b);
+      o[ox] = sum ? 0.0f + a + b + d : MAX(m, d);
+    }
+    return;
+  }
+  for (int64_t ox = 0; ox < owp; ox++) o[ox] = sum ? 0.0f + c[ox] : c[ox];
+  for (int64_t i = 1; i < n; i++)
+    for (int64_t ox = 0; ox < owp; ox++) {
+      float m = o[ox], v = c[i * owp + ox];
+      o[ox] = sum ? m + v : MAX(m, v);
+    }
+}
+
+/* The parameters of one pooling call, an int64 array filled by pool.py (pointers as integers). */
+enum { Q_X, Q_OUT, Q_PLANES, Q_H, Q_W, Q_KH, Q_KW, Q_SH, Q_SW, Q_PT, Q_PL, Q_OH, Q_OW, Q_SUM, Q_EXCLUSIVE, Q_FAILED,
+       Q_COUNT };
+
+/* One plane: cols[y] for every input row y (its windows' columns reduced), then each output row from the rows of
+ * its window inside the image (a window wholly in the padding gives fill: -inf for max, 0 for a sum), divided by
+ * the window's count for an average. Horizontal first keeps the reference's order of a window's elements (row
+ * by row), so the first of equal maxima (-0 or +0) is the one it keeps. */
+static inline __attribute__((always_inline)) void pool_plane(const int64_t *q, const float *plane, float *out,
+                                                              float *row, float *cols, float *acc,
+                                                              const float *count, int sum) {
+  int64_t h = q[Q_H], w = q[Q_W], kh = q[Q_KH], kw = q[Q_KW], sh = q[Q_SH], sw = q[Q_SW], pt = q[Q_PT];
+  int64_t pl = q[Q_PL], oh = q[Q_OH], ow = q[Q_OW], owp = (ow + LANES - 1) / LANES * LANES, wp = (owp - 1) * sw + kw;
   float fill = sum ? 0.0f : -INFINITY;
-  int64_t wp = (ow - 1) * sw + kw;
   for (int64_t y = 0; y < h; y++) {
     padded_row(row, plane, y, w, pl, wp, fill);
-    float *dst = cols + y * ow;
-    if (sw == 1)
-      across(dst, row, ow, 1, kw, sum);
-    else if (sw == 2)
-      across(dst, row, ow, 2, kw, sum);
+    float *dst = cols + y * owp;
+    if (sw == 1 && kw == 3)
+      across(dst, row, owp, 1, 3, sum);
+    else if (sw == 2 && kw == 3)
+      across(dst, row, owp, 2, 3, sum);
+    else if (sw == 2 && kw == 2)
+      across(dst, row, owp, 2, 2, sum);
     else
-      across(dst, row, ow, sw, kw, sum);
+      across(dst, row, owp, sw, kw, sum);
   }
   for (int64_t oy = 0; oy < oh; oy++) {
-    float *o = out + oy * ow;
     int64_t y0 = oy * sh - pt, y1 = y0 + kh;
     y0 = y0 < 0 ? 0 : y0;
     y1 = y1 > h ? h : y1;
-    for (int64_t ox = 0; ox < ow; ox++) o[ox] = fill;
-    for (int64_t y = y0; y < y1; y++) {
-      const float *c = cols + y * ow;
-      for (int64_t ox = 0; ox < ow; ox++) o[ox] = sum ? o[ox] + c[ox] : MAX(o[ox], c[ox]);
+    if (y1 > y0)
+      down(acc, cols + y0 * owp, owp, y1 - y0, sum);
+    else
+      for (int64_t ox = 0; ox < owp; ox++) acc[ox] = fill;
+    float *o = out + oy * ow;
+    if (!sum) {
+      for (int64_t ox = 0; ox < ow; ox++) o[ox] = acc[ox];
+      continue;
     }
+    float rows = (float)(y1 - y0 > 0 ? y1 - y0 : 0), all = (float)(kh * kw); /* small integers: products exact */
+    if (q[Q_EXCLUSIVE])
+      for (int64_t ox = 0; ox < ow; ox++) o[ox] = acc[ox] / (rows * count[ox]);
+    else
+      for (int64_t ox = 0; ox < ow; ox++) o[ox] = acc[ox] / all;
   }
 }
 
-/* max (sum = 0) or sum pooling of `planes` planes; returns -1 when its scratch cannot be allocated */
-static int64_t pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                    int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int sum) {
-  int64_t wp = (ow - 1) * sw + kw;
-  float *row = malloc((size_t)(wp + h * ow) * sizeof(float));
-  if (!row) return -1;
-  for (int64_t p = 0; p < planes; p++)
-    pool_plane(x + p * h * w, out + p * oh * ow, row, row + wp, h, w, kh, kw, sh, sw, pt, pl, oh, ow, sum);
+/* Planes [part * planes / parts, (part + 1) * planes / parts) of the call `q`: the crew's task (threads.py), or the
+ * whole call with part 0 of 1. Sets Q_FAILED when its scratch cannot be allocated. */
+void hwa_pool_task(const int64_t *q, int64_t part, int64_t parts) {
+  int64_t planes = q[Q_PLANES], p0 = planes * part / parts, p1 = planes * (part + 1) / parts;
+  int64_t h = q[Q_H], w = q[Q_W], oh = q[Q_OH], ow = q[Q_OW], owp = (ow + LANES - 1) / LANES * LANES;
+  int64_t wp = ((owp - 1) * q[Q_SW] + q[Q_KW] + LANES - 1) / LANES * LANES; /* rows on whole vectors */
+  void *buf = NULL;
+  float *row = posix_memalign(&buf, 64, (size_t)(wp + (h + 2) * owp) * sizeof(float)) ? NULL : buf;
+  if (!row) {
+    __atomic_store_n((int64_t *)(intptr_t)q[Q_FAILED], 1, __ATOMIC_RELAXED);
+    return;
+  }
+  const float *x = (const float *)(intptr_t)q[Q_X];
+  float *out = (float *)(intptr_t)q[Q_OUT], *cols = row + wp, *acc = cols + h * owp, *count = acc + owp;
+  for (int64_t ox = 0; ox < ow; ox++) { /* each output column's window: its columns inside the image */
+    int64_t x0 = ox * q[Q_SW] - q[Q_PL], x1 = x0 + q[Q_KW], n = (x1 > w ? w : x1) - (x0 < 0 ? 0 : x0);
+    count[ox] = (float)(n > 0 ? n : 0);
+  }
+  for (int64_t p = p0; p < p1; p++) {
+    if (q[Q_SUM])
+      pool_plane(q, x + p * h * w, out + p * oh * ow, row, cols, acc, count, 1);
+    else
+      pool_plane(q, x + p * h * w, out + p * oh * ow, row, cols, acc, count, 0);
+  }
   free(row);
-  return 0;
-}
-
-/* out[p][oy][ox] = the largest of the window (nan if any is nan; -inf for a window wholly in the padding). */
-int64_t hwa_max_pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                     int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow) {
-  return pool(x, out, planes, h, w, kh, kw, sh, sw, pt, pl, oh, ow, 0);
-}
-
-/* out[p][oy][ox] = the window's sum / its count: the elements inside the image when exclusive, else kh * kw (the
- * padding counted as zeros). */
-int64_t hwa_avg_pool(const float *x, float *out, int64_t planes, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                     int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t oh, int64_t ow, int64_t exclusive) {
-  if (pool(x, out, planes, h, w, kh, kw, sh, sw, pt, pl, oh, ow, 1)) return -1;
-  for (int64_t p = 0; p < planes; p++)
-    for (int64_t oy = 0; oy < oh; oy++) {
-      int64_t y0 = oy * sh - pt, y1 = y0 + kh;
-      int64_t rows = (y1 > h ? h : y1) - (y0 < 0 ? 0 : y0);
-      float *o = out + (p * oh + oy) * ow;
-      for (int64_t ox = 0; ox < ow; ox++) {
-        int64_t x0 = ox * sw - pl, x1 = x0 + kw;
-        int64_t cols = (x1 > w ? w : x1) - (x0 < 0 ? 0 : x0);
-        o[ox] /= (float)(exclusive ? (rows > 0 ? rows : 0) * (cols > 0 ? cols : 0) : kh * kw);
-      }
-    }
-  return 0;
 }
 
 /* The gradient of max pooling (max_pool2d_grad, the reference's rule): each window's g goes to its first maximum

@@ -14,9 +14,9 @@ import numpy as np
 from hwadapter.plugin import meta, reference, shapes
 
 from .clib import CLibrary
+from .threads import Threads
 
 SOURCE = Path(__file__).with_name("pool.c")
-_ARGS = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 11
 
 
 def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False):
@@ -41,15 +41,24 @@ def kernels(device) -> dict:
     """{op: kernel} for `device`: float32 through pool.c once it compiles (else numpy, saying why once)."""
     lib = library(device)
 
-    def run(name, x, kernel_size, stride, padding, ceil_mode, *extra):
+    crew = Threads(device)
+
+    def run(name, x, kernel_size, stride, padding, ceil_mode, exclusive=False):
         (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel_size, stride, padding
         n, c, h, w = x.shape
         oh, ow = shapes.pool_out(h, kh, sh, pt, pb, ceil_mode), shapes.pool_out(w, kw, sw, pl, pr, ceil_mode)
         x = np.ascontiguousarray(x)
         out = np.empty((n, c, max(oh, 0), max(ow, 0)), np.float32)
-        if out.size and getattr(lib(), name)(x.ctypes.data, out.ctypes.data, n * c, h, w, kh, kw, sh, sw, pt, pl,
-                                             oh, ow, *extra):
-            raise MemoryError(f"{name[4:]}: {device} could not allocate its scratch ({h} x {ow} floats). Fix: free "
+        if not out.size:
+            return out
+        failed = np.zeros(1, np.int64)
+        params = np.array([x.ctypes.data, out.ctypes.data, n * c, h, w, kh, kw, sh, sw, pt, pl, oh, ow,
+                           int(name == "avg_pool2d"), int(bool(exclusive)), failed.ctypes.data], np.int64)
+        lib_ = lib()
+        if not crew.run(ctypes.cast(lib_.hwa_pool_task, ctypes.c_void_p).value, params, out.size):
+            lib_.hwa_pool_task(params.ctypes.data, 0, 1)
+        if failed[0]:
+            raise MemoryError(f"{name}: {device} could not allocate its scratch ({h} x {ow} floats). Fix: free "
                               f"host memory")
         return out
 
@@ -74,7 +83,7 @@ def kernels(device) -> dict:
             return max_pool2d(x, kernel_size, stride, padding, ceil_mode)
         if tiled(x, None, kernel_size, stride, padding):
             return run_tiled(x, None, kernel_size)
-        return run("hwa_max_pool", x, kernel_size, stride, padding, ceil_mode)
+        return run("max_pool2d", x, kernel_size, stride, padding, ceil_mode)
 
     def avg_pool(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False, exclusive=True):
         if x.dtype != np.float32 or x.ndim != 4 or lib() is None:
@@ -83,7 +92,7 @@ def kernels(device) -> dict:
             # a global average however large the window (EfficientNet's AvgPool2d(1280) over 7 x 7): pool.c would
             # walk all of the window's padding
             return x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(np.float32)
-        return run("hwa_avg_pool", x, kernel_size, stride, padding, ceil_mode, int(bool(exclusive)))
+        return run("avg_pool2d", x, kernel_size, stride, padding, ceil_mode, exclusive)
 
     def max_pool_grad(*arrays, **attrs):
         if len(arrays) != 2 or lib() is None or not all(type(a) is np.ndarray and a.dtype == np.float32 and
@@ -122,8 +131,7 @@ def _one_window(size, kernel_size, stride, padding, ceil_mode) -> bool:
 
 def library(device) -> CLibrary:
     """pool.c for `device`, compiled on first call."""
-    return CLibrary(device, (SOURCE,), {"hwa_max_pool": (ctypes.c_int64, _ARGS),
-                                     "hwa_avg_pool": (ctypes.c_int64, _ARGS + [ctypes.c_int64]),
+    return CLibrary(device, (SOURCE,), {"hwa_pool_task": (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64]),
                                      "hwa_max_pool_grad": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 11),
                                      "hwa_max_pool_tiled": (ctypes.c_int64, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 5
                                                             + [ctypes.c_int])},
