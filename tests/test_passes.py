@@ -208,6 +208,53 @@ def test_batch_norm_stays_when_its_statistics_are_inputs_or_the_conv_output_is_r
     assert ops_of(fold_batch_norm(graph)[0]) == ["conv2d", "batch_norm"]
 
 
+def conv_scale_shift(scale_shape, shift_shape, scale_first=True, dtype="float32"):
+    """conv2d -> batch_norm -> mul by a constant -> add of a constant (Caffe's Scale after BatchNorm, as Inception-v2's
+    export writes it), the constants' shapes given; the constant is mul's first operand when not `scale_first`."""
+    graph, arrays = conv_bn(True, dtype=dtype)
+    b = GraphBuilder()
+    x = b.input("x", (2, 4, 7, 7), dtype)
+    y = b.op("conv2d", [x] + [b.input(n, arrays[n].shape, dtype) for n in ("w", "b")], stride=(1, 1),
+             padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+    y = b.op("batch_norm", [y] + [b.input(n, (6,), dtype) for n in ("mean", "var", "scale", "shift")], epsilon=1e-3,
+             channel_axis=1)
+    k = b.input("k", scale_shape, dtype)
+    y = b.op("mul", [y, k] if scale_first else [k, y])
+    out = b.op("add", [y, b.input("c", shift_shape, dtype)])
+    arrays["k"], arrays["c"] = rand(*scale_shape, dtype=dtype), rand(*shift_shape, dtype=dtype)
+    return with_constants(b.build(out), dict(arrays)), arrays
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("scale_shape,shift_shape,scale_first", [((6, 1, 1), (6, 1, 1), True),
+                                                                 ((1, 6, 1, 1), (), False), ((), (1, 1, 1), True)])
+def test_a_per_channel_scale_and_shift_after_a_batch_norm_fold_into_the_convolution(dev, scale_shape, shift_shape,
+                                                                                    scale_first):
+    graph, p = conv_scale_shift(scale_shape, shift_shape, scale_first)
+    folded, report = fold_batch_norm(graph)
+    assert ops_of(folded) == ["conv2d"] and folded.outputs == graph.outputs
+    assert "1 batch_norms and 2 per-channel scales or shifts" in report.note
+    x = rand(2, 4, 7, 7)
+    conv = reference.conv2d(x, p["w"], p["b"], padding=(1, 1, 1, 1)).astype(np.float64)
+    c = (slice(None), None, None)
+    bn = (conv - p["mean"][c]) / np.sqrt(p["var"][c] + 1e-3) * p["scale"][c] + p["shift"][c]
+    want = bn * p["k"].astype(np.float64) + p["c"].astype(np.float64)  # numpy's broadcasting
+    np.testing.assert_allclose(execute(folded, {"x": x}, dev)[graph.outputs[0]], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("case", ["spatial", "batch", "other dtype", "read twice"])
+def test_a_scale_that_is_not_per_channel_or_not_the_convolutions_alone_stays(case):
+    """What would change the result or lose a value if folded: a constant varying along the image or the batch, one
+    whose dtype would promote, a conv output read elsewhere."""
+    shapes = {"spatial": (6, 7, 1), "batch": (2, 1, 1, 1)}
+    graph, _ = conv_scale_shift(shapes.get(case, (6, 1, 1)), (6, 1, 1))
+    if case == "other dtype":
+        graph.constants["k"] = graph.constants["k"].astype("float64")
+    if case == "read twice":
+        graph.outputs.append(graph.nodes[1].outputs[0])
+    assert "mul" in ops_of(fold_batch_norm(graph)[0])
+
+
 # --- fold_pad --------------------------------------------------------------------------------------------------
 def pad_conv(pads, value=0.0, mode="constant", padding=(1, 0, 1, 0), read_twice=False):
     b = GraphBuilder()
