@@ -41,49 +41,82 @@ typedef __m256 vec;
 int64_t hwa_igemm_cols(void) { return IG_COLS; }
 int64_t hwa_igemm_rows(void) { return IG_ROWS; }
 
+#if defined(__AVX512F__)
+/* The lanes below k of one vector, as a mask (k clamped to [0, IG_LANES]). */
+static inline __mmask16 ig_below(int64_t k) {
+  return k <= 0 ? 0 : k >= IG_LANES ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1);
+}
+/* d[k] = src[k] for lo <= k < hi, else 0, for k < n (n <= IG_COLS): masked loads read nothing outside [lo, hi),
+ * so src may point before or past its row. */
+static inline void ig_copy(float *d, const float *src, int64_t n, int64_t lo, int64_t hi) {
+  for (int64_t k0 = 0; k0 < n; k0 += IG_LANES) {
+    __mmask16 store = ig_below(n - k0), load = store & ig_below(hi - k0) & (__mmask16)~ig_below(lo - k0);
+    _mm512_mask_storeu_ps(d + k0, store, _mm512_maskz_loadu_ps(load, src + k0));
+  }
+}
+#else
+/* The same with AVX2's masked moves: a lane is on where its mask's sign bit is set. */
+static inline void ig_copy(float *d, const float *src, int64_t n, int64_t lo, int64_t hi) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t k0 = 0; k0 < n; k0 += IG_LANES) {
+    __m256i k = _mm256_add_epi32(lane, _mm256_set1_epi32((int)k0));
+    __m256i store = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), k);
+    __m256i load = _mm256_and_si256(_mm256_and_si256(store, _mm256_cmpgt_epi32(_mm256_set1_epi32((int)hi), k)),
+                                    _mm256_cmpgt_epi32(k, _mm256_set1_epi32((int)lo - 1)));
+    _mm256_maskstore_ps(d + k0, store, _mm256_maskload_ps(src + k0, load));
+  }
+}
+#endif
+
 /* Taps [t0, t1) of pixels [q0, q0 + cols) (row-major over oh x ow): dst[(t - t0) * IG_COLS + j], zero past cols and
- * where the tap falls in the padding. Pixels of one output row are one run: a copy for stride 1. */
+ * where the tap falls in the padding. Pixels of one output row are one run, found once per strip (a division per tap
+ * or run would cost more than the copies); a run of stride 1 is one masked vector copy. */
 static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64_t h, int64_t iw, int64_t kh,
                        int64_t kw, int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t oh,
                        int64_t ow, int64_t q0, int64_t cols) {
   int whole = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && iw == ow && h == oh;
+  int64_t run_j[IG_COLS], run_n[IG_COLS], run_y[IG_COLS], run_x[IG_COLS], runs = 0;
+  for (int64_t j = 0, q = q0; j < cols; runs++) {
+    int64_t oy = q / ow, ox = q % ow, n = ow - ox < cols - j ? ow - ox : cols - j;
+    run_j[runs] = j, run_n[runs] = n, run_y[runs] = oy * sh - pt, run_x[runs] = ox * sw - pl;
+    j += n;
+    q += n;
+  }
+  int64_t c = t0 / (kh * kw), r = t0 / kw % kh, s = t0 % kw;
   for (int64_t t = t0; t < t1; t++) {
     float *d = dst + (t - t0) * IG_COLS;
-    int64_t c = t / (kh * kw), r = t / kw % kh, s = t % kw;
-    if (cols < IG_COLS) memset(d + cols, 0, (IG_COLS - cols) * sizeof(float));
     if (whole) { /* a 1x1 convolution reads the image as it is */
-      memcpy(d, x + c * h * iw + q0, cols * sizeof(float));
-      continue;
-    }
-    for (int64_t j = 0, q = q0; j < cols;) {
-      int64_t oy = q / ow, ox = q % ow, n = ow - ox < cols - j ? ow - ox : cols - j;
-      int64_t iy = oy * sh - pt + r * dh, ix0 = ox * sw - pl + s * dw;
-      if (iy < 0 || iy >= h) {
-        memset(d + j, 0, n * sizeof(float));
-      } else {
+      ig_copy(d, x + c * h * iw + q0, IG_COLS, 0, cols);
+    } else {
+      if (cols < IG_COLS) memset(d + cols, 0, (IG_COLS - cols) * sizeof(float));
+      for (int64_t k = 0; k < runs; k++) {
+        int64_t j = run_j[k], n = run_n[k], iy = run_y[k] + r * dh, ix0 = run_x[k] + s * dw;
+        float *dj = d + j;
+        if (iy < 0 || iy >= h) {
+          ig_copy(dj, x, n, 0, 0);
+          continue;
+        }
         const float *row = x + (c * h + iy) * iw;
         if (sw == 1) {
-          int64_t lo = ix0 < 0 ? -ix0 : 0, hi = iw - ix0;
-          if (lo > n) lo = n;
-          if (hi > n) hi = n;
-          if (hi < lo) hi = lo;
-          memset(d + j, 0, lo * sizeof(float));
-          memcpy(d + j + lo, row + ix0 + lo, (hi - lo) * sizeof(float));
-          memset(d + j + hi, 0, (n - hi) * sizeof(float));
+          ig_copy(dj, row + ix0, n, -ix0, iw - ix0);
         } else { /* the run's taps inside the image, [lo, hi), read without a bounds check per element */
           int64_t lo = ix0 < 0 ? (-ix0 + sw - 1) / sw : 0, hi = ix0 < iw ? (iw - ix0 + sw - 1) / sw : 0;
           if (lo > n) lo = n;
           if (hi > n) hi = n;
           if (hi < lo) hi = lo;
-          float *dj = d + j;
           const float *src = row + ix0;
-          for (int64_t k = 0; k < lo; k++) dj[k] = 0.0f;
-          for (int64_t k = lo; k < hi; k++) dj[k] = src[k * sw];
-          for (int64_t k = hi; k < n; k++) dj[k] = 0.0f;
+          for (int64_t k2 = 0; k2 < lo; k2++) dj[k2] = 0.0f;
+          for (int64_t k2 = lo; k2 < hi; k2++) dj[k2] = src[k2 * sw];
+          for (int64_t k2 = hi; k2 < n; k2++) dj[k2] = 0.0f;
         }
       }
-      j += n;
-      q += n;
+    }
+    if (++s == kw) { /* the next tap: (channel, row, column) counted without dividing */
+      s = 0;
+      if (++r == kh) {
+        r = 0;
+        c++;
+      }
     }
   }
 }
