@@ -24,15 +24,20 @@ class OnnxModel:
         self._plans: dict = {}
         #: inputs converted as constants, per value: converters need their values (see convert.ValueNeed)
         self.value_inputs: list = []
+        #: (input shapes, devices, partition arguments) -> plan, for models with no value inputs: a run's lookup
+        self._runs: dict = {}
         check_graph(proto)
         check_supported(proto)
         check_opset(proto)
-        self.declared()  # the inputs' declared types and shapes, checked once
+        self._declared = self._read_declared()  # the inputs' declared types and shapes, read and checked once
 
     def declared(self) -> dict:
         """{input name: (shape with None for unknown dims, dtype)} as the model declares them; the shape is None
         when the model does not declare the input's rank. A negative dim is unknown, as onnxruntime reads it:
         exporters write -1 for a dynamic dim."""
+        return dict(self._declared)
+
+    def _read_declared(self) -> dict:
         out = {}
         for vi in self._inputs:
             tt = vi.type.tensor_type
@@ -45,7 +50,7 @@ class OnnxModel:
         """Concrete input shapes: given ones first, then `input_shapes`, then declared dims (unknown dims: 1)."""
         shapes = {**self.input_shapes, **(shapes or {})}
         out = {}
-        for name, (dims, _) in self.declared().items():
+        for name, (dims, _) in self._declared.items():
             if name in shapes:
                 out[name] = _shape(name, shapes[name])
             elif dims is None:
@@ -86,13 +91,13 @@ class OnnxModel:
         """Run on `inputs` (a list in input order, or a dict by name, of arrays); the outputs as numpy arrays."""
         arrays = self._arrays(inputs)
         shapes = {k: a.shape for k, a in arrays.items()}
-        conv = self.conversion(shapes, {n: arrays[n] for n in self.value_inputs})
-        while conv.graph is None:  # learn which inputs' values the conversion needs; then one graph per such value
-            if conv.need.input in self.value_inputs or conv.need.input not in arrays:
-                raise conv.need.error()
-            self.value_inputs.append(conv.need.input)
-            conv = self.conversion(shapes, {n: arrays[n] for n in self.value_inputs})
-        plan = self.plan(devices, shapes, {n: arrays[n] for n in self.value_inputs}, **partition_args)
+        key = (tuple(shapes.values()), tuple(devices) if not isinstance(devices, str) else (devices,),
+               tuple(sorted(partition_args.items())))
+        plan = None if self.value_inputs else self._runs.get(key)
+        if plan is None:
+            plan = self._planned(arrays, shapes, devices, partition_args)
+            if not self.value_inputs:
+                self._runs[key] = plan
         g = plan.graph
         feed = [arrays[name] for name in g.inputs]
         outs = plan.run(feed) if g.nodes else [None] * len(g.outputs)
@@ -105,6 +110,16 @@ class OnnxModel:
             else:
                 result.append(out.numpy() if hasattr(out, "numpy") else np.asarray(out))
         return result
+
+    def _planned(self, arrays: dict, shapes: dict, devices, partition_args: dict):
+        """The plan for these inputs: converted (learning which inputs' values the conversion needs) and planned."""
+        conv = self.conversion(shapes, {n: arrays[n] for n in self.value_inputs})
+        while conv.graph is None:  # learn which inputs' values the conversion needs; then one graph per such value
+            if conv.need.input in self.value_inputs or conv.need.input not in arrays:
+                raise conv.need.error()
+            self.value_inputs.append(conv.need.input)
+            conv = self.conversion(shapes, {n: arrays[n] for n in self.value_inputs})
+        return self.plan(devices, shapes, {n: arrays[n] for n in self.value_inputs}, **partition_args)
 
     def _arrays(self, inputs) -> dict:
         if isinstance(inputs, dict):
@@ -119,7 +134,7 @@ class OnnxModel:
                 raise InvalidArgumentError(f"onnx: the model takes {len(self.inputs)} inputs {self.inputs}, "
                                            f"got {len(inputs)}", fix="pass one array per input, or a dict by name")
             items = dict(zip(self.inputs, inputs))
-        declared = self.declared()
+        declared = self._declared
         out = {}
         for name in self.inputs:
             if name not in items:
