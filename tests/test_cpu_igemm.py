@@ -19,7 +19,8 @@ if KERNEL.transforms.lib() is None or not KERNEL.transforms.cols or KERNEL.trans
 ACTIVATIONS = [None, *sorted(reference.CONV_ACTIVATIONS)]
 # (batch, channels in, out, image (h, w), kernel, stride, padding (t, b, l, r), dilation, groups): tails of pixels
 # (not a multiple of the tile's columns) and of channels (not a multiple of its rows), a strided and a dilated one,
-# grouped ones, a 1x1 that reads the image as it is, taps past one pass (IG_KC), wide padding, a single pixel
+# grouped ones, a 1x1 that reads the image as it is, taps past one pass (IG_KC), wide padding, a single pixel, rows of
+# stride 2 wider than a vector (igemm.c's ig_copy2) and a stride of 3
 CASES = [
     (1, 3, 8, (9, 9), 3, 1, (1, 1, 1, 1), 1, 1),
     (2, 16, 20, (13, 11), 3, 2, (1, 0, 1, 1), 1, 1),
@@ -31,6 +32,8 @@ CASES = [
     (1, 8, 9, (5, 6), 3, 1, (3, 1, 0, 4), 1, 1),
     (1, 5, 7, (1, 1), 1, 1, (0, 0, 0, 0), 1, 1),
     (1, 3, 16, (33, 30), 7, 2, (3, 3, 3, 3), 1, 1),
+    (1, 4, 8, (40, 71), 3, 2, (0, 1, 1, 0), 1, 1),
+    (1, 3, 10, (23, 26), 5, 3, (1, 1, 2, 2), 1, 1),
 ]
 
 
@@ -101,12 +104,15 @@ def test_equal_filters_give_bit_equal_channels():
 
 
 def test_the_route_igemm_blas_or_winograd():
-    """igemm.c takes what the plan does not give Winograd F(4,3) (3x3 over many channels on large images) up to
-    IGEMM_TAPS taps; depthwise convolutions keep depthwise.c."""
+    """igemm.c takes what the plan does not give Winograd F(4,3) (3x3 over many channels, or fewer on large images)
+    up to IGEMM_TAPS taps; depthwise convolutions keep depthwise.c."""
     pack = KERNEL.prepack[1]
     w3 = np.ones((64, 64, 3, 3), np.float32)
     assert pack(w3, [(1, 64, 56, 56)]).tile == 4  # Winograd F(4,3)
     assert pack(w3, [(1, 64, 14, 14)]).a is not None  # F(2,3)'s size: igemm.c
+    w32 = np.ones((128, 32, 3, 3), np.float32)
+    assert pack(w32, [(1, 32, 27, 27)]).a is not None  # few channels on a small image: igemm.c
+    assert pack(w32, [(1, 32, 56, 56)]).tile == 4  # on a large one: F(4,3)
     assert pack(np.ones((8, 512, 3, 3), np.float32), [(1, 512, 7, 7)]).a is None  # 4608 taps: BLAS
     assert pack(np.ones((96, 1, 3, 3), np.float32), [(1, 96, 28, 28)], groups=96) is None  # depthwise
     grouped = pack(np.ones((12, 4, 3, 3), np.float32), [(1, 12, 8, 8)], groups=3)

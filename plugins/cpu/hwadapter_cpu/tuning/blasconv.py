@@ -106,15 +106,20 @@ def _first_copies(weight: np.ndarray):
 
 
 #: igemm.c takes a conv2d up to this many taps (input channels x kh x kw) per output: past it (ResNet's 3x3 512 over
-#: 7x7) BLAS's blocking wins; and Winograd F(4,3) over this many input channels (measured on ResNet-50's, SqueezeNet's
-#: and MobileNetV2's layers, benchmarks/conv_depthwise.py; F(2,3) lost to igemm.c on all of them)
-IGEMM_TAPS, IGEMM_WINOGRAD4 = 4096, 32
+#: 7x7) BLAS's blocking wins. Winograd F(4,3) takes 3x3 layers over at least IGEMM_WINOGRAD4 input channels, or half
+#: as many on images of IGEMM_WINOGRAD4_PIXELS or more (each kernel alone, alternated: igemm.c won SqueezeNet's
+#: 32->128 over 27x27, F(4,3) won 32->96 over 56x56 and every layer over 64 channels, 48->128 over 28x28 was even).
+#: F(2,3) lost to igemm.c on every layer measured.
+IGEMM_TAPS, IGEMM_WINOGRAD4, IGEMM_WINOGRAD4_PIXELS = 4096, 64, 1600
 
 
-def _igemm(w_shape, tile: int) -> bool:
-    """Whether a conv2d of this weight, where the plan would run Winograd F(tile, 3) (0: none), runs as igemm.c's."""
+def _igemm(w_shape, tile: int, x_shape=None) -> bool:
+    """Whether a conv2d of this weight over inputs of x_shape, where the plan would run Winograd F(tile, 3) (0:
+    none), runs as igemm.c's."""
     o, c, kh, kw = w_shape
-    return c * kh * kw < IGEMM_TAPS and not (tile == 4 and c >= IGEMM_WINOGRAD4)
+    big = x_shape is not None and x_shape[2] * x_shape[3] >= IGEMM_WINOGRAD4_PIXELS
+    winograd = tile == 4 and (c >= IGEMM_WINOGRAD4 or (big and c >= IGEMM_WINOGRAD4 // 2))
+    return c * kh * kw < IGEMM_TAPS and not winograd
 
 
 def _winograd(w_shape, x_shape, stride, dilation, groups) -> int:
@@ -574,7 +579,7 @@ def conv_kernel(device, native: bool = True):
                 (groups > 1 and weight.shape[1] == 1):
             return None
         tile = _winograd(weight.shape, shapes[0], stride, dilation, groups) if groups == 1 else 0
-        if transforms.lib() is not None and transforms.cols and _igemm(weight.shape, tile):
+        if transforms.lib() is not None and transforms.cols and _igemm(weight.shape, tile, shapes[0]):
             return Packed(weight, 0, igemm_weights(weight, groups, transforms.rows))
         if groups != 1:
             return None

@@ -54,6 +54,21 @@ static inline void ig_copy(float *d, const float *src, int64_t n, int64_t lo, in
     _mm512_mask_storeu_ps(d + k0, store, _mm512_maskz_loadu_ps(load, src + k0));
   }
 }
+#if defined(__BMI2__)
+#define IG_STRIDE2 1
+/* d[k] = src[2 k] for lo <= k < hi, else 0, for k < n: 2 IG_LANES consecutive floats loaded (the unused odd ones and
+ * those outside [lo, hi) masked off) and their even lanes kept. */
+static inline void ig_copy2(float *d, const float *src, int64_t n, int64_t lo, int64_t hi) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  for (int64_t k0 = 0; k0 < n; k0 += IG_LANES) {
+    __mmask16 store = ig_below(n - k0), lanes = store & ig_below(hi - k0) & (__mmask16)~ig_below(lo - k0);
+    uint32_t wide = _pdep_u32(lanes, 0x55555555u); /* lane l's element is 2 l */
+    __m512 a = _mm512_maskz_loadu_ps((__mmask16)wide, src + 2 * k0);
+    __m512 b = _mm512_maskz_loadu_ps((__mmask16)(wide >> 16), src + 2 * k0 + IG_LANES);
+    _mm512_mask_storeu_ps(d + k0, store, _mm512_permutex2var_ps(a, even, b));
+  }
+}
+#endif
 #else
 /* The same with AVX2's masked moves: a lane is on where its mask's sign bit is set. */
 static inline void ig_copy(float *d, const float *src, int64_t n, int64_t lo, int64_t hi) {
@@ -99,6 +114,10 @@ static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64
         const float *row = x + (c * h + iy) * iw;
         if (sw == 1) {
           ig_copy(dj, row + ix0, n, -ix0, iw - ix0);
+#ifdef IG_STRIDE2
+        } else if (sw == 2) {
+          ig_copy2(dj, row + ix0, n, (-ix0 + 1) / 2, (iw - ix0 + 1) / 2);
+#endif
         } else { /* the run's taps inside the image, [lo, hi), read without a bounds check per element */
           int64_t lo = ix0 < 0 ? (-ix0 + sw - 1) / sw : 0, hi = ix0 < iw ? (iw - ix0 + sw - 1) / sw : 0;
           if (lo > n) lo = n;
