@@ -24,5 +24,7 @@ def test_a_large_array_freed_is_reused_without_faulting_in_again():
         pytest.skip("the C library has no mallopt (not glibc): malloc keeps its own policy")
     n = 64 << 20  # bytes: SegFormer's concat, past glibc's default threshold of 32 MiB
     np.ones(n // 4, np.float32)  # faulted in once, then freed
-    # glibc's default faults it all in again: 16384 pages, or 500-odd where numpy's huge pages apply
-    assert _faults(lambda: np.ones(n // 4, np.float32)) < 16
+    # glibc's default faults it all in again: 16384 pages, or 500-odd where numpy's huge pages apply. The count is the
+    # process's: the crew's and BLAS's threads, or the interpreter, may fault a few pages of their own meanwhile (35
+    # seen under a parallel test run), so the bound sits well between the two cases.
+    assert _faults(lambda: np.ones(n // 4, np.float32)) < 128
