@@ -7,11 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from hwadapter.plugin import reference
+from hwadapter.plugin import InvalidArgumentError, reference
 
 tuned_blas = pytest.importorskip("hwadapter_cpu.tuning.blas")
 from hwadapter_cpu.tuning.blasconv import SPIN_NS, Transforms, spin_ns  # noqa: E402
 from hwadapter_cpu.tuning.matmul import matmul_kernel  # noqa: E402
+from hwadapter_cpu.tuning import rows  # noqa: E402
 
 
 def test_blas_runs_single_threaded_inside_and_as_before_after():
@@ -38,11 +39,11 @@ def test_matmul_gives_the_references_products(xs, ys, tx, ty):
     matmul = matmul_kernel(Transforms(get("cpu")))
     rng = np.random.default_rng(8)
     x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
-    want = reference.matmul(x.astype("float64"), y.astype("float64"), tx, ty)
-    got = matmul(x, y, tx, ty)
+    want = reference.matmul(x.astype("float64"), y.astype("float64"), transpose_x=tx, transpose_y=ty)
+    got = matmul(x, y, transpose_x=tx, transpose_y=ty)
     assert got.shape == want.shape and got.dtype == np.float32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
-    assert matmul(x.astype("float64"), y.astype("float64"), tx, ty).dtype == np.float64  # other dtypes: the reference
+    assert matmul(x.astype("float64"), y.astype("float64"), transpose_x=tx, transpose_y=ty).dtype == np.float64  # reference
 
 
 @pytest.mark.parametrize("ty", [True, False])
@@ -64,7 +65,7 @@ def test_matmul_gives_bit_equal_columns_for_equal_columns_wherever_the_bands_cut
     distinct = (rng.standard_normal((3, k)) * 1e3).astype("float32")
     which = rng.integers(0, 3, n)  # each column of y one of three vectors, shuffled through every band
     y = distinct[which] if ty else np.ascontiguousarray(distinct[which].T)
-    got = matmul(x, y, False, ty)
+    got = matmul(x, y, transpose_y=ty)
     want = x.astype("float64") @ (y.T if ty else y).astype("float64")
     scale = np.abs(x).astype("float64") @ np.abs(y.T if ty else y).astype("float64")
     assert np.all(np.abs(got - want) <= 1e-5 * scale)  # float32's rounding of k terms, summed in any order
@@ -134,3 +135,41 @@ def test_a_bad_hwadapter_cpu_spin_ms_is_an_error_naming_it(monkeypatch, text):
     monkeypatch.setenv("HWADAPTER_CPU_SPIN_MS", text)
     with pytest.raises(InvalidArgumentError, match="HWADAPTER_CPU_SPIN_MS=.* milliseconds"):
         spin_ns()
+
+
+@pytest.mark.parametrize("act", [None, "relu", "gelu", "silu", "relu6", "sigmoid", "tanh"])
+@pytest.mark.parametrize("xs, ys, ty", [
+    ((1, 2048), (2048, 1000), False),  # one row: tasks.c's dot products, column bands
+    ((3, 300), (1000, 300), True),  # few rows, transposed right operand
+    ((300, 500), (500, 700), False),  # row bands
+    ((8, 600), (600, 2000), False),  # column bands
+    ((2, 3, 300), (300, 700), False),  # batch dimensions folded into rows
+    ((64, 256), (256, 256), False),  # numpy's threaded call, then the epilogue on the crew
+    ((4, 8), (8, 2), False),  # tiny: the reference
+    ((2, 3, 4, 5), (2, 3, 5, 6), False)])  # batched: rows.c, then the epilogue on the crew
+def test_a_fused_linear_epilogue_is_the_unfused_add_and_activation(xs, ys, ty, act):
+    """matmul with a fused bias and activation (graph fusion's linear layer) on every path the tuned kernel takes,
+    against the reference's product, add and activation in float64; nan and infinities in the bias pass as the unfused
+    add's."""
+    from hwadapter.runtime.device import get
+    transforms = Transforms(get("cpu"))
+    matmul = matmul_kernel(transforms, rows.Rows(get("cpu")))
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(xs).astype("float32"), rng.standard_normal(ys).astype("float32")
+    n = ys[-2] if ty else ys[-1]
+    bias = rng.standard_normal(n).astype("float32")
+    bias[:3] = np.array([np.nan, np.inf, -np.inf], np.float32)[:n]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = reference.matmul(x.astype("float64"), y.astype("float64"), bias.astype("float64"), transpose_y=ty,
+                                activation=act)
+        got = matmul(x, y, bias, transpose_y=ty, activation=act)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    if act is None:  # no bias: the activation alone
+        np.testing.assert_allclose(matmul(x, y, transpose_y=ty, activation="relu"),
+                                   np.maximum(reference.matmul(x, y, transpose_y=ty), 0), rtol=1e-4, atol=1e-3)
+    with pytest.raises(InvalidArgumentError, match="fused bias has shape"):
+        matmul(x, y, bias[:-1], transpose_y=ty, activation=act)
+    with pytest.raises(InvalidArgumentError, match="by keyword"):
+        matmul(x, y, False, ty)

@@ -77,8 +77,8 @@ def test_batched_products_equal_float64(xs, ys, tx, ty):
     matmul = matmul_kernel(Transforms(device), rows.Rows(device))
     rng = np.random.default_rng(4)
     x, y = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ys).astype(np.float32)
-    want = reference.matmul(x.astype(np.float64), y.astype(np.float64), tx, ty)
-    got = matmul(x, y, tx, ty)
+    want = reference.matmul(x.astype(np.float64), y.astype(np.float64), transpose_x=tx, transpose_y=ty)
+    got = matmul(x, y, transpose_x=tx, transpose_y=ty)
     assert got.shape == want.shape and got.dtype == F32 and got.flags.c_contiguous
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 

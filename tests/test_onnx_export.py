@@ -227,6 +227,19 @@ def test_conv2d(stride, padding, dilation, groups, act):
                  rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("bias,act,ty", [(True, None, False), (True, "gelu", True), (False, "relu", False),
+                                         (True, "silu", False), (True, "relu6", True), (True, "tanh", False)])
+def test_a_fused_linear_layer_is_matmul_add_and_its_activation(bias, act, ty):
+    """matmul with graph fusion's bias input and activation: MatMul, Add and the activation's ops, which onnxruntime
+    runs to hwadapter's result."""
+    b = GraphBuilder()
+    x, w = b.input("x", (2, 3, 8)), b.input("w", (5, 8) if ty else (8, 5))
+    ins = [x, w] + ([b.input("b", (5,))] if bias else [])
+    out = b.op("matmul", ins, transpose_y=ty, activation=act)
+    feeds = {"x": _arr((2, 3, 8)), "w": _arr((5, 8) if ty else (8, 5)), **({"b": _arr((5,))} if bias else {})}
+    _check_graph(b, out, feeds, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("op", ["max_pool2d", "avg_pool2d"])
 @pytest.mark.parametrize("kernel,stride,padding,ceil", [((2, 2), (2, 2), (0, 0, 0, 0), False),
                                                          ((3, 3), (2, 2), (1, 1, 1, 1), False),
@@ -505,3 +518,32 @@ def test_a_float16_formula_is_computed_in_float32_and_rounded_once(tmp_path):
     expected, got = _save_and_run(tmp_path, lambda t: F.local_response_norm(t, 3, alpha=1e-4), x)
     assert np.isfinite(expected).all()
     np.testing.assert_allclose(got.astype(np.float32), expected.astype(np.float32), rtol=2e-3)
+
+
+@pytest.mark.parametrize("form", ["torch", "hf"])
+def test_an_imported_linear_layer_with_erf_gelu_runs_fused_to_onnxruntimes_result(form):
+    """MatMul, Add of a bias and GELU written with Erf (torch's export at opset 17, or Hugging Face's 0.5 * x first)
+    become one matmul with a bias and a gelu epilogue on cpu, and give onnxruntime's result."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(32).astype(np.float32), "b")]
+    for name, value in (("half", 0.5), ("one", 1.0), ("root", 2 ** 0.5), ("inv", 2 ** -0.5)):
+        inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["y"])]
+    if form == "torch":
+        nodes += [helper.make_node("Div", ["y", "root"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["a"]), helper.make_node("Mul", ["y", "a"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["out"])]
+    else:
+        nodes += [helper.make_node("Mul", ["half", "y"], ["h"]), helper.make_node("Mul", ["y", "inv"], ["d"]),
+                  helper.make_node("Erf", ["d"], ["e"]), helper.make_node("Add", ["one", "e"], ["a"]),
+                  helper.make_node("Mul", ["h", "a"], ["out"])]
+    graph = helper.make_graph(nodes, "linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 7, 16])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 7, 32])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((2, 7, 16)).astype(np.float32)
+    m = hwonnx.load(model)
+    plan = m.plan(["cpu"], {"x": x.shape})
+    assert [(n.op, n.attrs.get("activation"), len(n.inputs)) for n in plan.graph.nodes] == [("matmul", "gelu", 3)]
+    np.testing.assert_allclose(m.run({"x": x})[0], _ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

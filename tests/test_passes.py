@@ -301,6 +301,10 @@ def test_optimize_runs_every_pass_in_order_and_each_can_be_switched_off():
 
 
 # --- fuse: elementwise chains ----------------------------------------------------------------------------------
+#: these tests are about chains: the matmul's bias and GELU stay separate nodes (linear_epilogue's tests are below)
+CHAINS_ONLY = frozenset({"linear_epilogue"})
+
+
 def mlp_block():
     b = GraphBuilder()
     x, w, bias = b.input("x", (4, 8)), b.input("w", (8, 5)), b.input("b", (5,))
@@ -313,7 +317,7 @@ def mlp_block():
 @pytest.mark.parametrize("dev", DEVICES)
 def test_an_elementwise_chain_with_a_trailing_reduction_runs_as_one_fused_node(dev):
     graph, inputs = mlp_block()
-    fused, where = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
+    fused, where = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True, disable=CHAINS_ONLY)
     assert ops_of(fused) == ["matmul", "fused"]
     node = fused.nodes[1]
     assert node.outputs == ("gelu_2:0", "sum_4:0") and where[node.name] == dev  # gelu is read outside: an output
@@ -327,7 +331,7 @@ def test_a_fused_node_is_one_compiled_kernel_on_a_device_with_a_codegen_backend(
     from hwadapter.runtime.fused import FusedKernel, fused_kernel
     from hwadapter.runtime.device import devices
     graph, inputs = mlp_block()
-    fused, _ = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
+    fused, _ = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True, disable=CHAINS_ONLY)
     node, device = fused.nodes[1], devices.get(dev)
     kernel = fused_kernel(device, node.attrs)
     assert isinstance(kernel, FusedKernel) == (device.codegen is not None)
@@ -343,7 +347,7 @@ def test_a_fused_node_is_interpreted_on_a_host_device_without_codegen():
     import types
     from hwadapter.runtime.fused import fused_kernel
     graph, inputs = mlp_block()
-    fused, _ = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True)
+    fused, _ = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True, disable=CHAINS_ONLY)
     from hwadapter.runtime.signature import BoundedCache
     host = types.SimpleNamespace(codegen=None, host_memory=True, codegen_unavailable="no compiler",
                                  fused=BoundedCache(8))
@@ -361,10 +365,10 @@ def test_fusion_never_crosses_devices_and_respects_can_fuse():
     graph, _ = mlp_block()
     names = [n.name for n in graph.nodes]
     split = {n: ("cpu" if k < 3 else "opencl:0") for k, n in enumerate(names)}  # add, gelu on cpu; mul, sum not
-    fused, where = fuse(graph, split, lambda d: True)
+    fused, where = fuse(graph, split, lambda d: True, disable=CHAINS_ONLY)
     assert ops_of(fused) == ["matmul", "fused", "fused"]
     assert sorted(where[n.name] for n in fused.nodes if n.op == "fused") == ["cpu", "opencl:0"]
-    assert ops_of(fuse(graph, split, lambda d: d == "opencl:0")[0]) == ["matmul", "add", "gelu", "fused"]
+    assert ops_of(fuse(graph, split, lambda d: d == "opencl:0", disable=CHAINS_ONLY)[0]) == ["matmul", "add", "gelu", "fused"]
     assert ops_of(fuse(graph, split, lambda d: True, disable={"fuse"})[0]) == ops_of(graph)
 
 
@@ -378,6 +382,84 @@ def test_an_intermediate_narrower_than_the_chain_is_not_fused_into_a_wrong_shape
     fused, _ = fuse(graph, {n.name: dev for n in graph.nodes}, lambda d: True)
     inputs = {"x": rand(2, 3), "v": rand(3)}
     assert_same(execute(fused, inputs, dev), oracle(graph, inputs))
+
+
+# --- fuse: linear layers (matmul + bias + activation) ----------------------------------------------------------
+def linear(act: str | None, bias=True, form="op", rows=(2, 6, 8), n=12):
+    """x @ W (+ b) then an activation written as `form`: "op" (one activation op), "torch" (GELU as torch exports it:
+    (y * (erf(y / sqrt 2) + 1)) * 0.5), "hf" (0.5 * y first, and y * 1 / sqrt 2)."""
+    b = GraphBuilder()
+    x, w = b.input("x", rows), b.input("w", (rows[-1], n))
+    y = b.op("matmul", [x, w])
+    if bias:
+        y = b.op("add", [y, b.input("b", (n,))])
+    consts = {"w": rand(rows[-1], n), **({"b": rand(n)} if bias else {})}
+    if act is not None and form == "op":
+        y = b.op(act, [y])
+    elif act == "gelu":
+        for name, value in (("half", 0.5), ("one", 1.0), ("root", 2 ** 0.5), ("inv", 2 ** -0.5)):
+            b.input(name, ())
+            consts[name] = np.float32(value)
+        scaled = b.op("div", [y, "root"]) if form == "torch" else b.op("mul", [y, "inv"])
+        a = b.op("add", [b.op("erf", [scaled]), "one"])
+        y = b.op("mul", [b.op("mul", [y, a]), "half"]) if form == "torch" else \
+            b.op("mul", [b.op("mul", ["half", y]), a])
+    return with_constants(b.build(y), consts)
+
+
+@pytest.mark.parametrize("act,bias,form", [("gelu", True, "op"), ("gelu", True, "torch"), ("gelu", True, "hf"),
+                                           ("relu", True, "op"), (None, True, "op"), ("tanh", False, "op"),
+                                           ("gelu", False, "torch")])
+def test_a_linear_layer_becomes_one_matmul_with_its_bias_and_activation(act, bias, form):
+    graph = linear(act, bias, form)
+    reports = []
+    fused, where = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True, reports=reports)
+    assert ops_of(fused) == ["matmul"] and fused.outputs == graph.outputs
+    node = fused.nodes[0]
+    assert len(node.inputs) == 2 + bias and node.attrs.get("activation") == act
+    assert "1 biases and activations folded into matmul" in [r.note for r in reports if r.name == "linear_epilogue"]
+    inputs = {"x": rand(2, 6, 8)}
+    assert_same(execute(fused, inputs, "cpu"), oracle(graph, inputs), rtol=1e-5, atol=1e-5)
+    assert infer(fused)[0].values[fused.outputs[0]] == graph.values[graph.outputs[0]]
+
+
+@pytest.mark.parametrize("case", ["bias is a matrix", "output read twice", "erf chain read outside", "other device",
+                                  "not declared", "wrong constant"])
+def test_what_would_change_the_result_stays_unfused(case):
+    graph = linear("gelu", True, "torch")
+    where, linear_kinds = {n.name: "cpu" for n in graph.nodes}, None
+    if case == "bias is a matrix":  # a broadcast add of a (6, 12) tensor is no per-column bias
+        graph.values["b"] = type(graph.values["b"])("b", (6, 12), np.dtype("f4"))
+        graph.constants["b"] = rand(6, 12)
+    elif case == "output read twice":
+        graph.outputs.append(graph.nodes[0].outputs[0])
+    elif case == "erf chain read outside":
+        graph.outputs.append(next(n for n in graph.nodes if n.op == "erf").outputs[0])
+    elif case == "other device":
+        where[graph.nodes[0].name] = "opencl:0"
+    elif case == "not declared":
+        linear_kinds = lambda dev, dtypes: frozenset()  # noqa: E731 - a device whose matmul declares none
+    elif case == "wrong constant":
+        graph.constants["half"] = np.float32(0.25)
+    kwargs = {} if linear_kinds is None else {"linear": linear_kinds}
+    fused, _ = fuse(graph, where, lambda d: False, **kwargs)
+    if case == "bias is a matrix":  # nor is the GELU after it folded alone: the add stays between them
+        assert ops_of(fused)[0] == "matmul" and len(fused.nodes[0].inputs) == 2 and "add" in ops_of(fused)
+    elif case in ("erf chain read outside", "wrong constant"):  # the bias still folds; the activation does not
+        assert fused.nodes[0].op == "matmul" and len(fused.nodes[0].inputs) == 3 and "erf" in ops_of(fused)
+        assert fused.nodes[0].attrs.get("activation") is None
+    else:
+        assert ops_of(fused)[:2] == ["matmul", "add"] and len(fused.nodes[0].inputs) == 2
+    inputs = {"x": rand(2, 6, 8)}
+    if case != "other device":
+        assert_same(execute(fused, inputs, "cpu"), oracle(graph, inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_a_fused_linear_layer_has_no_gradient_and_says_so():
+    import hwadapter.autograd.rules_nn as rules
+    node = type("N", (), {"attrs": {"activation": "gelu"}, "inputs": (None, None, None), "needs": (True, True, True)})
+    with pytest.raises(InvalidArgumentError, match="matmul with a fused bias or activation.*Fix"):
+        rules._matmul(node, None)
 
 
 # --- fuse: conv2d epilogues ------------------------------------------------------------------------------------

@@ -77,7 +77,9 @@ def _arg_reduction(shapes, dtypes, attrs):
 
 def _matmul(shapes, dtypes, attrs):
     out = _shapes.matmul(shapes[0], shapes[1], attrs.get("transpose_x", False), attrs.get("transpose_y", False))
-    return ((out, np.result_type(*dtypes)),)
+    if len(shapes) > 2:  # a fused bias (graph fusion): one value per output column, of the product's dtype
+        _shapes.bias("matmul", shapes[2], out)
+    return ((out, np.result_type(*dtypes[:2])),)
 
 
 def _conv2d(shapes, dtypes, attrs):

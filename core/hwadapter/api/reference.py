@@ -229,12 +229,26 @@ def argmin(x, axis=None, keepdim=False):
 
 
 # --- linear algebra and normalisation ------------------------------------------------------------------------
-def matmul(x, y, transpose_x=False, transpose_y=False):
+def fused_bias(bias) -> None:
+    """A matmul kernel's third argument is a bias array: a caller passing the transposes by position gets an error, not
+    a wrong product."""
+    if isinstance(bias, (bool, np.bool_)):
+        raise InvalidArgumentError("matmul: its third argument is the fused bias (an array), got a bool. Fix: pass "
+                                   "transpose_x and transpose_y by keyword")
+
+
+def matmul(x, y, bias=None, transpose_x=False, transpose_y=False, activation=None):
+    """x @ y; graph fusion may add a `bias` (the output's last dimension) and an `activation` (CONV_ACTIVATIONS),
+    applied as the unfused add and activation would (a linear layer's epilogue)."""
+    fused_bias(bias)
     if transpose_x and x.ndim >= 2:
         x = np.swapaxes(x, -1, -2)
     if transpose_y and y.ndim >= 2:
         y = np.swapaxes(y, -1, -2)
-    return np.asarray(np.matmul(x, y), order="C")  # ascontiguousarray would make a 0-d result 1-d
+    out = np.asarray(np.matmul(x, y), order="C")  # ascontiguousarray would make a 0-d result 1-d
+    if bias is not None:
+        out = out + bias
+    return out if activation is None else _CONV_EPILOGUE[activation](out)
 
 
 @_in_float32
@@ -591,6 +605,7 @@ KERNELS.update({k: _quietly(v) for k, v in {
 }.items()})
 KERNELS["conv2d"].epilogues = CONV_ACTIVATIONS  # the CPU plugin registers this very function
 KERNELS["conv2d"].residual = True  # it takes a fused residual input too
+KERNELS["matmul"].epilogues = CONV_ACTIVATIONS  # and matmul a fused bias and activation (a linear layer)
 
 
 # --- more math, bitwise, ordering, scans, index movement (the ONNX import's primitives) -----------------------------

@@ -269,6 +269,13 @@ def residual(shape, out) -> None:
                                    "Fix: fuse only an add of the output's own shape")
 
 
+def bias(op: str, shape, out) -> None:
+    """A fused bias adds one value per element of the output's last dimension: its shape is that dimension's."""
+    if len(out) == 0 or tuple(shape) != (out[-1],):
+        raise InvalidArgumentError(f"{op}: the fused bias has shape {tuple(shape)}, the output {tuple(out)}. "
+                                   f"Fix: fuse only an add of a vector as long as the output's last dimension")
+
+
 def window_out(op: str, size: int, k: int, s: int, d: int, pad: int, ceil_mode=False) -> int:
     """Output length of a sliding window along one axis."""
     eff = (k - 1) * d + 1

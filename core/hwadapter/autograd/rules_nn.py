@@ -19,6 +19,9 @@ def _swap(t):
 
 @rule("matmul")
 def _matmul(node, g):
+    if node.attrs.get("activation") or len(node.inputs) > 2:
+        raise InvalidArgumentError("backward: a matmul with a fused bias or activation (made by graph fusion) has no "
+                                   "gradient rule. Fix: differentiate the unfused eager ops")
     x, y = node.inputs
     tx, ty = node.attrs.get("transpose_x", False), node.attrs.get("transpose_y", False)
     x2 = reshape(x, [1, x.shape[0]]) if x.ndim == 1 else x

@@ -153,12 +153,23 @@ def _argreduce(w, n):
 
 
 def _matmul(w, n):
-    x, y = n.inputs
+    x, y = n.inputs[:2]
     if n.attrs.get("transpose_x") and len(w.shape(x)) >= 2:
         x = _swap_last(w, x)
     if n.attrs.get("transpose_y") and len(w.shape(y)) >= 2:
         y = _swap_last(w, y)
-    w.node("MatMul", [x, y], list(n.outputs))
+    (out,) = n.outputs
+    act = n.attrs.get("activation")
+    if len(n.inputs) < 3 and act is None:
+        w.node("MatMul", [x, y], [out])
+        return
+    product = w.node("MatMul", [x, y])  # a fused linear layer: MatMul, Add of the bias, the activation
+    target = out if act is None else w.fresh("linear")
+    if len(n.inputs) > 2:
+        w.node("Add", [product, n.inputs[2]], [target])
+    else:
+        target = product
+    _activation(w, act, target, out)
 
 
 def _swap_last(w, ref) -> str:
@@ -213,6 +224,11 @@ def _conv2d(w, n):
     w.node("Conv", list(n.inputs), [target], strides=list(a.get("stride", (1, 1))), pads=[pt, pl, pb, pr],
            dilations=list(a.get("dilation", (1, 1))), group=int(a.get("groups", 1)),
            kernel_shape=list(w.shape(n.inputs[1])[2:]))
+    _activation(w, act, target, out)
+
+
+def _activation(w, act, target: str, out: str) -> None:
+    """A fused epilogue's activation (conv2d's, matmul's) of `target` written as `out`: ONNX ops for each."""
     if act == "gelu":
         _gelu(w, target, out, False, w.dtype(out))
     elif act == "relu6":

@@ -7,7 +7,7 @@ from .common import PassReport, graph_error
 from .cse import cse
 from .dce import dce
 from .fold import fold
-from .fusion import ACTIVATIONS, conv_epilogues, conv_residual, fuse
+from .fusion import ACTIVATIONS, conv_epilogues, conv_residual, fuse, linear_epilogues
 from .infer import infer
 from .pad import fold_pad
 
@@ -16,10 +16,11 @@ PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold
             ("fold_pad", fold_pad))
 #: Every pass name `disable` accepts: optimize's, fuse's ("fuse" switches off both of its parts), and the memory
 #: planner's "inplace" (no step writes its output over an input; hwadapter.graph.memory).
-PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_residual", "conv_epilogue", "fuse_chains", "inplace"}
+PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_residual", "conv_epilogue", "linear_epilogue",
+                                                     "fuse_chains", "inplace"}
 
 __all__ = ["ACTIVATIONS", "PASSES", "PIPELINE", "PassReport", "conv_epilogues", "conv_residual", "cse", "dce", "fold",
-           "fold_batch_norm", "fold_pad", "fuse", "infer", "optimize"]
+           "fold_batch_norm", "fold_pad", "fuse", "infer", "linear_epilogues", "optimize"]
 
 
 def optimize(graph, disable=frozenset()):

@@ -1,5 +1,6 @@
-"""Device-dependent fusion: elementwise/broadcast chains (with a trailing reduction) become one "fused" node, and
-conv2d followed by an activation becomes one conv2d with an `activation` epilogue."""
+"""Device-dependent fusion: elementwise/broadcast chains (with a trailing reduction) become one "fused" node,
+conv2d followed by an activation becomes one conv2d with an `activation` epilogue, and matmul followed by the add of a
+bias and an activation (a linear layer) one matmul with a bias input and that epilogue."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -16,14 +17,20 @@ from ...runtime.fused import REDUCTIONS, functor_nodes, kernel_name
 ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})
 
 
-def _conv_kernel(device, dtypes):
-    """`device`'s own conv2d kernel for inputs of `dtypes`, or None."""
+def _conv_kernel(device, dtypes, op="conv2d"):
+    """`device`'s own `op` kernel (conv2d, matmul) for inputs of `dtypes`, or None."""
     from ...runtime.device import devices  # lazy: device lookup loads plugins
     try:
         dev = devices.get(device) if isinstance(device, str) else device
-        return dev.kernels.find("conv2d", tuple(np.dtype(d) for d in dtypes))
+        return dev.kernels.find(op, tuple(np.dtype(d) for d in dtypes))
     except HwAdapterError:
         return None
+
+
+def linear_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
+    """The activations `device`'s matmul kernel for inputs of `dtypes` applies after a fused bias: its `epilogues`
+    attribute (the reference kernel and the CPU's tuned one declare them); empty when it declares none."""
+    return frozenset(getattr(_conv_kernel(device, dtypes, "matmul"), "epilogues", None) or ())
 
 
 def conv_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
@@ -87,20 +94,66 @@ def _is_activation(node) -> bool:
     return node.op in ACTIVATIONS and not (node.op == "gelu" and node.attrs.get("approximate", False))
 
 
-def _epilogue_of(node, producer: dict, readers: dict):
-    """(conv2d input, activation name, the nodes it replaces) when `node` ends an activation of one tensor: an
-    ACTIVATIONS op; clip to [0, 6] ("relu6"); mul(y, sigmoid(y)) ("silu", y read by nothing else); else None."""
+def _epilogue_of(node, producer: dict, readers: dict, constants=None):
+    """(the activation's input, its name, the nodes it replaces) when `node` ends an activation of one tensor that
+    nothing else reads: an ACTIVATIONS op; clip to [0, 6] ("relu6"); mul(y, sigmoid(y)) ("silu"); the exact GELU
+    written with erf, as torch exports it (`constants`: the graph's, for its 0.5, 1 and sqrt 2); else None."""
     if _is_activation(node):
         return node.inputs[0], node.op, (node,)
     if node.op == "clip" and node.attrs.get("min") == 0 and node.attrs.get("max") == 6:
         return node.inputs[0], "relu6", (node,)
-    if node.op == "mul" and len(node.inputs) == 2 and node.inputs[0] != node.inputs[1]:
-        for side in (0, 1):
-            y, s = node.inputs[side], node.inputs[1 - side]
-            sig = producer.get(s)
-            if sig is not None and sig.op == "sigmoid" and sig.inputs[0] == y and \
-                    len(readers.get(s, ())) == 1 and len(readers.get(y, ())) == 2:
-                return y, "silu", (sig, node)
+    if node.op != "mul" or len(node.inputs) != 2 or node.inputs[0] == node.inputs[1]:
+        return None
+    for side in (0, 1):
+        y, s = node.inputs[side], node.inputs[1 - side]
+        sig = producer.get(s)
+        if sig is not None and sig.op == "sigmoid" and sig.inputs[0] == y and \
+                len(readers.get(s, ())) == 1 and len(readers.get(y, ())) == 2:
+            return y, "silu", (sig, node)
+    return None if constants is None else _erf_gelu(node, producer, readers, constants)
+
+
+def _scalar(name, constants, value) -> bool:
+    """Whether value `name` is a constant holding one number equal to `value` (to float32 rounding)."""
+    c = constants.get(name)
+    return c is not None and c.size == 1 and c.dtype.kind == "f" and abs(float(c.reshape(-1)[0]) - value) <= \
+        1e-6 * abs(value)
+
+
+def _erf_gelu(node, producer, readers, constants):
+    """(y, "gelu", its nodes) when `node` ends y * (erf(y / sqrt 2) + 1) * 0.5 (torch's export; or y / sqrt 2 as a
+    mul by 1 / sqrt 2, or 0.5 * y first, as Hugging Face writes it), each step read only by the next; else None."""
+    def one_reader(*nodes):
+        return all(len(readers.get(n.outputs[0], ())) == 1 for n in nodes)
+
+    def erf_of(a):  # a = erf(y / sqrt 2) + 1 -> (y, its nodes)
+        if a is None or a.op != "add" or len(a.inputs) != 2:
+            return None
+        for e_name, one in (a.inputs, a.inputs[::-1]):
+            e = producer.get(e_name)
+            if e is None or e.op != "erf" or not _scalar(one, constants, 1.0):
+                continue
+            d = producer.get(e.inputs[0])
+            if d is None or len(d.inputs) != 2:
+                continue
+            if d.op == "div" and _scalar(d.inputs[1], constants, 2 ** 0.5) or \
+                    d.op == "mul" and _scalar(d.inputs[1], constants, 2 ** -0.5):
+                return (d.inputs[0], (d, e, a)) if one_reader(d, e) else None
+        return None
+
+    for inner_name, other in (node.inputs, node.inputs[::-1]):
+        inner = producer.get(inner_name)
+        if inner is None or inner.op != "mul" or len(inner.inputs) != 2 or not one_reader(inner):
+            continue
+        for y, rest in (inner.inputs, inner.inputs[::-1]):
+            if _scalar(other, constants, 0.5):  # (y * (erf(...) + 1)) * 0.5
+                found = erf_of(producer.get(rest))
+            elif _scalar(rest, constants, 0.5):  # (0.5 * y) * (erf(...) + 1)
+                found = erf_of(producer.get(other))
+            else:
+                continue
+            if found is not None and found[0] == y and one_reader(found[1][2]) and len(readers.get(y, ())) == 2:
+                return y, "gelu", (*found[1], inner, node)
     return None
 
 
@@ -112,16 +165,17 @@ def fuse_conv_activation(graph, assignment: dict, epilogues=conv_epilogues):
     producer = {o: n for n in graph.nodes for o in n.outputs}
     outputs, assignment = set(graph.outputs), dict(assignment)
     replaced, dropped, gone = {}, set(), set()
+    constants = constants_of(graph)
     for act in graph.nodes:
-        found = _epilogue_of(act, producer, readers)
+        found = _epilogue_of(act, producer, readers, constants)
         conv = producer.get(found[0]) if found else None
         if conv is None or conv.op != "conv2d" or conv.attrs.get("activation") is not None or conv.name in replaced:
             continue
         _, name, chain = found
         y, dev = conv.outputs[0], assignment.get(conv.name)
-        inner = [o for n in chain[:-1] for o in n.outputs]  # the sigmoid's output, read only by the mul
-        if y in outputs or any(o in outputs for o in inner) or len(readers.get(y, ())) != len(chain) or \
-                dev is None or any(assignment.get(n.name) != dev for n in chain):
+        inner = [o for n in chain[:-1] for o in n.outputs]  # what only the chain reads (the sigmoid's output, ...)
+        if y in outputs or not _only_chain(y, chain, readers, outputs, inner) or dev is None or \
+                any(assignment.get(n.name) != dev for n in chain):
             continue
         if name not in epilogues(dev, tuple(graph.values[i].dtype for i in conv.inputs)):
             continue
@@ -131,6 +185,68 @@ def fuse_conv_activation(graph, assignment: dict, epilogues=conv_epilogues):
             assignment.pop(n.name, None)
         gone.update(inner)
     return _folded(graph, replaced, dropped, gone=gone), assignment, len(replaced)
+
+
+def _only_chain(y, chain, readers, outputs, inner) -> bool:
+    """Whether the activation `chain` alone reads y and its inner values, none of which the graph outputs."""
+    names = {n.name for n in chain}
+    return not any(o in outputs for o in inner) and \
+        all(r.name in names for v in (y, *inner) for r in readers.get(v, ()))
+
+
+def fuse_linear_epilogue(graph, assignment: dict, epilogues=linear_epilogues):
+    """matmul (two inputs, no epilogue) whose only reader is the add of a vector as long as its last dimension (a
+    bias), an activation, or the add and then an activation, all on one device whose matmul kernel declares that
+    activation -> one matmul with the bias as a third input and attribute `activation`."""
+    readers = consumers(graph.nodes)
+    producer = {o: n for n in graph.nodes for o in n.outputs}
+    outputs, assignment, constants = set(graph.outputs), dict(assignment), constants_of(graph)
+    activations = {}  # activation input -> (name, chain)
+    for node in graph.nodes:
+        found = _epilogue_of(node, producer, readers, constants)
+        if found is not None:
+            activations.setdefault(found[0], found[1:])
+    replaced, dropped, gone = {}, set(), set()
+    for mm in graph.nodes:
+        if mm.op != "matmul" or len(mm.inputs) != 2 or mm.attrs.get("activation") is not None:
+            continue
+        y, dev = mm.outputs[0], assignment.get(mm.name)
+        yv = graph.values[y]
+        if dev is None or y in outputs or not yv.shape:
+            continue
+        kinds = epilogues(dev, tuple(graph.values[i].dtype for i in mm.inputs))
+        if not kinds:
+            continue
+        end, bias, chain, name = y, None, [], None
+        add = readers.get(y, [None])[0] if len(readers.get(y, ())) == 1 else None
+        if add is not None and add.op == "add" and len(add.inputs) == 2 and add.inputs[0] != add.inputs[1] and \
+                assignment.get(add.name) == dev:
+            b = add.inputs[1] if add.inputs[0] == y else add.inputs[0]
+            bv, av = graph.values[b], graph.values[add.outputs[0]]
+            if bv.shape == (yv.shape[-1],) and bv.dtype == yv.dtype == av.dtype and av.shape == yv.shape:
+                end, bias, chain = add.outputs[0], b, [add]
+        act = activations.get(end)
+        if act is not None and end not in outputs and act[0] in kinds:
+            inner = [o for n in act[1][:-1] for o in n.outputs]
+            if _only_chain(end, act[1], readers, outputs, inner) and \
+                    all(assignment.get(n.name) == dev for n in act[1]):
+                name = act[0]
+                gone.update(inner)
+                if chain:
+                    gone.add(end)
+                chain += list(act[1])
+        if not chain:
+            continue
+        attrs = dict(mm.attrs) if name is None else {**mm.attrs, "activation": name}
+        inputs = tuple(mm.inputs) + (() if bias is None else (bias,))
+        replaced[mm.name] = replace(mm, inputs=inputs, outputs=chain[-1].outputs, attrs=attrs)
+        for n in chain:
+            dropped.add(n.name)
+            assignment.pop(n.name, None)
+    if not replaced:
+        return graph, assignment, 0
+    # the bias may be computed after the matmul in the old order: order again
+    return _folded(graph, replaced, dropped, order=toposort, gone=gone), assignment, len(replaced)
 
 
 class _Group:
@@ -267,10 +383,11 @@ def fuse_chains(graph, assignment: dict, can_fuse):
 
 
 def fuse(graph, assignment: dict, can_fuse, *, epilogues=conv_epilogues, residual=conv_residual,
-         disable=frozenset(), reports=None):
+         linear=linear_epilogues, disable=frozenset(), reports=None):
     """Device-dependent fusion of a graph whose nodes are assigned to devices (node name -> device string):
     conv2d + add of a residual -> conv2d with a residual input ("conv_residual"), conv2d + activation -> conv2d with
-    an epilogue ("conv_epilogue"), then elementwise chains -> "fused" nodes ("fuse_chains"), never across devices.
+    an epilogue ("conv_epilogue"), matmul + bias + activation -> matmul with a bias input and an epilogue
+    ("linear_epilogue"), then elementwise chains -> "fused" nodes ("fuse_chains"), never across devices.
     Returns (graph, assignment); PassReports go to `reports` if given."""
     n0 = len(graph.nodes)
     if "fuse" in disable:
@@ -286,6 +403,12 @@ def fuse(graph, assignment: dict, can_fuse, *, epilogues=conv_epilogues, residua
         if reports is not None:
             reports.append(PassReport("conv_epilogue", n0, len(graph.nodes),
                                       f"{folded} activations folded into conv2d"))
+        n0 = len(graph.nodes)
+    if "linear_epilogue" not in disable:
+        graph, assignment, folded = fuse_linear_epilogue(graph, assignment, linear)
+        if reports is not None:
+            reports.append(PassReport("linear_epilogue", n0, len(graph.nodes),
+                                      f"{folded} biases and activations folded into matmul"))
     n1 = len(graph.nodes)
     if "fuse_chains" not in disable:
         graph, assignment, count, ops = fuse_chains(graph, assignment, can_fuse)

@@ -156,7 +156,7 @@ CONSTANTS = 4096
 # tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
          "direct tile tw groups transb act parts").split()
-WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS, IGEMM = range(11)
+WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS, IGEMM, LINEAR = range(12)
 _X, _OUT, _WEIGHT, _BIAS, _RES = (SLOTS.index(s) for s in ("x", "out", "weight", "bias", "res"))
 #: depthwise.c's activation codes (slot "act")
 ACTIVATIONS = {None: 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4, "relu6": 5, "silu": 6}

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hwadapter.plugin import reference
+from hwadapter.plugin import meta, reference
 
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, single_blas, split
-from .blasconv import COLUMNS_, DOTS_, ROWS_, SLOTS
+from .blasconv import ACTIVATIONS, COLUMNS_, DOTS_, LINEAR, ROWS_, SLOTS
+from .threads import UNITS_PER_PART
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
 TINY = 1 << 18
@@ -37,23 +38,49 @@ DOT_ROWS = 4
 
 def matmul_kernel(transforms, tasks=None):
     """matmul on `transforms`' library and crew (blasconv.py's): float32 products with a 2-D right operand split into
-    bands, batched ones (`tasks`: rows.py's Rows) as one product per batch item shared by the crew, the rest as the reference
-    kernel runs them."""
-    def matmul(x, y, transpose_x=False, transpose_y=False):
+    bands, batched ones (`tasks`: rows.py's Rows) as one product per batch item shared by the crew, the rest as the
+    reference kernel runs them; a fused bias and activation (a linear layer's epilogue) applied by each band's task
+    while it is in the cache, else on the crew after the product."""
+    def matmul(x, y, bias=None, transpose_x=False, transpose_y=False, activation=None):
+        reference.fused_bias(bias)
+        if bias is None and activation is None:
+            return product(x, y, transpose_x, transpose_y)
+        if x.dtype != np.float32 or y.dtype != np.float32 or (bias is not None and bias.dtype != np.float32) or \
+                transforms.lib() is None or transforms.crew() is None:
+            return reference.matmul(x, y, bias, transpose_x=transpose_x, transpose_y=transpose_y,
+                                    activation=activation)
+        out_shape = meta.result_meta("matmul", (x.shape, y.shape, *(() if bias is None else (bias.shape,))),
+                                     (x.dtype, y.dtype), {"transpose_x": transpose_x, "transpose_y": transpose_y})
+        bias = None if bias is None else np.ascontiguousarray(bias)  # checked: one value per output column
+        values = dict.fromkeys(SLOTS, 0)
+        values.update(bias=0 if bias is None else bias.ctypes.data, epilogue=1, act=ACTIVATIONS[activation])
+        out, done = product(x, y, transpose_x, transpose_y, values)
+        if not done and out.size:  # the product ran elsewhere: the epilogue on the crew, bands of rows
+            rows, n = out.size // out_shape[0][0][-1], out_shape[0][0][-1]
+            values.update(out=out.ctypes.data, ow=n)
+            params = np.array([values[s] for s in SLOTS], np.int64)
+            ranges = split(rows, 2 * transforms.threads) if out.size >= 2 * UNITS_PER_PART else [(0, rows)]
+            transforms.phase(transforms.lib(), LINEAR, params, ranges, "matmul")
+        return out
+
+    def product(x, y, transpose_x, transpose_y, epilogue=None):
+        """x @ y; with `epilogue` (the linear epilogue's parameter slots), (x @ y, whether the tasks applied it)."""
         if y.ndim > 2 and x.ndim >= 2 and x.dtype == y.dtype == np.float32 and int(np.prod(y.shape[:-2])) == 1:
             # one right operand: the product of a 2-D one, with the batch dimensions both operands broadcast to
             try:
                 batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
             except ValueError:
-                return reference.matmul(x, y, transpose_x, transpose_y)  # it names the mismatch
-            out = matmul(x, y.reshape(y.shape[-2:]), transpose_x, transpose_y)
-            return out.reshape(*batch, *out.shape[-2:])
+                return _plain(reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), epilogue)
+            out = product(x, y.reshape(y.shape[-2:]), transpose_x, transpose_y, epilogue)
+            if epilogue is None:
+                return out.reshape(*batch, *out.shape[-2:])
+            return out[0].reshape(*batch, *out[0].shape[-2:]), out[1]
         if y.ndim > 2 and tasks is not None:
             out = batched(tasks, transforms, x, y, transpose_x, transpose_y)
             if out is not None:
-                return out
+                return _plain(out, epilogue)
         if not (x.dtype == y.dtype == np.float32 and x.ndim >= 2 and y.ndim == 2 and x.size and y.size):
-            return reference.matmul(x, y, transpose_x, transpose_y)
+            return _plain(reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), epilogue)
         a = np.swapaxes(x, -1, -2) if transpose_x else x
         k, n = (y.shape[1], y.shape[0]) if transpose_y else y.shape
         rows = a.size // a.shape[-1]
@@ -61,10 +88,10 @@ def matmul_kernel(transforms, tasks=None):
         small = TINY if rows <= DOT_ROWS else THREADED
         lib = transforms.lib() if a.shape[-1] == k and rows * k * n > small else None
         if lib is None or transforms.crew() is None:
-            return reference.matmul(x, y, transpose_x, transpose_y)
+            return _plain(reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), epilogue)
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
         out = np.empty((*a.shape[:-1], n), np.float32)
-        values = dict.fromkeys(SLOTS, 0)
+        values = dict.fromkeys(SLOTS, 0) if epilogue is None else dict(epilogue)
         values.update(x=a2.ctypes.data, weight=b.ctypes.data, out=out.ctypes.data, sgemm=transforms.sgemm[0],
                       ilp64=int(transforms.sgemm[1]), c=k, oh=rows, ow=n, transb=int(transpose_y))
         params = np.array([values[s] for s in SLOTS], np.int64)
@@ -81,9 +108,16 @@ def matmul_kernel(transforms, tasks=None):
                 kind, ranges = COLUMNS_, _bands(n, transforms.threads, COLUMNS // cut)
         with single_blas():
             transforms.phase(lib, kind, params, ranges, "matmul")
-        return out
+        return out if epilogue is None else (out, True)
+
     matmul.__name__ = matmul.__qualname__ = "matmul"
+    matmul.epilogues = reference.CONV_ACTIVATIONS  # graph fusion may give it a linear layer's bias and activation
     return matmul
+
+
+def _plain(out, epilogue):
+    """A product made without the epilogue: as it is, or (it, False) when the caller asked for one."""
+    return out if epilogue is None else (np.ascontiguousarray(out), False)
 
 
 def _bands(size: int, threads: int, least: int) -> list:

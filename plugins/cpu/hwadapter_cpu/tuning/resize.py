@@ -38,7 +38,7 @@ def resize_kernel(matmul):
         (h, w), (oh, ow) = x.shape[-2:], (int(sizes[-2]), int(sizes[-1]))
         wh = _matrix(h, oh, float(scales[-2]), attrs)
         ww = _matrix(w, ow, float(scales[-1]), attrs)
-        rows = matmul(np.ascontiguousarray(x).reshape(-1, w), ww, False, True)  # every row across: (B*h, ow)
+        rows = matmul(np.ascontiguousarray(x).reshape(-1, w), ww, transpose_y=True)  # every row across: (B*h, ow)
         return matmul(wh, rows.reshape(-1, h, ow)).reshape(*x.shape[:-2], oh, ow)  # then down each column
     resize.__name__ = resize.__qualname__ = "resize"
     return resize

@@ -12,7 +12,8 @@ enum {
   P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
   P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_ACT, P_PARTS, P_COUNT
 };
-enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS, K_DEPTHWISE, K_GROUPS, K_IGEMM };
+enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS, K_DEPTHWISE, K_GROUPS, K_IGEMM,
+       K_LINEAR };
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
@@ -161,19 +162,36 @@ static void task_store(const int64_t *p, int64_t a, int64_t z) {
 }
 
 /* float32 matmul (matmul.py) uses the same slots: P_X the left operand (P_OH rows x P_C), P_WEIGHT the right (P_C x
- * P_OW, or P_OW x P_C with P_TRANSB), P_OUT the product (P_OH x P_OW). Its tasks: bands of rows, or of columns when
- * there are few rows. */
+ * P_OW, or P_OW x P_C with P_TRANSB), P_OUT the product (P_OH x P_OW); with P_EPILOGUE, a linear layer's: P_BIAS
+ * (P_OW values, or none) added to each row, then activation P_ACT (depthwise.c's ACT_* codes). Its tasks: bands of
+ * rows, or of columns when there are few rows, each applying the epilogue to its band while it is in the cache. */
+static void linear_epilogue(const int64_t *p, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  int64_t n = p[P_OW];
+  const float *bias = PTR(const float, P_BIAS);
+  for (int64_t r = r0; r < r1; r++) {
+    float *o = PTR(float, P_OUT) + r * n;
+    if (bias)
+      for (int64_t j = c0; j < c1; j++) o[j] += bias[j];
+    if (p[P_ACT]) dw_act(o + c0, c1 - c0, p[P_ACT]);
+  }
+}
+
 static void task_rows(const int64_t *p, int64_t r0, int64_t r1) {
   int64_t k = p[P_C], n = p[P_OW];
   gemm(p, r1 - r0, n, k, PTR(const float, P_X) + r0 * k, k, PTR(const float, P_WEIGHT), p[P_TRANSB] ? k : n,
        PTR(float, P_OUT) + r0 * n, n);
+  if (p[P_EPILOGUE]) linear_epilogue(p, r0, r1, 0, n);
 }
 
 static void task_columns(const int64_t *p, int64_t c0, int64_t c1) {
   int64_t k = p[P_C], n = p[P_OW];
   const float *b = PTR(const float, P_WEIGHT) + (p[P_TRANSB] ? c0 * k : c0);
   gemm(p, p[P_OH], c1 - c0, k, PTR(const float, P_X), k, b, p[P_TRANSB] ? k : n, PTR(float, P_OUT) + c0, n);
+  if (p[P_EPILOGUE]) linear_epilogue(p, 0, p[P_OH], c0, c1);
 }
+
+/* Rows [r0, r1) of a product made elsewhere (numpy's threaded call, a batched one): the linear epilogue alone. */
+static void task_linear(const int64_t *p, int64_t r0, int64_t r1) { linear_epilogue(p, r0, r1, 0, p[P_OW]); }
 
 /* A product with few rows (matmul.py's DOT_ROWS), columns [c0, c1): every output element summed by the same code in
  * the same order, whatever the band it falls in, its place in the band and the number of bands, so that equal columns
@@ -240,6 +258,7 @@ static void task_dots(const int64_t *p, int64_t c0, int64_t c1) {
       }
     for (; j < c1; j++)
       for (int64_t r = 0; r < m; r++) out[r * n + j] = dot(x + r * k, y + j * k, k);
+    if (p[P_EPILOGUE]) linear_epilogue(p, 0, m, c0, c1);
     return;
   }
   /* y is k x n: each output row's band summed over y's rows in order, y's band read once for all rows */
@@ -252,6 +271,7 @@ static void task_dots(const int64_t *p, int64_t c0, int64_t c1) {
       for (int64_t j = c0; j < c1; j++) o[j] += a * row[j];
     }
   }
+  if (p[P_EPILOGUE]) linear_epilogue(p, 0, m, c0, c1);
 }
 
 /* A depthwise conv2d (depthwise.c) over the whole batch: output planes [q0, q1) (image-major, P_O per image), each
@@ -285,8 +305,8 @@ static void task_igemm(const int64_t *p, int64_t u0, int64_t u1) {
  * scratch could not be allocated. */
 int64_t hwa_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
   static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store, task_rows,
-                                   task_columns, task_dots, task_depthwise, task_groups, task_igemm};
-  if (kind < 0 || kind > K_IGEMM) return -1;
+                                   task_columns, task_dots, task_depthwise, task_groups, task_igemm, task_linear};
+  if (kind < 0 || kind > K_LINEAR) return -1;
   int64_t fail = 0;
   p[P_FAILED] = (int64_t)(intptr_t)&fail;
   hwa_crew_run(crew, tasks[kind], p, ranges, count);
