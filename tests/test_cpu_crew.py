@@ -171,5 +171,8 @@ def test_a_fused_linear_epilogue_is_the_unfused_add_and_activation(xs, ys, ty, a
                                    np.maximum(reference.matmul(x, y, transpose_y=ty), 0), rtol=1e-4, atol=1e-3)
     with pytest.raises(InvalidArgumentError, match="fused bias has shape"):
         matmul(x, y, bias[:-1], transpose_y=ty, activation=act)
-    with pytest.raises(InvalidArgumentError, match="by keyword"):
-        matmul(x, y, False, ty)
+    # bit for bit the unfused add and activation after the same kernel's product: a to_static step equals eager
+    unfused = matmul(x, y, transpose_y=ty) + bias
+    with np.errstate(invalid="ignore", over="ignore"):
+        np.testing.assert_array_equal(got, unfused if act is None else reference.conv_epilogue(act)(unfused))
+    np.testing.assert_array_equal(matmul(x, y, False, ty), matmul(x, y, transpose_y=ty))  # the older positional form

@@ -522,8 +522,9 @@ def test_a_float16_formula_is_computed_in_float32_and_rounded_once(tmp_path):
 
 @pytest.mark.parametrize("form", ["torch", "hf"])
 def test_an_imported_linear_layer_with_erf_gelu_runs_fused_to_onnxruntimes_result(form):
-    """MatMul, Add of a bias and GELU written with Erf (torch's export at opset 17, or Hugging Face's 0.5 * x first)
-    become one matmul with a bias and a gelu epilogue on cpu, and give onnxruntime's result."""
+    """MatMul, Add of a bias and GELU written with Erf (torch's export at opset 17, or Hugging Face's 0.5 * x first):
+    on cpu the bias folds into the matmul (its GELU stays a chain: the CPU's matmul takes only the activations it
+    applies bit for bit), and the model gives onnxruntime's result."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(5)
     inits = [numpy_helper.from_array(rng.standard_normal((16, 32)).astype(np.float32), "w"),
@@ -545,5 +546,6 @@ def test_an_imported_linear_layer_with_erf_gelu_runs_fused_to_onnxruntimes_resul
     x = rng.standard_normal((2, 7, 16)).astype(np.float32)
     m = hwonnx.load(model)
     plan = m.plan(["cpu"], {"x": x.shape})
-    assert [(n.op, n.attrs.get("activation"), len(n.inputs)) for n in plan.graph.nodes] == [("matmul", "gelu", 3)]
+    first = plan.graph.nodes[0]
+    assert (first.op, len(first.inputs)) == ("matmul", 3)
     np.testing.assert_allclose(m.run({"x": x})[0], _ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)

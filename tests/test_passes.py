@@ -16,7 +16,7 @@ from hwadapter.graph import GraphBuilder
 from hwadapter.graph.reference import run as reference_run
 from hwadapter.graph.reference import run_fused
 from hwadapter.graph.passes import (PassReport, conv_epilogues, conv_residual, cse, dce, fold, fold_batch_norm,
-                                    fold_pad, fuse, infer, optimize)
+                                    fold_pad, fuse, infer, linear_epilogues, optimize)
 from hwadapter.api import reference
 from hwadapter.tensor import to_tensor
 
@@ -411,9 +411,11 @@ def linear(act: str | None, bias=True, form="op", rows=(2, 6, 8), n=12):
                                            ("relu", True, "op"), (None, True, "op"), ("tanh", False, "op"),
                                            ("gelu", False, "torch")])
 def test_a_linear_layer_becomes_one_matmul_with_its_bias_and_activation(act, bias, form):
+    """On a device whose matmul declares every activation (as the reference kernel does), each form folds."""
     graph = linear(act, bias, form)
     reports = []
-    fused, where = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True, reports=reports)
+    fused, where = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: True, reports=reports,
+                        linear=lambda dev, dtypes: reference.CONV_ACTIVATIONS)
     assert ops_of(fused) == ["matmul"] and fused.outputs == graph.outputs
     node = fused.nodes[0]
     assert len(node.inputs) == 2 + bias and node.attrs.get("activation") == act
@@ -441,7 +443,7 @@ def test_what_would_change_the_result_stays_unfused(case):
         linear_kinds = lambda dev, dtypes: frozenset()  # noqa: E731 - a device whose matmul declares none
     elif case == "wrong constant":
         graph.constants["half"] = np.float32(0.25)
-    kwargs = {} if linear_kinds is None else {"linear": linear_kinds}
+    kwargs = {"linear": linear_kinds or (lambda dev, dtypes: reference.CONV_ACTIVATIONS)}
     fused, _ = fuse(graph, where, lambda d: False, **kwargs)
     if case == "bias is a matrix":  # nor is the GELU after it folded alone: the add stays between them
         assert ops_of(fused)[0] == "matmul" and len(fused.nodes[0].inputs) == 2 and "add" in ops_of(fused)
@@ -453,6 +455,20 @@ def test_what_would_change_the_result_stays_unfused(case):
     inputs = {"x": rand(2, 6, 8)}
     if case != "other device":
         assert_same(execute(fused, inputs, "cpu"), oracle(graph, inputs), rtol=1e-5, atol=1e-5)
+
+
+def test_the_cpus_matmul_takes_only_the_activations_it_applies_bit_for_bit():
+    """The CPU's tuned matmul declares ReLU and ReLU6 (its C sigmoid, tanh and GELU are a few ulp from numpy's): a
+    GELU after a linear layer stays unfused there, its bias still folds, and the result is the unfused graph's."""
+    kinds = linear_epilogues("cpu")
+    assert {"relu", "relu6"} <= kinds
+    graph = linear("gelu", True, "op")
+    fused, _ = fuse(graph, {n.name: "cpu" for n in graph.nodes}, lambda d: False)
+    if "gelu" not in kinds:
+        assert ops_of(fused) == ["matmul", "gelu"] and len(fused.nodes[0].inputs) == 3
+    inputs = {"x": rand(2, 6, 8)}
+    np.testing.assert_array_equal(execute(fused, inputs, "cpu")[graph.outputs[0]],
+                                  execute(graph, inputs, "cpu")[graph.outputs[0]])
 
 
 def test_a_fused_linear_layer_has_no_gradient_and_says_so():

@@ -229,18 +229,18 @@ def argmin(x, axis=None, keepdim=False):
 
 
 # --- linear algebra and normalisation ------------------------------------------------------------------------
-def fused_bias(bias) -> None:
-    """A matmul kernel's third argument is a bias array: a caller passing the transposes by position gets an error, not
-    a wrong product."""
+def old_positional(bias, transpose_x, transpose_y):
+    """(bias, transpose_x, transpose_y) of a matmul kernel call: a bool third argument is the transposes of the form
+    before the fused bias, matmul(x, y, transpose_x, transpose_y), which plugins written against it still call."""
     if isinstance(bias, (bool, np.bool_)):
-        raise InvalidArgumentError("matmul: its third argument is the fused bias (an array), got a bool. Fix: pass "
-                                   "transpose_x and transpose_y by keyword")
+        return None, bool(bias), bool(transpose_x)
+    return bias, transpose_x, transpose_y
 
 
 def matmul(x, y, bias=None, transpose_x=False, transpose_y=False, activation=None):
     """x @ y; graph fusion may add a `bias` (the output's last dimension) and an `activation` (CONV_ACTIVATIONS),
     applied as the unfused add and activation would (a linear layer's epilogue)."""
-    fused_bias(bias)
+    bias, transpose_x, transpose_y = old_positional(bias, transpose_x, transpose_y)
     if transpose_x and x.ndim >= 2:
         x = np.swapaxes(x, -1, -2)
     if transpose_y and y.ndim >= 2:

@@ -34,15 +34,20 @@ THREADED = 1 << 22
 MEDIUM = 1 << 23
 #: at most this many rows: tasks.c's dot products (memory-bound, each element summed alike) instead of BLAS
 DOT_ROWS = 4
+#: the activations a fused linear layer's tasks apply in C bit for bit as the unfused kernels do (so that a to_static
+#: step equals the eager one), and so the ones the kernel declares: depthwise.c's sigmoid, tanh and GELU are a few ulp
+#: from numpy's (conv2d's epilogue accepts that; the reference, in float64, is many times slower on a transformer's
+#: activations than the unfused chain, so those stay unfused here)
+EXACT = frozenset({"relu", "relu6"})
 
 
 def matmul_kernel(transforms, tasks=None):
     """matmul on `transforms`' library and crew (blasconv.py's): float32 products with a 2-D right operand split into
     bands, batched ones (`tasks`: rows.py's Rows) as one product per batch item shared by the crew, the rest as the
-    reference kernel runs them; a fused bias and activation (a linear layer's epilogue) applied by each band's task
-    while it is in the cache, else on the crew after the product."""
+    reference kernel runs them; a fused bias and ReLU or ReLU6 (a linear layer's epilogue) applied by each band's task
+    while it is in the cache, else on the crew after the product; another fused activation as the reference does."""
     def matmul(x, y, bias=None, transpose_x=False, transpose_y=False, activation=None):
-        reference.fused_bias(bias)
+        bias, transpose_x, transpose_y = reference.old_positional(bias, transpose_x, transpose_y)
         if bias is None and activation is None:
             return product(x, y, transpose_x, transpose_y)
         if x.dtype != np.float32 or y.dtype != np.float32 or (bias is not None and bias.dtype != np.float32) or \
@@ -52,16 +57,18 @@ def matmul_kernel(transforms, tasks=None):
         out_shape = meta.result_meta("matmul", (x.shape, y.shape, *(() if bias is None else (bias.shape,))),
                                      (x.dtype, y.dtype), {"transpose_x": transpose_x, "transpose_y": transpose_y})
         bias = None if bias is None else np.ascontiguousarray(bias)  # checked: one value per output column
+        exact = activation in EXACT  # C computes these as the unfused kernels do; the rest as the reference does
         values = dict.fromkeys(SLOTS, 0)
-        values.update(bias=0 if bias is None else bias.ctypes.data, epilogue=1, act=ACTIVATIONS[activation])
+        values.update(bias=0 if bias is None else bias.ctypes.data, epilogue=1,
+                      act=ACTIVATIONS[activation] if exact else 0)
         out, done = product(x, y, transpose_x, transpose_y, values)
-        if not done and out.size:  # the product ran elsewhere: the epilogue on the crew, bands of rows
+        if not done and out.size and (bias is not None or exact):  # made elsewhere: the epilogue on the crew
             rows, n = out.size // out_shape[0][0][-1], out_shape[0][0][-1]
             values.update(out=out.ctypes.data, ow=n)
             params = np.array([values[s] for s in SLOTS], np.int64)
             ranges = split(rows, 2 * transforms.threads) if out.size >= 2 * UNITS_PER_PART else [(0, rows)]
             transforms.phase(transforms.lib(), LINEAR, params, ranges, "matmul")
-        return out
+        return out if activation is None or exact else reference.conv_epilogue(activation)(out)
 
     def product(x, y, transpose_x, transpose_y, epilogue=None):
         """x @ y; with `epilogue` (the linear epilogue's parameter slots), (x @ y, whether the tasks applied it)."""
@@ -111,7 +118,7 @@ def matmul_kernel(transforms, tasks=None):
         return out if epilogue is None else (out, True)
 
     matmul.__name__ = matmul.__qualname__ = "matmul"
-    matmul.epilogues = reference.CONV_ACTIVATIONS  # graph fusion may give it a linear layer's bias and activation
+    matmul.epilogues = EXACT  # graph fusion may give it a linear layer's bias and these activations
     return matmul
 
 
