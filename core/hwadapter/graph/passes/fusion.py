@@ -389,26 +389,19 @@ def fuse(graph, assignment: dict, can_fuse, *, epilogues=conv_epilogues, residua
     an epilogue ("conv_epilogue"), matmul + bias + activation -> matmul with a bias input and an epilogue
     ("linear_epilogue"), then elementwise chains -> "fused" nodes ("fuse_chains"), never across devices.
     Returns (graph, assignment); PassReports go to `reports` if given."""
-    n0 = len(graph.nodes)
     if "fuse" in disable:
         return graph, dict(assignment)
-    if "conv_residual" not in disable:
-        graph, assignment, folded = fuse_conv_residual(graph, assignment, residual)
-        if reports is not None:
-            reports.append(PassReport("conv_residual", n0, len(graph.nodes), f"{folded} residual adds folded into "
-                                      f"conv2d"))
+    folds = (("conv_residual", lambda g, a: fuse_conv_residual(g, a, residual), "residual adds folded into conv2d"),
+             ("conv_epilogue", lambda g, a: fuse_conv_activation(g, a, epilogues), "activations folded into conv2d"),
+             ("linear_epilogue", lambda g, a: fuse_linear_epilogue(g, a, linear),
+              "biases and activations folded into matmul"))
+    for name, fold, what in folds:
+        if name in disable:
+            continue
         n0 = len(graph.nodes)
-    if "conv_epilogue" not in disable:
-        graph, assignment, folded = fuse_conv_activation(graph, assignment, epilogues)
+        graph, assignment, folded = fold(graph, assignment)
         if reports is not None:
-            reports.append(PassReport("conv_epilogue", n0, len(graph.nodes),
-                                      f"{folded} activations folded into conv2d"))
-        n0 = len(graph.nodes)
-    if "linear_epilogue" not in disable:
-        graph, assignment, folded = fuse_linear_epilogue(graph, assignment, linear)
-        if reports is not None:
-            reports.append(PassReport("linear_epilogue", n0, len(graph.nodes),
-                                      f"{folded} biases and activations folded into matmul"))
+            reports.append(PassReport(name, n0, len(graph.nodes), f"{folded} {what}"))
     n1 = len(graph.nodes)
     if "fuse_chains" not in disable:
         graph, assignment, count, ops = fuse_chains(graph, assignment, can_fuse)
