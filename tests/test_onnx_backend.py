@@ -158,6 +158,10 @@ def test_open_dims_take_any_size_and_each_signature_converts_once():
         x = RNG.standard_normal((n, 3)).astype(np.float32)
         np.testing.assert_array_equal(m.run([x])[0], np.maximum(x, 0))
     assert len(m._conversions) == 2
+    assert len(m._runs) == 2  # a run finds its plan by the input shapes and devices: planned once per signature
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    np.testing.assert_array_equal(m.run([x], devices="cpu")[0], np.maximum(x, 0))
+    assert len(m._runs) == 2  # "cpu" and ("cpu",) name the same devices: the same plan
 
 
 # --- unsupported ---------------------------------------------------------------------------------------------------
@@ -321,7 +325,7 @@ def test_a_shape_fed_as_an_input_converts_per_its_value_as_an_explicit_result():
     for shape in ((3, 2), (6, 1), (3, 2)):
         (y,) = rep.run([x, np.array(shape, np.int64)])
         np.testing.assert_array_equal(y, x.reshape(shape))
-    assert rep.model.value_inputs == ["s"]
+    assert rep.model.value_inputs == ["s"] and not rep.model._runs  # a plan per value: never looked up by shape
     graph = rep.model.graph(values={"s": np.array((3, 2), np.int64)})
     assert graph.inputs == ["x"] and [n.op for n in graph.nodes] == ["reshape"]
 

@@ -159,17 +159,12 @@ def _matmul(w, n):
     if n.attrs.get("transpose_y") and len(w.shape(y)) >= 2:
         y = _swap_last(w, y)
     (out,) = n.outputs
-    act = n.attrs.get("activation")
-    if len(n.inputs) < 3 and act is None:
-        w.node("MatMul", [x, y], [out])
-        return
-    product = w.node("MatMul", [x, y])  # a fused linear layer: MatMul, Add of the bias, the activation
-    target = out if act is None else w.fresh("linear")
-    if len(n.inputs) > 2:
-        w.node("Add", [product, n.inputs[2]], [target])
-    else:
-        target = product
-    _activation(w, act, target, out)
+    act, bias = n.attrs.get("activation"), n.inputs[2:]  # a fused linear layer: MatMul, Add of the bias, activation
+    z = w.node("MatMul", [x, y], None if bias or act else [out])
+    if bias:
+        z = w.node("Add", [z, bias[0]], None if act else [out])
+    if act is not None:
+        _activation(w, act, z, out)
 
 
 def _swap_last(w, ref) -> str:

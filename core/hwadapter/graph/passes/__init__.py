@@ -14,7 +14,7 @@ from .pad import fold_pad
 #: The device-independent passes, in the order `optimize` runs them.
 PIPELINE = (("infer", infer), ("fold", fold), ("cse", cse), ("dce", dce), ("fold_batch_norm", fold_batch_norm),
             ("fold_pad", fold_pad))
-#: Every pass name `disable` accepts: optimize's, fuse's ("fuse" switches off both of its parts), and the memory
+#: Every pass name `disable` accepts: optimize's, fuse's ("fuse" switches off all four of its parts), and the memory
 #: planner's "inplace" (no step writes its output over an input; hwadapter.graph.memory).
 PASSES = frozenset(name for name, _ in PIPELINE) | {"fuse", "conv_residual", "conv_epilogue", "linear_epilogue",
                                                      "fuse_chains", "inplace"}

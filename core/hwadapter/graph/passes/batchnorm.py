@@ -78,9 +78,6 @@ def _fold_once(graph):
         conv = next((producer[i] for i in bn.inputs if i in producer and producer[i].op == "conv2d"), None)
         if conv is None or conv.name in replaced:
             continue
-        w = constants[conv.inputs[1]] if conv.inputs[1] in constants else None
-        bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 and w is not None and \
-            conv.inputs[2] in constants else 0.0
         affine = _per_channel(bn, conv, constants, values, outputs, readers)
         if affine is not None:
             s, add = affine
@@ -92,6 +89,8 @@ def _fold_once(graph):
             folded["batch_norm"] += 1
         else:
             continue
+        w = constants[conv.inputs[1]]  # both checks ask for constant weights (and bias)
+        bias = constants[conv.inputs[2]].astype(np.float64) if len(conv.inputs) > 2 else 0.0
         w_name = _unique(f"{conv.name}.bn_weight", values)
         b_name = _unique(f"{conv.name}.bn_bias", values.keys() | {w_name})
         constants[w_name] = np.ascontiguousarray((w.astype(np.float64) * s.reshape(-1, 1, 1, 1)).astype(w.dtype))

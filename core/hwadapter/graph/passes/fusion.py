@@ -17,7 +17,7 @@ from ...runtime.fused import REDUCTIONS, functor_nodes, kernel_name
 ACTIVATIONS = frozenset({"relu", "sigmoid", "tanh", "gelu"})
 
 
-def _conv_kernel(device, dtypes, op="conv2d"):
+def _kernel(device, op: str, dtypes):
     """`device`'s own `op` kernel (conv2d, matmul) for inputs of `dtypes`, or None."""
     from ...runtime.device import devices  # lazy: device lookup loads plugins
     try:
@@ -30,20 +30,20 @@ def _conv_kernel(device, dtypes, op="conv2d"):
 def linear_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
     """The activations `device`'s matmul kernel for inputs of `dtypes` applies after a fused bias: its `epilogues`
     attribute (the reference kernel and the CPU's tuned one declare them); empty when it declares none."""
-    return frozenset(getattr(_conv_kernel(device, dtypes, "matmul"), "epilogues", None) or ())
+    return frozenset(getattr(_kernel(device, "matmul", dtypes), "epilogues", None) or ())
 
 
 def conv_epilogues(device, dtypes=("float32", "float32")) -> frozenset:
     """The activations `device`'s conv2d kernel for inputs of `dtypes` applies as an epilogue: what the kernel
     declares in its `epilogues` attribute (the CPU reference kernel and the OpenCL GEMM do). Empty when the device
     has no conv2d kernel of its own or declares none; the partitioner may ask this too."""
-    return frozenset(getattr(_conv_kernel(device, dtypes), "epilogues", None) or ())
+    return frozenset(getattr(_kernel(device, "conv2d", dtypes), "epilogues", None) or ())
 
 
 def conv_residual(device, dtypes=("float32", "float32", "float32")) -> bool:
     """Whether `device`'s conv2d kernel for inputs of `dtypes` takes a fused residual input (its `residual`
     attribute: a fourth input, the output's shape, added after the bias and before the activation)."""
-    return bool(getattr(_conv_kernel(device, dtypes), "residual", False))
+    return bool(getattr(_kernel(device, "conv2d", dtypes), "residual", False))
 
 
 def fuse_conv_residual(graph, assignment: dict, takes_residual=conv_residual):

@@ -49,7 +49,7 @@ def matmul_kernel(transforms, tasks=None):
     def matmul(x, y, bias=None, transpose_x=False, transpose_y=False, activation=None):
         bias, transpose_x, transpose_y = reference.old_positional(bias, transpose_x, transpose_y)
         if bias is None and activation is None:
-            return product(x, y, transpose_x, transpose_y)
+            return product(x, y, transpose_x, transpose_y)[0]
         if x.dtype != np.float32 or y.dtype != np.float32 or (bias is not None and bias.dtype != np.float32) or \
                 transforms.lib() is None or transforms.crew() is None:
             return reference.matmul(x, y, bias, transpose_x=transpose_x, transpose_y=transpose_y,
@@ -71,23 +71,21 @@ def matmul_kernel(transforms, tasks=None):
         return out if activation is None or exact else reference.conv_epilogue(activation)(out)
 
     def product(x, y, transpose_x, transpose_y, epilogue=None):
-        """x @ y; with `epilogue` (the linear epilogue's parameter slots), (x @ y, whether the tasks applied it)."""
+        """(x @ y, whether its tasks applied `epilogue`: the linear epilogue's parameter slots, or None)."""
         if y.ndim > 2 and x.ndim >= 2 and x.dtype == y.dtype == np.float32 and int(np.prod(y.shape[:-2])) == 1:
             # one right operand: the product of a 2-D one, with the batch dimensions both operands broadcast to
             try:
                 batch = np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
             except ValueError:
-                return _plain(reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), epilogue)
-            out = product(x, y.reshape(y.shape[-2:]), transpose_x, transpose_y, epilogue)
-            if epilogue is None:
-                return out.reshape(*batch, *out.shape[-2:])
-            return out[0].reshape(*batch, *out[0].shape[-2:]), out[1]
+                return reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), False
+            out, done = product(x, y.reshape(y.shape[-2:]), transpose_x, transpose_y, epilogue)
+            return out.reshape(*batch, *out.shape[-2:]), done
         if y.ndim > 2 and tasks is not None:
             out = batched(tasks, transforms, x, y, transpose_x, transpose_y)
             if out is not None:
-                return _plain(out, epilogue)
+                return out, False
         if not (x.dtype == y.dtype == np.float32 and x.ndim >= 2 and y.ndim == 2 and x.size and y.size):
-            return _plain(reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), epilogue)
+            return reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), False
         a = np.swapaxes(x, -1, -2) if transpose_x else x
         k, n = (y.shape[1], y.shape[0]) if transpose_y else y.shape
         rows = a.size // a.shape[-1]
@@ -95,7 +93,7 @@ def matmul_kernel(transforms, tasks=None):
         small = TINY if rows <= DOT_ROWS else THREADED
         lib = transforms.lib() if a.shape[-1] == k and rows * k * n > small else None
         if lib is None or transforms.crew() is None:
-            return _plain(reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), epilogue)
+            return reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), False
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
         out = np.empty((*a.shape[:-1], n), np.float32)
         values = dict.fromkeys(SLOTS, 0) if epilogue is None else dict(epilogue)
@@ -115,16 +113,11 @@ def matmul_kernel(transforms, tasks=None):
                 kind, ranges = COLUMNS_, _bands(n, transforms.threads, COLUMNS // cut)
         with single_blas():
             transforms.phase(lib, kind, params, ranges, "matmul")
-        return out if epilogue is None else (out, True)
+        return out, epilogue is not None
 
     matmul.__name__ = matmul.__qualname__ = "matmul"
     matmul.epilogues = EXACT  # graph fusion may give it a linear layer's bias and these activations
     return matmul
-
-
-def _plain(out, epilogue):
-    """A product made without the epilogue: as it is, or (it, False) when the caller asked for one."""
-    return out if epilogue is None else (np.ascontiguousarray(out), False)
 
 
 def _bands(size: int, threads: int, least: int) -> list:

@@ -39,9 +39,7 @@ def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_
 
 def kernels(device) -> dict:
     """{op: kernel} for `device`: float32 through pool.c once it compiles (else numpy, saying why once)."""
-    lib = library(device)
-
-    crew = Threads(device)
+    lib, crew = library(device), Threads(device)
 
     def run(name, x, kernel_size, stride, padding, ceil_mode, exclusive=False):
         (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel_size, stride, padding
@@ -54,9 +52,9 @@ def kernels(device) -> dict:
         failed = np.zeros(1, np.int64)
         params = np.array([x.ctypes.data, out.ctypes.data, n * c, h, w, kh, kw, sh, sw, pt, pl, oh, ow,
                            int(name == "avg_pool2d"), int(bool(exclusive)), failed.ctypes.data], np.int64)
-        lib_ = lib()
-        if not crew.run(ctypes.cast(lib_.hwa_pool_task, ctypes.c_void_p).value, params, out.size):
-            lib_.hwa_pool_task(params.ctypes.data, 0, 1)
+        task = lib().hwa_pool_task
+        if not crew.run(ctypes.cast(task, ctypes.c_void_p).value, params, out.size):
+            task(params.ctypes.data, 0, 1)
         if failed[0]:
             raise MemoryError(f"{name}: {device} could not allocate its scratch ({h} x {ow} floats). Fix: free "
                               f"host memory")
