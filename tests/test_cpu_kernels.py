@@ -192,6 +192,29 @@ def test_the_c_kernel_runs_resnet_layers_as_the_reference(n, c, size, o, k, stri
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("n, c, h, w, o", [(1, 1024, 1, 1, 1000), (2, 70, 1, 2, 33), (1, 5, 2, 2, 300)])
+@pytest.mark.parametrize("activation", [None, "relu", "sigmoid", "gelu"])
+def test_a_1x1_conv_over_few_pixels_runs_as_dot_products_like_the_reference(n, c, h, w, o, activation):
+    """A classifier written as a 1x1 conv over a pooled image (tasks.c's dot products, not a BLAS band per image),
+    with its bias, a residual and each kind of activation, equal columns of the weight giving equal channels."""
+    rng = np.random.default_rng(n * c + o)
+    x = rng.standard_normal((n, c, h, w)).astype("float32")
+    wt = (rng.standard_normal((o, c, 1, 1)) / np.sqrt(c)).astype("float32")
+    wt[1] = wt[0]
+    b = rng.standard_normal(o).astype("float32")
+    b[1] = b[0]
+    assert blasconv._few_pixels(x.shape, wt.shape, (1, 1), (0, 0, 0, 0), 1)
+    for residual in (None, rng.standard_normal((n, o, h, w)).astype("float32")):
+        got = DEVICE_CONV(x, wt, b, residual, activation=activation)
+        want = reference.KERNELS["conv2d"](*(a.astype("float64") for a in (x, wt, b)),
+                                           None if residual is None else residual.astype("float64"),
+                                           activation=activation)
+        assert got.shape == want.shape and got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        if residual is None:
+            np.testing.assert_array_equal(got[:, 0], got[:, 1])
+
+
 def test_the_c_kernel_refuses_a_residual_of_another_shape_before_reading_it():
     from hwadapter.plugin import InvalidArgumentError
     x, w = np.ones((1, 4, 6, 6), "float32"), np.ones((8, 4, 3, 3), "float32")

@@ -108,7 +108,9 @@ def test_resize_of_the_last_two_axes_equals_the_reference(mode, coord, antialias
 
 @pytest.mark.parametrize("shape, perm", [((1, 16384, 256), (0, 2, 1)), ((3, 70, 33), (0, 2, 1)), ((64, 48), (1, 0)),
                                          ((2, 3, 5, 7), (0, 3, 1, 2)), ((2, 3, 5, 7), (2, 3, 0, 1)),
-                                         ((2, 1, 5, 7), (0, 3, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((4, 1), (1, 0))])
+                                         ((2, 1, 5, 7), (0, 3, 2, 1)), ((2, 3, 4), (1, 0, 2)), ((4, 1), (1, 0)),
+                                         ((1, 3, 8, 7, 7), (0, 2, 1, 3, 4)), ((2, 3, 5, 4, 8), (0, 2, 1, 3, 4)),
+                                         ((3, 4, 32), (1, 0, 2)), ((2, 5, 1, 3, 20), (2, 3, 0, 1, 4))])
 @pytest.mark.parametrize("dtype", ["float32", "int32", "float64"])
 def test_transpose_equals_numpys(kernels, shape, perm, dtype):
     x = np.arange(int(np.prod(shape))).astype(dtype).reshape(shape)

@@ -369,6 +369,32 @@ class Transforms:
             out = reference.conv_epilogue(activation)(out)
         return out
 
+    def dots(self, lib, x, w, bias, residual, activation):
+        """A 1x1 conv2d over few pixels (_few_pixels) as tasks.c's dot products of each pixel's channels with each
+        filter, the bias and activation applied by each band's task; columns shared by the crew."""
+        n, c, h, wd = x.shape
+        o = w.shape[0]
+        if residual is not None:  # the op's own rule names a residual of another shape
+            meta.result_meta("conv2d", (x.shape, w.shape, (o,), residual.shape), (x.dtype, w.dtype), {})
+        rows = np.ascontiguousarray(x.reshape(n, c, h * wd).transpose(0, 2, 1))  # (n * pixels, c): a few floats
+        filters = np.ascontiguousarray(w.reshape(o, c))
+        out = np.empty((n * h * wd, o), np.float32)
+        b = None if bias is None else np.ascontiguousarray(bias)
+        values = dict.fromkeys(SLOTS, 0)
+        values.update(x=rows.ctypes.data, weight=filters.ctypes.data, out=out.ctypes.data, c=c, oh=n * h * wd, ow=o,
+                      transb=1, epilogue=1, bias=0 if b is None else b.ctypes.data,
+                      act=ACTIVATIONS.get(activation, 0) if residual is None else 0)
+        params = np.array([values[slot] for slot in SLOTS], np.int64)
+        self.phase(lib, DOTS_, params, split(o, 2 * self.threads, COLUMNS), "conv2d")
+        out = np.ascontiguousarray(out.reshape(n, h * wd, o).transpose(0, 2, 1)).reshape(n, o, h, wd)
+        if residual is not None:  # added before the activation, as the fused op defines
+            out += residual
+            if activation is not None:
+                return reference.conv_epilogue(activation)(out)
+        if activation not in ACTIVATIONS:
+            out = reference.conv_epilogue(activation)(out)
+        return out
+
     def igemm(self, lib, x, w, bias, residual, stride, padding, dilation, activation, groups=1):
         """An ungrouped or grouped conv2d as igemm.c's implicit product on the crew, image by image: its plan (shapes,
         parameters but the arrays, the tasks' ranges) made once per signature; the weights packed at plan time
@@ -551,6 +577,18 @@ def _few_channels(x, w, bias, residual, stride, padding, dilation, activation):
     return out
 
 
+#: At most this many output pixels over the batch, a 1x1 convolution is a product with few rows: tasks.c's dot
+#: products, which read the weights once at memory speed (a classifier written as a 1x1 conv over a pooled image)
+DOT_PIXELS = 4
+
+
+def _few_pixels(x_shape, w_shape, stride, padding, groups) -> bool:
+    """A 1x1 convolution (no padding, groups=1) over at most DOT_PIXELS pixels in all."""
+    n, _, h, w = x_shape
+    return groups == 1 and w_shape[2:] == (1, 1) and not any(padding) and tuple(stride) == (1, 1) and \
+        n * h * w <= DOT_PIXELS
+
+
 def conv_kernel(device, native: bool = True):
     """conv2d for `device`: float32 convolutions through its Transforms, the rest through the reference kernel.
     native=False: the tasks run in Python even where the crew could run them."""
@@ -568,6 +606,8 @@ def conv_kernel(device, native: bool = True):
                 return _few_channels(x, weight, bias, None, tuple(stride), tuple(padding), tuple(dilation),
                                      activation)
             lib = transforms.lib()
+            if lib is not None and _few_pixels(x.shape, weight.shape, stride, padding, groups):
+                return transforms.dots(lib, x, weight, bias, residual, activation)
             if lib is not None and weight.shape[1] == 1 and groups == x.shape[1]:
                 return transforms.depthwise(lib, x, weight, bias, residual, tuple(stride), tuple(padding),
                                             tuple(dilation), activation)

@@ -109,6 +109,73 @@ static inline __attribute__((always_inline)) void pool_plane(const int64_t *q, c
   }
 }
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+/* The same plane with AVX-512 intrinsics for strides 1 and 2 (the common pools): the taps loaded from the plane's
+ * rows under masks (lanes outside the image read as fill, none is read past the row), so no row is copied, and the
+ * whole of a short row is a few instructions where the compiler's loops spend more setting up than pooling. */
+static inline __mmask16 v_below(int64_t k) {
+  return k <= 0 ? 0 : k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1);
+}
+/* pool_max lane by lane: m >= v ? m : v, then m where m is nan */
+static inline __m512 v_max(__m512 m, __m512 v) {
+  __m512 t = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m, v, _CMP_GE_OQ), v, m);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m, m, _CMP_UNORD_Q), t, m);
+}
+/* row[start + l * sw] for lanes l (sw 1 or 2), fill where that column is outside [0, w) */
+static inline __m512 v_taps(const float *row, int64_t start, int64_t w, int64_t sw, __m512 fill) {
+  __mmask16 a = v_below(w - start) & (__mmask16)~v_below(-start);
+  if (sw == 1) return _mm512_mask_loadu_ps(fill, a, row + start);
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  __mmask16 b = v_below(w - start - 16) & (__mmask16)~v_below(-start - 16);
+  return _mm512_permutex2var_ps(_mm512_mask_loadu_ps(fill, a, row + start), even,
+                                _mm512_mask_loadu_ps(fill, b, row + start + 16));
+}
+static inline __attribute__((always_inline)) void pool_plane16(const int64_t *q, const float *plane, float *out,
+                                                                float *cols, const float *count, int sum) {
+  int64_t h = q[Q_H], w = q[Q_W], kh = q[Q_KH], kw = q[Q_KW], sh = q[Q_SH], sw = q[Q_SW], pt = q[Q_PT];
+  int64_t pl = q[Q_PL], oh = q[Q_OH], ow = q[Q_OW], owp = (ow + LANES - 1) / LANES * LANES;
+  const __m512 fill = _mm512_set1_ps(sum ? 0.0f : -INFINITY);
+  for (int64_t y = 0; y < h; y++) { /* across each row's windows, in the reference's order of a window's columns */
+    const float *row = plane + y * w;
+    for (int64_t ox = 0; ox < owp; ox += 16) {
+      int64_t start = ox * sw - pl;
+      __m512 m = v_taps(row, start, w, sw, fill);
+      for (int64_t j = 1; j < kw; j++) {
+        __m512 v = v_taps(row, start + j, w, sw, fill);
+        m = sum ? _mm512_add_ps(m, v) : v_max(m, v);
+      }
+      _mm512_store_ps(cols + y * owp + ox, m);
+    }
+  }
+  const __m512 all = _mm512_set1_ps((float)(kh * kw));
+  for (int64_t oy = 0; oy < oh; oy++) { /* down the rows of each output row's windows inside the image */
+    int64_t y0 = oy * sh - pt, y1 = y0 + kh;
+    y0 = y0 < 0 ? 0 : y0;
+    y1 = y1 > h ? h : y1;
+    const __m512 rows = _mm512_set1_ps((float)(y1 > y0 ? y1 - y0 : 0)); /* small integers: products exact */
+    for (int64_t ox = 0; ox < owp; ox += 16) {
+      __m512 m = fill;
+      if (y1 > y0) {
+        m = _mm512_load_ps(cols + y0 * owp + ox);
+        if (sum) m = _mm512_add_ps(_mm512_setzero_ps(), m);
+        for (int64_t y = y0 + 1; y < y1; y++) {
+          __m512 v = _mm512_load_ps(cols + y * owp + ox);
+          m = sum ? _mm512_add_ps(m, v) : v_max(m, v);
+        }
+      }
+      if (sum)
+        m = _mm512_div_ps(m, q[Q_EXCLUSIVE] ? _mm512_mul_ps(rows, _mm512_loadu_ps(count + ox)) : all);
+      _mm512_mask_storeu_ps(out + oy * ow + ox, v_below(ow - ox), m);
+    }
+  }
+}
+#define POOL16(q) ((q)[Q_SW] <= 2)
+#else
+#define POOL16(q) 0
+#define pool_plane16(q, plane, out, cols, count, sum)
+#endif
+
 /* Planes [part * planes / parts, (part + 1) * planes / parts) of the call `q`: the crew's task (threads.py), or the
  * whole call with part 0 of 1. Sets Q_FAILED when its scratch cannot be allocated. */
 void hwa_pool_task(const int64_t *q, int64_t part, int64_t parts) {
@@ -127,8 +194,14 @@ void hwa_pool_task(const int64_t *q, int64_t part, int64_t parts) {
     int64_t x0 = ox * q[Q_SW] - q[Q_PL], x1 = x0 + q[Q_KW], n = (x1 > w ? w : x1) - (x0 < 0 ? 0 : x0);
     count[ox] = (float)(n > 0 ? n : 0);
   }
+  for (int64_t ox = ow; ox < owp; ox++) count[ox] = 1.0f; /* lanes past the row: divided, never stored */
   for (int64_t p = p0; p < p1; p++) {
-    if (q[Q_SUM])
+    if (POOL16(q)) {
+      if (q[Q_SUM])
+        pool_plane16(q, x + p * h * w, out + p * oh * ow, cols, count, 1);
+      else
+        pool_plane16(q, x + p * h * w, out + p * oh * ow, cols, count, 0);
+    } else if (q[Q_SUM])
       pool_plane(q, x + p * h * w, out + p * oh * ow, row, cols, acc, count, 1);
     else
       pool_plane(q, x + p * h * w, out + p * oh * ow, row, cols, acc, count, 0);

@@ -3,6 +3,7 @@
  * the parameters; the source is compiled after the backend's prelude, which declares the C library's vector math
  * (libmvec's expf) where it has it, so these loops call expf vectorised, and after sgemm.c. */
 #include <stdint.h>
+#include <string.h>
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
@@ -105,5 +106,22 @@ void hwa_transpose(const int64_t *p, int64_t part, int64_t parts) {
       for (int64_t j = j0; j < j1; ++j)
         for (int64_t i = i0; i < i1; ++i) yb[j * m + i] = xb[i * n + j];
     }
+  }
+}
+
+/* p: x, y, batch, m, n, bytes. The same swap of blocks of `bytes` bytes that stay together (the trailing axes that
+ * do not move: a channel shuffle's planes): y[b][j][i] = x[b][i][j], one copy per block; parts are blocks of the
+ * batch's output rows. */
+void hwa_transpose_blocks(const int64_t *p, int64_t part, int64_t parts) {
+  const char *x = PTR(const char, 0);
+  char *y = PTR(char, 1);
+  const int64_t m = p[3], n = p[4], bytes = p[5];
+  int64_t first, last;
+  block(p[2] * n, part, parts, &first, &last);
+  for (int64_t r = first; r < last; ++r) {
+    const int64_t b = r / n, j = r % n;
+    const char *xb = x + (b * m * n + j) * bytes;
+    char *yr = y + r * m * bytes;
+    for (int64_t i = 0; i < m; ++i) memcpy(yr + i * bytes, xb + i * n * bytes, (size_t)bytes);
   }
 }

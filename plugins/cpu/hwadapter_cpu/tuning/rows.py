@@ -4,6 +4,8 @@ the last axis (in tiles), in parts on the device's crew; everything else through
 from __future__ import annotations
 
 import ctypes
+import functools
+import math
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +18,10 @@ SOURCES = tuple(Path(__file__).with_name(name) for name in ("sgemm.c", "rows.c")
 _TASK = (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64])
 #: least elements a float32 clip runs as its compiled program (hostchain.NUMPY_UP_TO's crossover, two threads' worth)
 CLIP_COMPILED = 1 << 16
-TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose")
+TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose", "hwa_transpose_blocks")
+#: least bytes a block of trailing axes that stay together must hold for one copy per block (rows.c's
+#: hwa_transpose_blocks) to beat numpy's strided copy
+BLOCK_BYTES = 64
 
 
 def library(device) -> CLibrary:
@@ -84,13 +89,21 @@ def kernels(device) -> dict:
         return out
 
     def transpose(x, perm):
-        shape = _as_swap(x.shape, perm)
-        if shape is None or x.dtype.itemsize != 4 or not rows.ready():
+        shape = _as_swap(x.shape, tuple(int(a) for a in perm))
+        if shape is None or not rows.ready():
+            return reference.KERNELS["transpose"](x, perm)
+        batch, m, n, inner = shape
+        bytes_ = inner * x.dtype.itemsize
+        if not (inner == 1 and x.dtype.itemsize == 4 or inner > 1 and bytes_ >= BLOCK_BYTES and x.dtype != object):
             return reference.KERNELS["transpose"](x, perm)
         x = np.ascontiguousarray(x)
         out = np.empty(tuple(x.shape[a] for a in perm), x.dtype)
-        batch, m, n = shape
-        rows.run("hwa_transpose", np.array([x.ctypes.data, out.ctypes.data, batch, m, n], np.int64), x.size)
+        if inner == 1:
+            rows.run("hwa_transpose", np.array([x.ctypes.data, out.ctypes.data, batch, m, n], np.int64), x.size)
+        else:
+            # copies gain from the crew only when large: a unit per 32 bytes puts the crossover near 1 MB
+            rows.run("hwa_transpose_blocks", np.array([x.ctypes.data, out.ctypes.data, batch, m, n, bytes_],
+                                                      np.int64), x.nbytes // 32)
         return out
 
     def clip(x, min=None, max=None):
@@ -105,9 +118,10 @@ def kernels(device) -> dict:
             "clip": clip}
 
 
-def _as_swap(shape, perm):
-    """(batch, m, n) where transposing `shape` by `perm` is y[b] = x[b].T of x viewed as (batch, m, n), with the
-    last axis moved (numpy's copy of such a view reads across rows element by element); else None."""
+@functools.lru_cache(maxsize=1024)
+def _as_swap(shape: tuple, perm: tuple):
+    """(batch, m, n, inner) where transposing `shape` by `perm` is y[b] = x[b].T of x viewed as (batch, m, n, inner),
+    blocks of `inner` elements (trailing axes that do not move) kept together; else None."""
     perm = [int(a) % len(shape) for a in perm] if shape else []
     axes = [a for a in perm if shape[a] != 1]  # axes of size 1 move nothing
     groups = []  # runs of input axes that stay together, in output order
@@ -116,9 +130,12 @@ def _as_swap(shape, perm):
             groups[-1].append(a)
         else:
             groups.append([a])
-    size = [int(np.prod([shape[a] for a in g])) for g in groups]
+    size = [math.prod(shape[a] for a in g) for g in groups]
+    batch = inner = 1
+    if len(groups) >= 3 and groups[0][0] < min(g[0] for g in groups[1:]):  # leading axes that stay first
+        batch, groups, size = size[0], groups[1:], size[1:]
+    if len(groups) == 3 and groups[2][0] > max(g[-1] for g in groups[:2]):  # trailing axes that stay last
+        inner, groups, size = size[2], groups[:2], size[:2]
     if len(groups) == 2 and groups[0][0] > groups[1][0]:
-        return 1, size[1], size[0]
-    if len(groups) == 3 and groups[0][0] < groups[2][0] < groups[1][0]:
-        return size[0], size[2], size[1]
+        return batch, size[1], size[0], inner
     return None

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* The parameters of one image's conv2d, an int64 array filled by blasconv.py (pointers as integers). */
 enum {
@@ -208,39 +209,45 @@ static float lanes_sum(float *acc) {
   return acc[0];
 }
 
-static float dot(const float *restrict a, const float *restrict b, int64_t k) {
-  float acc[DOT_LANES] = {0};
-  int64_t i = 0;
-  for (; i + DOT_LANES <= k; i += DOT_LANES)
-    for (int l = 0; l < DOT_LANES; l++) acc[l] += a[i + l] * b[i + l];
-  for (int l = 0; i + l < k; l++) acc[l] += a[i + l] * b[i + l];
-  return lanes_sum(acc);
+/* DOT_LANES floats as one value of GCC's vector extension: the running sums stay in registers (as float arrays they
+ * lived on the stack, each step a store and a reload), with the same lanes and the same order of additions */
+typedef float dot_vec __attribute__((vector_size(DOT_LANES * sizeof(float))));
+
+static inline dot_vec dot_load(const float *p) {
+  dot_vec v;
+  memcpy(&v, p, sizeof v);
+  return v;
 }
 
-/* dot(a, b[c], k) for c < 4, each summed exactly as dot sums it (a read once for the four). */
+/* dot(a, b[c], k) for c < `count` (at most 4), each summed exactly as dot sums it (a read once for all). */
+static inline __attribute__((always_inline)) void dots(const float *restrict a, const float *const *b, int count,
+                                                       int64_t k, float *out) {
+  dot_vec s[4] = {{0}, {0}, {0}, {0}};
+  int64_t i = 0;
+  for (; i + DOT_LANES <= k; i += DOT_LANES) {
+    dot_vec v = dot_load(a + i);
+    for (int c = 0; c < count; c++) s[c] += v * dot_load(b[c] + i); /* no contraction: a product, then a sum */
+  }
+  for (int c = 0; c < count; c++) {
+    float acc[DOT_LANES];
+    memcpy(acc, &s[c], sizeof acc);
+    for (int l = 0; i + l < k; l++) acc[l] += a[i + l] * b[c][i + l];
+    out[c] = lanes_sum(acc);
+  }
+}
+
+static float dot(const float *restrict a, const float *restrict b, int64_t k) {
+  const float *rows[1] = {b};
+  float v;
+  dots(a, rows, 1, k, &v);
+  return v;
+}
+
+/* dot(a, b[c], k) for c < 4. */
 static void dot4(const float *restrict a, const float *restrict b0, const float *restrict b1,
                  const float *restrict b2, const float *restrict b3, int64_t k, float *out) {
-  float s0[DOT_LANES] = {0}, s1[DOT_LANES] = {0}, s2[DOT_LANES] = {0}, s3[DOT_LANES] = {0};
-  int64_t i = 0;
-  for (; i + DOT_LANES <= k; i += DOT_LANES)
-    for (int l = 0; l < DOT_LANES; l++) {
-      float v = a[i + l];
-      s0[l] += v * b0[i + l];
-      s1[l] += v * b1[i + l];
-      s2[l] += v * b2[i + l];
-      s3[l] += v * b3[i + l];
-    }
-  for (int l = 0; i + l < k; l++) {
-    float v = a[i + l];
-    s0[l] += v * b0[i + l];
-    s1[l] += v * b1[i + l];
-    s2[l] += v * b2[i + l];
-    s3[l] += v * b3[i + l];
-  }
-  out[0] = lanes_sum(s0);
-  out[1] = lanes_sum(s1);
-  out[2] = lanes_sum(s2);
-  out[3] = lanes_sum(s3);
+  const float *b[4] = {b0, b1, b2, b3};
+  dots(a, b, 4, k, out);
 }
 
 static void task_dots(const int64_t *p, int64_t c0, int64_t c1) {
