@@ -20,7 +20,8 @@ ACTIVATIONS = [None, *sorted(reference.CONV_ACTIVATIONS)]
 # (batch, channels in, out, image (h, w), kernel, stride, padding (t, b, l, r), dilation, groups): tails of pixels
 # (not a multiple of the tile's columns) and of channels (not a multiple of its rows), a strided and a dilated one,
 # grouped ones, a 1x1 that reads the image as it is, taps past one pass (IG_KC), wide padding, a single pixel, rows of
-# stride 2 wider than a vector (igemm.c's ig_copy2) and a stride of 3
+# stride 2 wider than a vector (igemm.c's ig_copy2), a stride of 3, outputs narrower than the input, uneven
+# padding and a dilated one on a wide image
 CASES = [
     (1, 3, 8, (9, 9), 3, 1, (1, 1, 1, 1), 1, 1),
     (2, 16, 20, (13, 11), 3, 2, (1, 0, 1, 1), 1, 1),
@@ -34,6 +35,9 @@ CASES = [
     (1, 3, 16, (33, 30), 7, 2, (3, 3, 3, 3), 1, 1),
     (1, 4, 8, (40, 71), 3, 2, (0, 1, 1, 0), 1, 1),
     (1, 3, 10, (23, 26), 5, 3, (1, 1, 2, 2), 1, 1),
+    (1, 10, 20, (12, 15), 3, 1, (0, 0, 0, 0), 1, 1),
+    (2, 6, 10, (11, 13), 3, 1, (2, 0, 0, 1), 1, 2),
+    (1, 40, 24, (9, 40), 3, 1, (1, 1, 1, 1), 3, 1),
 ]
 
 

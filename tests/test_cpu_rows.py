@@ -141,3 +141,24 @@ def test_an_average_pool_of_one_window_over_the_whole_image_is_its_mean(kernel, 
     want = reference.KERNELS["avg_pool2d"](x.astype(np.float64), kernel, stride, padding, ceil, True)
     assert got.shape == want.shape == (1, 5, 1, 1) and got.dtype == F32
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("shape, axis, keepdim", [((1, 1000, 13, 13), (2, 3), True), ((2, 3, 7), -1, False),
+                                                  ((4, 5), None, False), ((1, 2048, 1, 1), (2, 3), True),
+                                                  ((3, 40, 33), (1, 2), False), ((6, 9), 1, True)])
+def test_a_mean_over_trailing_axes_equals_the_references(kernels, shape, axis, keepdim):
+    """rows.c's mean (a global average pool): within a few ulp of the reference's, its shape and dtype exactly, nan
+    and infinities as the reference's, a row of zeros keeping their sign."""
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    got, want = kernels["mean"](x, axis, keepdim), reference.mean(x.astype(np.float64), axis, keepdim)
+    assert got.shape == want.shape and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+    flat = x.reshape(-1)
+    flat[:4] = [np.nan, np.inf, -np.inf, 1.0]
+    x2 = np.zeros(shape, np.float32) * -1.0  # -0.0 everywhere
+    for a in (x, x2):
+        got, want = kernels["mean"](a, axis, keepdim), reference.mean(a, axis, keepdim)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.signbit(got[np.isfinite(got) & (got == 0)]),
+                                      np.signbit(want[np.isfinite(want) & (want == 0)]))

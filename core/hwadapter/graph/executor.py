@@ -12,6 +12,7 @@ from ..dispatch import dispatcher
 from ..dispatch.tensor import unwrap, wrap
 from ..runtime.device import devices
 from ..runtime.memory import to_device, transfer
+from .segments import flat
 from .steps import Run
 
 _clock = time.perf_counter
@@ -71,7 +72,7 @@ def execute(sched, staged, record=None) -> list:
         env[s] = data
     st = None
     try:
-        for st in sched.steps:
+        for st in sched.steps if record is None else flat(sched.steps):  # profiled: a segment's steps one by one
             if record is not None:
                 start = _clock()
             args = [env[i] for i in st.ins]

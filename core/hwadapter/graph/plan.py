@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from . import executor, svg
 from .schedule import schedule
+from .steps import Run
 
 try:
     from .straight import Straight
@@ -53,10 +54,13 @@ class Plan:
         return executor.run(self, inputs, device)
 
     def replaced(self, name: str, call) -> "Plan":
-        """A copy of this plan whose step `name` runs `call` (out of place): how tests inject a faulty kernel."""
+        """A copy of this plan whose step `name` runs `call` (out of place): how tests inject a faulty kernel. A
+        segment holding that step runs its steps one by one."""
         steps = tuple(dataclasses.replace(st, call=call, into=None) if st.name == name else st
-                      for st in self.schedule.steps)
-        if all(a is b for a, b in zip(steps, self.schedule.steps)):
+                      for seg in self.schedule.steps
+                      for st in (seg.call.parts if seg.run is Run.SEGMENT and any(p.name == name for p in seg.call.parts)
+                                 else (seg,)))
+        if len(steps) == len(self.schedule.steps) and all(a is b for a, b in zip(steps, self.schedule.steps)):
             raise KeyError(f"plan has no step {name!r}")
         new = copy.copy(self)
         new.schedule = dataclasses.replace(self.schedule, steps=steps)

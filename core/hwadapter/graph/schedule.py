@@ -12,6 +12,7 @@ from ..api.errors import KernelExecutionError
 from ..runtime.device import devices
 from ..runtime.memory import DeviceArray, check_fits, to_device, transfer
 from . import programs
+from .segments import segmented
 from .steps import Run, Schedule, Step
 
 
@@ -136,6 +137,8 @@ def schedule(plan, where: dict, resolved: dict) -> Schedule:
             slots.constants[slots(o)] = np.asarray(slots.consts[o], order="C")
             homes[o] = _device_of(None)  # the fallback device: host memory, so its data is numpy
     outputs = tuple((slots.numbers[o], homes.get(o)) for o in graph.outputs)
+    values = {s: graph.values[key if isinstance(key, str) else key[0]] for key, s in slots.numbers.items()}
+    steps = segmented(steps, values, slots.constants, {s for s, _ in outputs})
     return Schedule(tuple(_with_drops(steps, {s for s, _ in outputs}, slots.constants)), len(slots.numbers),
                     dict(slots.constants), inputs, outputs, first)
 

@@ -13,6 +13,7 @@ class Run(enum.Enum):
     HOST_CHAIN = "host chain"  # a fused node as numpy calls on a host-memory device: call(*arrays) -> list
     SUBGRAPH = "subgraph"      # a subgraph backend's compiled Executable: call(*arrays) -> list
     COPY = "copy"              # data moved to another device: call(array) -> [array]
+    SEGMENT = "segment"        # kernel steps a device runs as one call (segments.py): call(*arrays) -> list
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,9 @@ import numpy as np
 from hwadapter.plugin import InvalidArgumentError, meta, reference
 
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, cores, single_blas, split
+from .calls import caller
 from .clib import CLibrary
+from .segments import Record
 
 #: how long the crew's threads watch for the next call before sleeping (HWADAPTER_CPU_SPIN_MS overrides it), and a
 #: caller for its call's last ranges to finish: on a virtual machine a sleeping thread's wake-up can take milliseconds
@@ -299,10 +301,14 @@ class Transforms:
         self._depthwise_plans: dict = {}  # signature -> Transforms._depthwise_plan's
         self._igemm_plans: dict = {}  # signature -> Transforms._igemm_plan's
         self._constants: dict = {}  # id -> (weak reference to the array, its data pointer): Transforms._constant
+        self.runner = None  # the device's segments.Runner (tuning.register sets it)
 
     def _ready(self, lib) -> None:
         """igemm.c's tile, and the crew once numpy's cblas_sgemm has been found and checked through the new library."""
         self.cols, self.rows = lib.hwa_igemm_cols(), lib.hwa_igemm_rows()
+        self.call = caller(self.device)
+        self.entry = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+                      for name in ("hwa_phase", "hwa_crew_call")}
         self._sgemm = self._checked_sgemm(lib)
         if self._sgemm is not None:
             self._native_crew = lib.hwa_crew_new(self.threads - 1, spin_ns(), WAIT_NS)
@@ -408,26 +414,15 @@ class Transforms:
         out = np.empty(shape, np.float32)
         if out.size == 0:
             return out
-        # every array kept in a local until the call returns
-        x = np.ascontiguousarray(x)
         if a is None:  # not packed at plan time: now, for this call
             a = igemm_weights(weight, groups, self.rows)
-        params = template.copy()  # per call: hwa_phase writes its failure flag's address into it
-        params[_WEIGHT] = self._constant(a) if isinstance(w, Packed) else _address(a)
-        if bias is not None:
-            bias = np.ascontiguousarray(bias)
-            params[_BIAS] = self._constant(bias)
-        if residual is not None:
-            residual = np.ascontiguousarray(residual)
-        step_x, step_out = x[0].nbytes, out[0].nbytes
-        base_x, base_out = _address(x), _address(out)
-        base_res = 0 if residual is None else _address(residual)
-        for i in range(shape[0]):
-            params[_X], params[_OUT] = base_x + i * step_x, base_out + i * step_out
-            if residual is not None:
-                params[_RES] = base_res + i * step_out
-            if lib.hwa_phase(self._native_crew, IGEMM, _address(params), spans, count):
-                raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
+        x = np.ascontiguousarray(x)
+        bias = None if bias is None else np.ascontiguousarray(bias)
+        residual = None if residual is None else np.ascontiguousarray(residual)
+        step_x, step_out = x[0].nbytes, out[0].nbytes  # image after image, in one call
+        if self.call(self.entry["hwa_phase"], self._native_crew, IGEMM, template, spans, count, shape[0],
+                     _X, x, step_x, _OUT, out, step_out, _RES, residual, step_out, _WEIGHT, a, 0, _BIAS, bias, 0):
+            raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
         return out
 
     def _igemm_plan(self, x_shape, w_shape, residual, stride, padding, dilation, activation, groups):
@@ -467,17 +462,11 @@ class Transforms:
         out = np.empty(shape, np.float32)
         if out.size == 0:
             return out
-        # every array kept in a local until the call returns
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-        params = template.copy()  # per call: hwa_phase writes its failure flag's address into it
-        params[_X], params[_OUT], params[_WEIGHT] = _address(x), _address(out), self._constant(w)
-        if bias is not None:
-            bias = np.ascontiguousarray(bias)
-            params[_BIAS] = self._constant(bias)
-        if residual is not None:
-            residual = np.ascontiguousarray(residual)
-            params[_RES] = _address(residual)
-        if lib.hwa_phase(self.crew(), DEPTHWISE, _address(params), spans, count):
+        bias = None if bias is None else np.ascontiguousarray(bias)
+        residual = None if residual is None else np.ascontiguousarray(residual)
+        if self.call(self.entry["hwa_phase"], self.crew() or 0, DEPTHWISE, template, spans, count, 1, _X, x, 0,
+                     _OUT, out, 0, _WEIGHT, w, 0, _BIAS, bias, 0, _RES, residual, 0):
             raise MemoryError(f"{self.device}: conv2d could not allocate its scratch")
         if activation not in ACTIVATIONS:
             out = reference.conv_epilogue(activation)(out)
@@ -536,6 +525,14 @@ class Transforms:
         spans = np.array(ranges, np.int64)
         if lib.hwa_phase(self._native_crew, kind, params.ctypes.data, spans.ctypes.data, len(ranges)):
             raise MemoryError(f"{self.device}: {op} could not allocate its scratch")
+
+
+class _Shaped:
+    """A residual's shape where a plan asks for the array's."""
+    __slots__ = ("shape",)
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
 
 
 def _planned(table: dict, key, make):
@@ -633,6 +630,66 @@ def conv_kernel(device, native: bool = True):
         packed = Packed(weight, tile)
         return packed if packed.u is not None or packed.rep is not None else None
 
+    def lower(ins, outs, attrs, consts):
+        """conv2d's step as segment records (segments.py): the implicit product, depthwise and few-pixel routes, with
+        a constant (prepacked) weight where the route needs one; None for the others."""
+        runner = transforms.runner
+        if runner is None or not runner.ready() or transforms.lib() is None or transforms.crew() is None or \
+                any(d != np.float32 for _, d in ins) or len(ins[0][0]) != 4 or len(ins[1][0]) != 4:
+            return None
+        (x_shape, _), (w_shape, _) = ins[0], ins[1]
+        stride, padding = tuple(attrs.get("stride", (1, 1))), tuple(attrs.get("padding", (0, 0, 0, 0)))
+        dilation, groups = tuple(attrs.get("dilation", (1, 1))), attrs.get("groups", 1)
+        activation, residual = attrs.get("activation"), (ins[3][0] if len(ins) > 3 else None)
+        n, c = x_shape[:2]
+        if activation not in ACTIVATIONS or c != w_shape[1] * groups or w_shape[0] % groups or not n or \
+                (groups == 1 and residual is None and n > 1 and w_shape[1] * w_shape[2] * w_shape[3] <= FEW):
+            return None
+        weight = consts.get(1)
+        bias = ("const", np.ascontiguousarray(consts[2])) if 2 in consts else ("in", 2) if len(ins) > 2 else None
+        res = ("in", 3) if residual is not None else None
+        if _few_pixels(x_shape, w_shape, stride, padding, groups):  # the kernel's dot products, one pixel each
+            if x_shape[2] * x_shape[3] != 1 or res is not None:
+                return None
+            o = w_shape[0]
+            values = dict.fromkeys(SLOTS, 0)
+            values.update(c=c, oh=n, ow=o, transb=1, epilogue=1, act=ACTIVATIONS[activation])
+            spans = np.array(split(o, 2 * transforms.threads, COLUMNS), np.int64)
+            filters = ("const", np.ascontiguousarray(weight.reshape(o, c))) if isinstance(weight, np.ndarray) \
+                else ("in", 1) if weight is None else None
+            if filters is None:
+                return None
+            template = np.array([values[slot] for slot in SLOTS], np.int64)
+            return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), DOTS_, template,
+                                          spans.ctypes.data, len(spans), 1,
+                                          [(_X, ("in", 0), 0), (_OUT, ("out", 0), 0), (_WEIGHT, filters, 0),
+                                           (_BIAS, bias, 0)])], keep=(spans,))
+        lib = transforms.lib()
+        if w_shape[1] == 1 and groups == c:  # depthwise: the weight as it is, constant or not
+            w = ("const", np.ascontiguousarray(weight)) if isinstance(weight, np.ndarray) else \
+                ("in", 1) if weight is None else None
+            if w is None:
+                return None
+            key = (x_shape, w_shape, residual, stride, padding, dilation, activation)
+            shape, template, spans, address, count = _planned(transforms._depthwise_plans, key, lambda: (
+                transforms._depthwise_plan(lib, x_shape, w_shape, residual and _Shaped(residual), stride, padding,
+                                           dilation, activation)))
+            return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), DEPTHWISE, template,
+                                          address, count, 1,
+                                          [(_X, ("in", 0), 0), (_OUT, ("out", 0), 0), (_WEIGHT, w, 0),
+                                           (_BIAS, bias, 0), (_RES, res, 0)])], keep=(spans,))
+        if not (isinstance(weight, Packed) and weight.a is not None):
+            return None
+        key = (x_shape, w_shape, residual, stride, padding, dilation, activation, groups)
+        shape, template, spans, address, count = _planned(transforms._igemm_plans, key, lambda: transforms._igemm_plan(
+            x_shape, w_shape, residual and _Shaped(residual), stride, padding, dilation, activation, groups))
+        step_x, step_out = int(np.prod(x_shape[1:])) * 4, int(np.prod(shape[1:])) * 4
+        return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), IGEMM, template, address,
+                                      count, n, [(_X, ("in", 0), step_x), (_OUT, ("out", 0), step_out),
+                                                 (_RES, res, step_out), (_WEIGHT, ("const", weight.a), 0),
+                                                 (_BIAS, bias, 0)])], keep=(spans,))
+
+    conv2d_kernel.lower = lower
     conv2d_kernel.__name__ = conv2d_kernel.__qualname__ = "conv2d"
     conv2d_kernel.epilogues = reference.CONV_ACTIVATIONS
     conv2d_kernel.residual = True  # takes a fused residual input (graph fusion asks before emitting one)

@@ -137,3 +137,9 @@ void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64
   }
   __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 }
+
+/* hwa_crew_run as calls.c's entry points are called: (crew, task, params, ranges, count) -> 0. */
+int64_t hwa_crew_call(int64_t crew, int64_t task, int64_t *params, int64_t ranges, int64_t count) {
+  hwa_crew_run((hwa_crew *)(intptr_t)crew, (hwa_task)(intptr_t)task, params, (const int64_t *)(intptr_t)ranges, count);
+  return 0;
+}

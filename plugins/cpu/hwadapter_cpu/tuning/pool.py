@@ -41,23 +41,39 @@ def kernels(device) -> dict:
     """{op: kernel} for `device`: float32 through pool.c once it compiles (else numpy, saying why once)."""
     lib, crew = library(device), Threads(device)
 
-    def run(name, x, kernel_size, stride, padding, ceil_mode, exclusive=False):
+    plans: dict = {}  # signature -> (output shape, pool.c's parameters but the arrays)
+
+    def plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive):
         (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel_size, stride, padding
-        n, c, h, w = x.shape
+        n, c, h, w = shape
         oh, ow = shapes.pool_out(h, kh, sh, pt, pb, ceil_mode), shapes.pool_out(w, kw, sw, pl, pr, ceil_mode)
-        x = np.ascontiguousarray(x)
-        out = np.empty((n, c, max(oh, 0), max(ow, 0)), np.float32)
+        if len(plans) >= 256:
+            plans.clear()
+        # one window along an axis: its stride is never used, and a huge one would overflow pool.c's row arithmetic
+        sh, sw = (1 if oh == 1 else sh), (1 if ow == 1 else sw)
+        return (n, c, max(oh, 0), max(ow, 0)), np.array([0, 0, n * c, h, w, kh, kw, sh, sw, pt, pl, oh, ow,
+                                                         int(name == "avg_pool2d"), int(bool(exclusive)), 0], np.int64)
+
+    def run(name, x, kernel_size, stride, padding, ceil_mode, exclusive=False):
+        key = (name, x.shape, tuple(kernel_size), tuple(stride), tuple(padding), ceil_mode, exclusive)
+        found = plans.get(key)
+        if found is None:
+            found = plans[key] = plan(name, x.shape, kernel_size, stride, padding, ceil_mode, exclusive)
+        shape, template = found
+        out = np.empty(shape, np.float32)
         if not out.size:
             return out
+        x = np.ascontiguousarray(x)
         failed = np.zeros(1, np.int64)
-        params = np.array([x.ctypes.data, out.ctypes.data, n * c, h, w, kh, kw, sh, sw, pt, pl, oh, ow,
-                           int(name == "avg_pool2d"), int(bool(exclusive)), failed.ctypes.data], np.int64)
         task = lib().hwa_pool_task
-        if not crew.run(ctypes.cast(task, ctypes.c_void_p).value, params, out.size):
+        address = ctypes.cast(task, ctypes.c_void_p).value
+        if not crew.call(address, template, out.size, Q_X, x, Q_OUT, out, Q_FAILED, failed):
+            params = template.copy()
+            params[[Q_X, Q_OUT, Q_FAILED]] = [x.ctypes.data, out.ctypes.data, failed.ctypes.data]
             task(params.ctypes.data, 0, 1)
         if failed[0]:
-            raise MemoryError(f"{name}: {device} could not allocate its scratch ({h} x {ow} floats). Fix: free "
-                              f"host memory")
+            raise MemoryError(f"{name}: {device} could not allocate its scratch ({x.shape[2]} x {shape[3]} floats). "
+                              f"Fix: free host memory")
         return out
 
     def tiled(x, g, kernel_size, stride, padding) -> bool:
@@ -114,10 +130,48 @@ def kernels(device) -> dict:
                               f"free host memory")
         return out
 
+    def lowerer(name):
+        def lower(ins, outs, attrs, consts):
+            (shape, dtype), = ins
+            if dtype != np.float32 or len(shape) != 4 or 0 in consts or lib() is None or not outs[0][0] or \
+                    not all(outs[0][0]):
+                return None
+            kernel_size, stride = tuple(attrs.get("kernel_size", (2, 2))), tuple(attrs.get("stride", (2, 2)))
+            padding, ceil_mode = tuple(attrs.get("padding", (0, 0, 0, 0))), attrs.get("ceil_mode", False)
+            exclusive = attrs.get("exclusive", True) if name == "avg_pool2d" else False
+            if name == "max_pool2d" and tiled(_Shape(shape), None, kernel_size, stride, padding):
+                return None  # the tiled loops: the kernel runs them
+            if name == "avg_pool2d" and exclusive and _one_window(shape[2:], kernel_size, stride, padding, ceil_mode):
+                return None
+            key = (name, tuple(shape), kernel_size, stride, padding, ceil_mode, exclusive)
+            found = plans.get(key)
+            if found is None:
+                found = plans[key] = plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive)
+            out_shape, template = found
+            if tuple(out_shape) != tuple(outs[0][0]):
+                return None
+            address = ctypes.cast(lib().hwa_pool_task, ctypes.c_void_p).value
+            return crew.lowered(address, template, int(np.prod(out_shape)),
+                                [(Q_X, ("in", 0), 0), (Q_OUT, ("out", 0), 0), (Q_FAILED, "flag", 0)])
+        return lower
+
+    max_pool.lower, avg_pool.lower = lowerer("max_pool2d"), lowerer("avg_pool2d")
     max_pool.__name__ = max_pool.__qualname__ = "max_pool2d"
     max_pool_grad.__name__ = max_pool_grad.__qualname__ = "max_pool2d_grad"
     avg_pool.__name__ = avg_pool.__qualname__ = "avg_pool2d"
     return {"max_pool2d": max_pool, "avg_pool2d": avg_pool, "max_pool2d_grad": max_pool_grad}
+
+
+class _Shape:
+    """What tiled() reads of an array: its shape and size."""
+    __slots__ = ("shape", "size")
+
+    def __init__(self, shape):
+        self.shape, self.size = tuple(shape), int(np.prod(shape))
+
+
+#: pool.c's parameter slots of the arrays (its Q_X, Q_OUT, Q_FAILED)
+Q_X, Q_OUT, Q_FAILED = 0, 1, 15
 
 
 def _one_window(size, kernel_size, stride, padding, ceil_mode) -> bool:

@@ -125,3 +125,38 @@ void hwa_transpose_blocks(const int64_t *p, int64_t part, int64_t parts) {
     for (int64_t i = 0; i < m; ++i) memcpy(yr + i * bytes, xb + i * n * bytes, (size_t)bytes);
   }
 }
+
+/* calls.c's entry form (a0, a1, p, a3, a4; the others unused): p: out, outer, k, then k pairs (input, bytes). A
+ * concatenation: for each of `outer` slices, each input's `bytes` in turn. */
+int64_t hwa_concat(int64_t a0, int64_t a1, int64_t *p, int64_t a3, int64_t a4) {
+  (void)a0, (void)a1, (void)a3, (void)a4;
+  char *out = PTR(char, 0);
+  for (int64_t o = 0; o < p[1]; o++)
+    for (int64_t i = 0; i < p[2]; i++) {
+      int64_t bytes = p[4 + 2 * i];
+      memcpy(out, PTR(const char, 3 + 2 * i) + o * bytes, (size_t)bytes);
+      out += bytes;
+    }
+  return 0;
+}
+
+/* p: x, y, rows, cols. y[r] = the mean of row r as the reference takes it, its float32 total divided by the count in
+ * float32 (a total past float32's range is infinite), the total summed in double and rounded once (eight running
+ * sums from +0, as numpy's sum starts: a row of -0 gives +0). */
+void hwa_mean_rows(const int64_t *p, int64_t part, int64_t parts) {
+  const float *x = PTR(const float, 0);
+  float *y = PTR(float, 1);
+  const int64_t cols = p[3];
+  int64_t first, last;
+  block(p[2], part, parts, &first, &last);
+  for (int64_t r = first; r < last; ++r) {
+    const float *xr = x + r * cols;
+    double acc[8] = {0};
+    int64_t c = 0;
+    for (; c + 8 <= cols; c += 8)
+      for (int l = 0; l < 8; l++) acc[l] += (double)xr[c + l];
+    for (int l = 0; c + l < cols; l++) acc[l] += (double)xr[c + l];
+    double s = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    y[r] = (float)s / (float)cols;
+  }
+}

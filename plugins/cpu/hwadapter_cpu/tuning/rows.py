@@ -18,7 +18,8 @@ SOURCES = tuple(Path(__file__).with_name(name) for name in ("sgemm.c", "rows.c")
 _TASK = (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64])
 #: least elements a float32 clip runs as its compiled program (hostchain.NUMPY_UP_TO's crossover, two threads' worth)
 CLIP_COMPILED = 1 << 16
-TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose", "hwa_transpose_blocks")
+TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose", "hwa_transpose_blocks",
+         "hwa_mean_rows")
 #: least bytes a block of trailing axes that stay together must hold for one copy per block (rows.c's
 #: hwa_transpose_blocks) to beat numpy's strided copy
 BLOCK_BYTES = 64
@@ -40,12 +41,17 @@ class Rows:
     def ready(self) -> bool:
         return self.lib() is not None
 
+    def address(self, name: str) -> int:
+        """The address of rows.c's task `name`."""
+        address = self._addresses.get(name)
+        if address is None:
+            address = self._addresses[name] = ctypes.cast(getattr(self.lib(), name), ctypes.c_void_p).value
+        return address
+
     def run(self, name: str, params: np.ndarray, units: int) -> None:
         lib = self.lib()
         fn = getattr(lib, name)
-        address = self._addresses.get(name)
-        if address is None:
-            address = self._addresses[name] = ctypes.cast(fn, ctypes.c_void_p).value
+        address = self.address(name)
         threads = self.device.codegen.threads if self.device.codegen is not None else None
         if threads is None or not threads.run(address, params, units):
             fn(params.ctypes.data, 0, 1)
@@ -106,6 +112,39 @@ def kernels(device) -> dict:
                                                       np.int64), x.nbytes // 32)
         return out
 
+    def _trailing(shape, axis):
+        """(rows, cols, first reduced axis) where `axis` (an int, a sequence or None) is the trailing axes of `shape`,
+        else None."""
+        if not shape:
+            return None
+        axes = range(len(shape)) if axis is None else (axis,) if isinstance(axis, int) else axis
+        try:
+            axes = sorted({int(a) % len(shape) for a in axes})
+        except (TypeError, ValueError):
+            return None
+        if not axes or axes != list(range(len(shape) - len(axes), len(shape))):
+            return None
+        cols = math.prod(shape[axes[0]:])
+        return (math.prod(shape) // cols, cols, axes[0]) if cols else None
+
+    def mean(x, axis=None, keepdim=False):
+        found = _trailing(x.shape, axis) if x.dtype == np.float32 and x.size and rows.ready() else None
+        if found is None:
+            return reference.KERNELS["mean"](x, axis, keepdim)
+        n, cols, first = found
+        x = np.ascontiguousarray(x)
+        out = np.empty(n, np.float32)
+        rows.run("hwa_mean_rows", np.array([x.ctypes.data, out.ctypes.data, n, cols], np.int64), x.size)
+        return out.reshape(x.shape[:first] + ((1,) * (x.ndim - first) if keepdim else ()))
+
+    def lower_mean(ins, outs, attrs, consts):
+        (shape, dtype), = ins
+        found = _trailing(tuple(shape), attrs.get("axis")) if dtype == np.float32 and 0 not in consts else None
+        if found is None or not math.prod(shape):
+            return None
+        n, cols, _ = found
+        return lowered("hwa_mean_rows", [0, 0, n, cols], math.prod(shape), [(0, ("in", 0), 0), (1, ("out", 0), 0)])
+
     def clip(x, min=None, max=None):
         # a large float32 clip (ReLU6 between convolutions) as the compiled program: one vectorised pass in parts on
         # the crew, where numpy's clip is one slower pass on one thread; the same selects, so the same results
@@ -114,8 +153,44 @@ def kernels(device) -> dict:
             return reference.KERNELS["clip"](x, min, max)
         return program(np.ascontiguousarray(x), min=min, max=max)
 
+    def lowered(name, template, units, patches):
+        """rows.c's task `name` as a segment's record (segments.py), or None."""
+        threads = device.codegen.threads if device.codegen is not None else None
+        if threads is None or not rows.ready():
+            return None
+        return threads.lowered(rows.address(name), np.array(template, np.int64), units, patches)
+
+    def lower_softmax(log):
+        def lower(ins, outs, attrs, consts):
+            (shape, dtype), = ins
+            if dtype != np.float32 or not shape or 0 in consts or attrs.get("axis", -1) % len(shape) != len(shape) - 1 \
+                    or not math.prod(shape):
+                return None
+            cols = shape[-1]
+            return lowered("hwa_softmax_rows", [0, 0, math.prod(shape) // cols, cols, log], math.prod(shape),
+                           [(0, ("in", 0), 0), (1, ("out", 0), 0)])
+        return lower
+
+    def lower_transpose(ins, outs, attrs, consts):
+        (shape, dtype), = ins
+        if 0 in consts or not math.prod(shape) or "perm" not in attrs:
+            return None
+        found = _as_swap(tuple(shape), tuple(int(a) for a in attrs["perm"]))
+        if found is None:
+            return None
+        batch, m, n, inner = found
+        size, patches = np.dtype(dtype).itemsize, [(0, ("in", 0), 0), (1, ("out", 0), 0)]
+        if inner == 1 and size == 4:
+            return lowered("hwa_transpose", [0, 0, batch, m, n], math.prod(shape), patches)
+        if inner > 1 and inner * size >= BLOCK_BYTES:
+            return lowered("hwa_transpose_blocks", [0, 0, batch, m, n, inner * size], math.prod(shape) * size // 32,
+                           patches)
+        return None
+
+    softmax.lower, log_softmax.lower, transpose.lower = lower_softmax(0), lower_softmax(1), lower_transpose
+    mean.lower = lower_mean
     return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "transpose": transpose,
-            "clip": clip}
+            "clip": clip, "mean": mean}
 
 
 @functools.lru_cache(maxsize=1024)

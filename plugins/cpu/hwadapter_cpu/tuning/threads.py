@@ -21,6 +21,12 @@ def share(device, transforms) -> None:
     _transforms_of[device] = transforms
 
 
+def transforms_of(device):
+    """The Transforms (blasconv.py) whose crew and library `device`'s tuned kernels share, or None."""
+    device.kernels  # noqa: B018 - registers the device's kernels first: tuning.register shares the crew
+    return _transforms_of.get(device)
+
+
 class Threads:
     """`run(task, args, units)`: a hwadapter_kp C program's `_task` entry run in parts on `device`'s crew, the one
     tuning.register shared (looked up on first use: the kernels are registered after the codegen backend may be
@@ -45,6 +51,39 @@ class Threads:
         if self._run is None:  # its own prototype: the library's attribute keeps the argument types its owner set
             self._run = _RUN(ctypes.cast(lib.hwa_crew_run, ctypes.c_void_p).value)
         return self._run, crew
+
+    def lowered(self, task: int, template: np.ndarray, units: int, patches, keep=()):
+        """C function `task(params, part, parts)` as a segment's record (segments.py), in parts as `call` runs it;
+        None where segments cannot run."""
+        if self._transforms is None:
+            self._crew()
+        t = self._transforms
+        runner = t.runner if t else None
+        if runner is None or not runner.ready() or t.lib() is None:
+            return None
+        crew = t.crew() if units >= 2 * UNITS_PER_PART else None
+        parts = min(2 * t.threads, units // UNITS_PER_PART) if crew else 1
+        ranges = np.array([(p, parts) for p in range(parts)], np.int64)
+        return runner.lowered([runner.record(t.entry["hwa_crew_call"], crew or 0, task, template, ranges.ctypes.data,
+                                             parts, 1, patches)], keep=(ranges, *keep))
+
+    def call(self, task: int, template: np.ndarray, units: int, *arrays) -> bool:
+        """Runs C function `task(params, part, parts)` for every part, on the crew when `units` are enough to share,
+        with `template`'s parameters and `arrays` (slot, array, ...) pointed at in C (calls.py); False (nothing run)
+        where the crew's library is not built."""
+        if self._transforms is None:
+            self._crew()
+        t = self._transforms
+        if not t or t.lib() is None:
+            return False
+        crew = t.crew() if units >= 2 * UNITS_PER_PART else None
+        parts = min(2 * t.threads, units // UNITS_PER_PART) if crew else 1
+        ranges = self._ranges.get(parts)
+        if ranges is None:  # (part, parts) pairs: the crew hands each task one pair as its range
+            ranges = self._ranges[parts] = np.array([(p, parts) for p in range(parts)], np.int64)
+        triples = [v for i in range(0, len(arrays), 2) for v in (arrays[i], arrays[i + 1], 0)]
+        t.call(t.entry["hwa_crew_call"], crew or 0, task, template, ranges.ctypes.data, parts, 1, *triples)
+        return True
 
     def run(self, task: int, args: np.ndarray, units: int) -> bool:
         """Runs C function `task(args, part, parts)` for every part on the crew; False (nothing run) without one."""
