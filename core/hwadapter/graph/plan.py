@@ -56,10 +56,11 @@ class Plan:
     def replaced(self, name: str, call) -> "Plan":
         """A copy of this plan whose step `name` runs `call` (out of place): how tests inject a faulty kernel. A
         segment holding that step runs its steps one by one."""
+        def opened(seg):  # a segment holding the step: its steps one by one
+            inside = seg.run is Run.SEGMENT and any(p.name == name for p in seg.call.parts)
+            return seg.call.parts if inside else (seg,)
         steps = tuple(dataclasses.replace(st, call=call, into=None) if st.name == name else st
-                      for seg in self.schedule.steps
-                      for st in (seg.call.parts if seg.run is Run.SEGMENT and any(p.name == name for p in seg.call.parts)
-                                 else (seg,)))
+                      for seg in self.schedule.steps for st in opened(seg))
         if len(steps) == len(self.schedule.steps) and all(a is b for a, b in zip(steps, self.schedule.steps)):
             raise KeyError(f"plan has no step {name!r}")
         new = copy.copy(self)
