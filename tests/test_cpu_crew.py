@@ -176,3 +176,82 @@ def test_a_fused_linear_epilogue_is_the_unfused_add_and_activation(xs, ys, ty, a
     with np.errstate(invalid="ignore", over="ignore"):
         np.testing.assert_array_equal(got, unfused if act is None else reference.conv_epilogue(act)(unfused))
     np.testing.assert_array_equal(matmul(x, y, False, ty), matmul(x, y, transpose_y=ty))  # the older positional form
+
+
+TASK = r"""
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <time.h>
+/* counts[a] += 1, then b microseconds of work: ranges (a, b) */
+void count_task(const int64_t *p, int64_t a, int64_t b) {
+  __atomic_add_fetch((int64_t *)(intptr_t)p[0] + a, 1, __ATOMIC_RELAXED);
+  struct timespec t, n;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  do clock_gettime(CLOCK_MONOTONIC, &n);
+  while ((n.tv_sec - t.tv_sec) * 1000000000 + n.tv_nsec - t.tv_nsec < b * 1000);
+}
+"""
+
+
+def test_calls_back_to_back_each_run_every_range_once(tmp_path):
+    """Segments hand the crew one call after another with no Python between: a helper that finished the last range
+    of one call must not claim a range of the next under the old call's number (it ran a range twice, and the caller
+    went on while it ran: a wrong result or a crash). crew.c built with pauses that open that window every time (the
+    helper last to finish, the caller slow to post), a call of two ranges then one of three: each range once."""
+    import ctypes
+    import shutil
+    import subprocess
+    from pathlib import Path
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    crew = Path(rows.__file__).with_name("crew.c")
+    (tmp_path / "task.c").write_text(TASK)
+    lib = tmp_path / "crew.so"
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-std=c99", "-DCREW_TEST_PAUSE_NS=100000", str(crew),
+                    str(tmp_path / "task.c"), "-o", str(lib), "-lpthread"], check=True, capture_output=True)
+    so = ctypes.CDLL(str(lib))
+    so.hwa_crew_new.restype, so.hwa_crew_new.argtypes = ctypes.c_void_p, [ctypes.c_int64] * 3
+    so.hwa_crew_run.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int64]
+    c = so.hwa_crew_new(1, 10 ** 9, 10 ** 9)  # one helper, watching (not sleeping) throughout
+    task = ctypes.cast(so.count_task, ctypes.c_void_p).value
+    counts = np.zeros(8, np.int64)
+    params = np.array([counts.ctypes.data], np.int64)
+    first = np.array([(0, 0), (1, 300)], np.int64)  # the caller takes range 0; the helper 1, and finishes last
+    second = np.array([(2, 0), (3, 0), (4, 0)], np.int64)
+    for _ in range(3):
+        so.hwa_crew_run(c, task, params.ctypes.data, first.ctypes.data, 2)
+        so.hwa_crew_run(c, task, params.ctypes.data, second.ctypes.data, 3)
+    assert counts[:5].tolist() == [3, 3, 3, 3, 3]
+
+
+def test_calls_back_to_back_from_c_each_run_every_range_once():
+    """A segment's records hand the crew one call after another with no Python between (tuning/segments.py): a helper
+    that finished the last range of one call must not claim a range of the next under the old call's number (it ran
+    a range twice, or after the caller had moved on: a wrong result or a crash). Calls of two and three ranges in
+    turn, the caller's first range short and the helper's long (so the helper is the last to finish), each a mean of
+    rows into its own output, against numpy."""
+    from hwadapter.runtime.device import get
+    from hwadapter_cpu.tuning import segments, threads
+    device = get("cpu")
+    t = threads.transforms_of(device)
+    if t is None or t.lib() is None or t.runner is None or not t.runner.ready() or t.crew() is None or \
+            not rows.library(device)():
+        pytest.skip("the crew or calls.c is not built here")
+    task = rows.Rows(device).address("hwa_mean_rows")
+    x = np.random.default_rng(0).standard_normal((64, 4000)).astype(np.float32)
+    # (part, parts) pairs: rows [0, 1), [32, 64), and with three, [0, 32)
+    spans = {2: np.array([(0, 64), (1, 2)], np.int64), 3: np.array([(0, 64), (1, 2), (0, 2)], np.int64)}
+    items, buffers = [], [(x.shape, x.dtype)]
+    for k in range(400):
+        count = 2 + k % 2
+        rec = segments.Record(t.entry["hwa_crew_call"], t.crew(), task, np.array([0, 0, 64, 4000], np.int64),
+                              spans[count].ctypes.data, count, 1, [(0, ("in", 0), 0), (1, ("out", 0), 0)])
+        buffers.append(((64,), np.dtype(np.float32)))
+        items.append((segments.Lowered(t.runner, [rec], keep=tuple(spans.values())), [0], [len(buffers) - 1], f"{k}"))
+    call = t.runner.build(items, buffers, [0], list(range(1, len(buffers))))
+    want = x.astype(np.float64).mean(axis=1)
+    for _ in range(3):
+        for k, got in enumerate(call(x)):
+            done = slice(0, 64) if k % 2 else np.r_[0, 32:64]
+            np.testing.assert_allclose(got[done], want[done], rtol=1e-6)

@@ -13,13 +13,15 @@ import hwadapter as hw
 from hwadapter.graph import Graph, GraphBuilder, partition
 from hwadapter.graph import reference as graph_reference
 from hwadapter.graph.steps import Run
+from hwadapter.runtime.device import get
 
 blasconv = pytest.importorskip("hwadapter_cpu.tuning.blasconv")
 
 
 def fire():
-    """A SqueezeNet fire module and its head: conv (implicit product), max pool, two expand convs, their concat, a
-    1x1 conv over one pixel after a global pool, a reshape and a softmax; weights and biases constant."""
+    """A SqueezeNet fire module and its head: conv (implicit product), max pool, two expand convs, their concat, an
+    elementwise chain (fused: a compiled program), a 1x1 conv over one pixel after a global pool, a reshape and a
+    softmax; weights and biases constant."""
     rng = np.random.default_rng(3)
     b = GraphBuilder()
     x = b.input("x", (1, 8, 23, 23))
@@ -36,6 +38,7 @@ def fire():
                     stride=(1, 1), padding=(pad,) * 4, dilation=(1, 1), groups=1, activation=act)
 
     h = conv(x, 24, 8, 3, 1)
+    h = b.op("mul", [h, b.op("sigmoid", [b.op("add", [h, h])])])  # an elementwise chain: a compiled program
     h = b.op("max_pool2d", [h], kernel_size=(3, 3), stride=(2, 2), padding=(0, 0, 0, 0), ceil_mode=True)
     s = conv(h, 8, 24, 1, 0)
     e = b.op("concat", [conv(s, 16, 8, 1, 0), conv(s, 16, 8, 3, 1)], axis=1)
@@ -61,6 +64,8 @@ def test_a_fire_module_runs_as_segments_equal_to_its_kernels_called_one_by_one(m
     plan, alone = _plan(g, monkeypatch, True), _plan(g, monkeypatch, False)
     kinds = [st.run for st in plan.schedule.steps]
     assert Run.SEGMENT in kinds and len(kinds) < len(alone.schedule.steps)
+    inside = {p.run for st in plan.schedule.steps if st.run is Run.SEGMENT for p in st.call.parts}
+    assert Run.PROGRAM in inside or get("cpu").codegen is None  # the fused chain runs inside too
     assert Run.SEGMENT not in [st.run for st in alone.schedule.steps]
     x = _x()
     got, want = plan.run([x]), alone.run([x])

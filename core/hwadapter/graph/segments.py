@@ -80,7 +80,8 @@ def segmented(steps: list, values: dict, constants: dict, keep: set) -> list:
 
 def _lowered(st, values: dict, constants: dict):
     """The lowering of kernel step `st`, or None."""
-    lower = getattr(st.call, "lower", None) if st.run is Run.KERNEL and st.device.host_memory else None
+    lower = getattr(st.call, "lower", None) if st.run in (Run.KERNEL, Run.PROGRAM) and st.device.host_memory \
+        else None
     if lower is None:
         return None
     ins = [(values[s].shape, values[s].dtype) for s in st.ins]

@@ -182,6 +182,23 @@ class PrimitiveKernel:
             return outs[gives[0]] if len(gives) == 1 else [outs[i] for i in gives]
         return call
 
+    def lower(self, ins, outs, attrs, consts):
+        """This kernel's plan step inside a segment (graph/segments.py): its program's launch as the loaded program's
+        `lowered(global_size, scalars, buffers)` (buffers in param order: ("in", j), ("const", array), ("out", j)),
+        or None (a program with scratch outputs, nothing to launch, a backend without lowerings)."""
+        if not self.device.host_memory:
+            return None
+        b = self.bind([np.empty(shape, dtype) for shape, dtype in ins], attrs)  # placeholders: never touched
+        lowered = getattr(b.loaded, "lowered", None)
+        names = [o[0] for o in b.outputs]
+        if lowered is None or not b.launch.global_size or len(b.returned) != len(names) or len(names) != len(outs) \
+                or not all(math.prod(shape) for _, shape, _ in b.outputs):
+            return None
+        takes = [self.inputs.index(n) for n in b.input_names]
+        given = [b.returned.index(n) for n in names]
+        buffers = [("const", np.ascontiguousarray(consts[j])) if j in consts else ("in", j) for j in takes]
+        return lowered(b.launch.global_size, tuple(b.launch.scalar_args), buffers + [("out", j) for j in given])
+
     #: Takes `out=`: an array of the device's type with the (one) result's shape and dtype, written and returned.
     writes_out = True
 

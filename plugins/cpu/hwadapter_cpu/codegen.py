@@ -70,6 +70,16 @@ class CProgram(Program):
     def launch(self, global_size, buffers, scalars, stream=None):
         self.launcher(global_size, tuple(scalars))(buffers)
 
+    def lowered(self, global_size, scalars, buffers):
+        """The launch as a segment's record (tuning/segments.py): its task in parts as `launcher` runs it, buffers as
+        the records name them; None without a task or the device's threads."""
+        if self.task is None or self.threads is None or not hasattr(self.threads, "lowered"):
+            return None
+        address = ctypes.cast(self.task, ctypes.c_void_p).value
+        template = np.array([0] * len(buffers) + list(scalars), np.int64)
+        units = global_size if global_size > 1 else 0
+        return self.threads.lowered(address, template, units, [(k, where, 0) for k, where in enumerate(buffers)])
+
     def launcher(self, global_size, scalars):
         if self.task is None:  # a hand-written entry point: its own arguments
             return lambda buffers: self.fn(*[ctypes.c_void_p(b.ctypes.data) for b in buffers],

@@ -527,6 +527,38 @@ class Transforms:
             raise MemoryError(f"{self.device}: {op} could not allocate its scratch")
 
 
+def _lowered_products(transforms, runner, x_shape, weight, bias, res, stride, padding, dilation, activation, groups):
+    """A conv2d the Transforms run as Winograd or BLAS products, image by image, as one segment record: where its work
+    is one phase (no patches or raw product shared between phases), else None."""
+    n, c, h, wd = x_shape
+    u, rep, tile = (weight.u, weight.rep, weight.tile) if isinstance(weight, Packed) else (None, None, 0)
+    w = weight.weight if isinstance(weight, Packed) else np.ascontiguousarray(weight)
+    o, _, kh, kw = w.shape
+    (((_, _, oh, ow), _),) = meta.result_meta("conv2d", (x_shape, w.shape), (np.float32, np.float32),
+                                             {"stride": stride, "padding": padding, "dilation": dilation})
+    if not (stride == (1, 1) and dilation == (1, 1) and groups == 1):
+        tile = 0
+    # placeholders with the shapes (never touched): the image's parameters but its arrays, and its phases
+    x, out = np.empty((c, h, wd), np.float32), np.empty((o, oh, ow), np.float32)
+    image = Image(transforms, x, w, u, tile, None, None, rep, out, stride, padding, dilation,
+                  ACTIVATIONS[activation], groups)
+    phases = image.phases(transforms.threads)
+    if len(phases) != 1 or image.cols is not None or image.raw is not None:
+        return None
+    (kind, ranges), = phases
+    template = image.params(transforms.sgemm)
+    template[_BIAS] = template[_RES] = 0
+    template[SLOTS.index("epilogue")] = int(bias is not None or res is not None or bool(ACTIVATIONS[activation]) or
+                                            rep is not None)
+    spans = np.array(ranges, np.int64)
+    step_x, step_out = c * h * wd * 4, o * oh * ow * 4
+    patches = [(_X, ("in", 0), step_x), (_OUT, ("out", 0), step_out), (_RES, res, step_out),
+               (_WEIGHT, ("const", image.weight), 0), (_BIAS, bias, 0),
+               (SLOTS.index("rep"), None if rep is None else ("const", rep), 0)]
+    return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), kind, template, spans.ctypes.data,
+                                  len(spans), n, patches, blas=True)], keep=(spans,))
+
+
 class _Shaped:
     """A residual's shape where a plan asks for the array's."""
     __slots__ = ("shape",)
@@ -678,8 +710,11 @@ def conv_kernel(device, native: bool = True):
                                           address, count, 1,
                                           [(_X, ("in", 0), 0), (_OUT, ("out", 0), 0), (_WEIGHT, w, 0),
                                            (_BIAS, bias, 0), (_RES, res, 0)])], keep=(spans,))
-        if not (isinstance(weight, Packed) and weight.a is not None):
+        if not isinstance(weight, (Packed, np.ndarray)):
             return None
+        if not (isinstance(weight, Packed) and weight.a is not None):  # Winograd or BLAS products: one phase only
+            return _lowered_products(transforms, runner, x_shape, weight, bias, res, stride, padding, dilation,
+                                     activation, groups)
         key = (x_shape, w_shape, residual, stride, padding, dilation, activation, groups)
         shape, template, spans, address, count = _planned(transforms._igemm_plans, key, lambda: transforms._igemm_plan(
             x_shape, w_shape, residual and _Shaped(residual), stride, padding, dilation, activation, groups))

@@ -39,6 +39,17 @@ static int64_t now_ns(void) {
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* Built by tests/test_cpu_crew.py with CREW_TEST_PAUSE_NS: pauses that widen the windows between a call's fields
+ * and its posting, and after a thread's range, so that a race there happens every time; nothing otherwise. */
+#ifdef CREW_TEST_PAUSE_NS
+static void test_pause(int64_t times) {
+  int64_t end = now_ns() + times * CREW_TEST_PAUSE_NS;
+  while (now_ns() < end) RELAX();
+}
+#else
+#define test_pause(times) ((void)0)
+#endif
+
 /* Runs the ranges of call `call` until none is left; a later call's ranges are never taken. */
 static void work(hwa_crew *c, uint64_t call) {
   for (;;) {
@@ -52,6 +63,7 @@ static void work(hwa_crew *c, uint64_t call) {
       pthread_mutex_lock(&c->lock);
       pthread_cond_broadcast(&c->finished);
       pthread_mutex_unlock(&c->lock);
+      test_pause(1);
     }
   }
 }
@@ -119,6 +131,7 @@ void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64
   c->ranges = ranges;
   c->count = count;
   c->left = count;
+  test_pause(4);
   uint64_t call = (__atomic_load_n(&c->claim, __ATOMIC_RELAXED) >> 32) + 1;
   pthread_mutex_lock(&c->lock);
   __atomic_store_n(&c->claim, call << 32, __ATOMIC_RELEASE);
@@ -135,6 +148,10 @@ void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64
     }
     RELAX();
   }
+  /* Closed: a helper that read this call's claim word as its last range was taken still holds it, and would compare
+   * its index with the next call's count (set before that call is posted) and claim a range of the next call under
+   * this call's number; the closed word fails its exchange. Calls back to back from C (segments) met this. */
+  __atomic_store_n(&c->claim, call << 32 | 0xffffffffu, __ATOMIC_RELEASE);
   __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE);
 }
 

@@ -115,9 +115,42 @@ def matmul_kernel(transforms, tasks=None):
             transforms.phase(lib, kind, params, ranges, "matmul")
         return out, epilogue is not None
 
+    def lower(ins, outs, attrs, consts):
+        """A product of few rows (tasks.c's dot products, with its bias and exact activation) as a segment record
+        (segments.py); None for the others."""
+        runner = transforms.runner
+        transpose_x, transpose_y = attrs.get("transpose_x", False), attrs.get("transpose_y", False)
+        activation = attrs.get("activation")
+        if runner is None or not runner.ready() or transforms.lib() is None or transforms.crew() is None or \
+                transpose_x or any(d != np.float32 for _, d in ins) or len(ins[0][0]) < 2 or len(ins[1][0]) != 2 or \
+                (activation is not None and activation not in EXACT):
+            return None
+        (x_shape, _), (y_shape, _) = ins[0], ins[1]
+        k, n = (y_shape[1], y_shape[0]) if transpose_y else y_shape
+        rows = int(np.prod(x_shape[:-1]))
+        if x_shape[-1] != k or not rows or not n or rows > DOT_ROWS or rows * k * n <= TINY:
+            return None  # the kernel runs these otherwise
+        def where(j):
+            return ("const", np.ascontiguousarray(consts[j])) if j in consts else ("in", j) if j < len(ins) else None
+        fused = len(ins) > 2 or activation is not None
+        values = dict.fromkeys(SLOTS, 0)
+        values.update(c=k, oh=rows, ow=n, transb=int(transpose_y), epilogue=int(fused),
+                      act=ACTIVATIONS[activation] if activation else 0)
+        spans = np.array(split(n, 2 * transforms.threads, COLUMNS), np.int64)
+        template = np.array([values[slot] for slot in SLOTS], np.int64)
+        return runner.lowered([runner.record(transforms.entry["hwa_phase"], transforms.crew(), DOTS_, template,
+                                             spans.ctypes.data, len(spans), 1,
+                                             [(_SLOT["x"], where(0), 0), (_SLOT["weight"], where(1), 0),
+                                              (_SLOT["out"], ("out", 0), 0), (_SLOT["bias"], where(2), 0)])],
+                              keep=(spans,))
+
+    matmul.lower = lower
     matmul.__name__ = matmul.__qualname__ = "matmul"
     matmul.epilogues = EXACT  # graph fusion may give it a linear layer's bias and these activations
     return matmul
+
+
+_SLOT = {name: SLOTS.index(name) for name in ("x", "weight", "out", "bias")}
 
 
 def _bands(size: int, threads: int, least: int) -> list:

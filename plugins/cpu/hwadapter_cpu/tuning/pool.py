@@ -13,6 +13,7 @@ import numpy as np
 
 from hwadapter.plugin import meta, reference, shapes
 
+from . import rows
 from .clib import CLibrary
 from .threads import Threads
 
@@ -40,6 +41,7 @@ def max_pool2d(x, kernel_size=(2, 2), stride=(2, 2), padding=(0, 0, 0, 0), ceil_
 def kernels(device) -> dict:
     """{op: kernel} for `device`: float32 through pool.c once it compiles (else numpy, saying why once)."""
     lib, crew = library(device), Threads(device)
+    mean = rows.kernels(device)["mean"]  # a global average: rows.c's mean over the image
 
     plans: dict = {}  # signature -> (output shape, pool.c's parameters but the arrays)
 
@@ -105,7 +107,7 @@ def kernels(device) -> dict:
         if exclusive and x.size and _one_window(x.shape[2:], kernel_size, stride, padding, ceil_mode):
             # a global average however large the window (EfficientNet's AvgPool2d(1280) over 7 x 7): pool.c would
             # walk all of the window's padding
-            return x.astype(np.float64).mean(axis=(2, 3), keepdims=True).astype(np.float32)
+            return mean(x, (2, 3), True)
         return run("avg_pool2d", x, kernel_size, stride, padding, ceil_mode, exclusive)
 
     def max_pool_grad(*arrays, **attrs):
@@ -142,7 +144,7 @@ def kernels(device) -> dict:
             if name == "max_pool2d" and tiled(_Shape(shape), None, kernel_size, stride, padding):
                 return None  # the tiled loops: the kernel runs them
             if name == "avg_pool2d" and exclusive and _one_window(shape[2:], kernel_size, stride, padding, ceil_mode):
-                return None
+                return mean.lower(ins, outs, {"axis": (2, 3), "keepdim": True}, consts)
             key = (name, tuple(shape), kernel_size, stride, padding, ceil_mode, exclusive)
             found = plans.get(key)
             if found is None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blas import single_blas
+
 #: calls.c's patch kinds
 ARENA, INPUT, POINTER, FLAG, NONE = range(5)
 #: every value in the arena starts on a cache line
@@ -20,11 +22,12 @@ class Record:
     """One call of calls.c's run: entry(a0, a1, params, a3, a4) `images` times, `patches` pointing parameter slots
     at arrays: (slot, where, step) with where ("in", j) or ("out", j) (the step's j-th input or output), ("const",
     array) (kept alive here), "flag" (a failure flag the entry sets) or None; step: bytes added per image."""
-    __slots__ = ("entry", "a0", "a1", "template", "a3", "a4", "images", "patches")
+    __slots__ = ("entry", "a0", "a1", "template", "a3", "a4", "images", "patches", "blas")
 
-    def __init__(self, entry, a0, a1, template, a3, a4, images, patches):
+    def __init__(self, entry, a0, a1, template, a3, a4, images, patches, blas=False):
         self.entry, self.a0, self.a1, self.template, self.a3, self.a4 = entry, a0, a1, template, a3, a4
         self.images, self.patches = images, patches
+        self.blas = blas  # it calls numpy's BLAS: the segment runs with that BLAS on one thread (blas.py)
 
 
 class Lowered:
@@ -72,12 +75,13 @@ class Runner:
                 root[outs[0]] = root[ins[low.alias]]
         external = {b: k for k, b in enumerate(inputs)}
         offsets, size = _arena(items, buffers, root, external, outputs)
-        program, keep, names = [0], [], []
+        program, keep, names, blas = [0], [], [], False
         for low, ins, outs, name in items:
             keep.extend(low.keep)
             for rec in low.records:
                 program[0] += 1
                 names.append(name)
+                blas = blas or rec.blas
                 program += [rec.entry, rec.a0, rec.a1, rec.a3, rec.a4, rec.images, len(rec.template), len(rec.patches)]
                 program += [int(v) for v in rec.template]
                 for slot, where, step in rec.patches:
@@ -87,7 +91,7 @@ class Runner:
             r = root[b]
             shape, dtype = buffers[b]
             made.append(("input", external[r], shape) if r in external else ("arena", offsets[r], shape, dtype))
-        return _Call(self.run, np.array(program, np.int64), size, made, tuple(keep), tuple(names))
+        return _Call(self.run, np.array(program, np.int64), size, made, tuple(keep), tuple(names), blas)
 
 
 def _where(where, ins, outs, root, external, offsets, keep) -> tuple:
@@ -138,15 +142,20 @@ def _arena(items, buffers, root, external, outputs) -> tuple:
 
 class _Call:
     """A segment's call: one arena, calls.c's run, the outputs as views of the arena (or of an input)."""
-    __slots__ = ("run", "program", "size", "made", "keep", "names")
+    __slots__ = ("run", "program", "size", "made", "keep", "names", "blas")
 
-    def __init__(self, run, program, size, made, keep, names):
+    def __init__(self, run, program, size, made, keep, names, blas):
         self.run, self.program, self.size, self.made, self.keep, self.names = run, program, size, made, keep, names
+        self.blas = blas
 
     def __call__(self, *arrays):
         arrays = tuple(np.ascontiguousarray(a) for a in arrays)
         arena = np.empty(self.size, np.uint8)
-        failed = self.run(self.program, arena, arrays)
+        if self.blas:
+            with single_blas():
+                failed = self.run(self.program, arena, arrays)
+        else:
+            failed = self.run(self.program, arena, arrays)
         if failed:
             raise MemoryError(f"plan step {self.names[failed - 1]!r} could not allocate its scratch on cpu. Fix: free "
                               f"host memory")
