@@ -162,3 +162,12 @@ def test_a_mean_over_trailing_axes_equals_the_references(kernels, shape, axis, k
         np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
         np.testing.assert_array_equal(np.signbit(got[np.isfinite(got) & (got == 0)]),
                                       np.signbit(want[np.isfinite(want) & (want == 0)]))
+
+
+def test_a_large_relu_is_numpys_maximum_with_zero_nan_and_signed_zero_included(kernels):
+    x = (np.random.default_rng(9).standard_normal(1 << 15) * 4).astype(np.float32)
+    x[:6] = [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0]
+    got, want = kernels["relu"](x), np.maximum(x, np.float32(0))
+    assert got.dtype == np.float32 and got.shape == x.shape
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

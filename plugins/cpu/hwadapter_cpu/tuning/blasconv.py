@@ -528,8 +528,9 @@ class Transforms:
 
 
 def _lowered_products(transforms, runner, x_shape, weight, bias, res, stride, padding, dilation, activation, groups):
-    """A conv2d the Transforms run as Winograd or BLAS products, image by image, as one segment record: where its work
-    is one phase (no patches or raw product shared between phases), else None."""
+    """A conv2d the Transforms run as Winograd or BLAS products, image by image, as segment records, one per phase
+    (the patches and raw product phases share: scratch of the segment's arena); None for several images in several
+    phases."""
     n, c, h, wd = x_shape
     u, rep, tile = (weight.u, weight.rep, weight.tile) if isinstance(weight, Packed) else (None, None, 0)
     w = weight.weight if isinstance(weight, Packed) else np.ascontiguousarray(weight)
@@ -543,20 +544,25 @@ def _lowered_products(transforms, runner, x_shape, weight, bias, res, stride, pa
     image = Image(transforms, x, w, u, tile, None, None, rep, out, stride, padding, dilation,
                   ACTIVATIONS[activation], groups)
     phases = image.phases(transforms.threads)
-    if len(phases) != 1 or image.cols is not None or image.raw is not None:
+    scratch = {name: getattr(image, name).nbytes for name in ("cols", "raw") if getattr(image, name) is not None}
+    if len(phases) > 1 and n > 1:  # phases share the image's scratch: one image at a time, as the kernel runs them
         return None
-    (kind, ranges), = phases
     template = image.params(transforms.sgemm)
     template[_BIAS] = template[_RES] = 0
     template[SLOTS.index("epilogue")] = int(bias is not None or res is not None or bool(ACTIVATIONS[activation]) or
                                             rep is not None)
-    spans = np.array(ranges, np.int64)
     step_x, step_out = c * h * wd * 4, o * oh * ow * 4
     patches = [(_X, ("in", 0), step_x), (_OUT, ("out", 0), step_out), (_RES, res, step_out),
                (_WEIGHT, ("const", image.weight), 0), (_BIAS, bias, 0),
                (SLOTS.index("rep"), None if rep is None else ("const", rep), 0)]
-    return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), kind, template, spans.ctypes.data,
-                                  len(spans), n, patches, blas=True)], keep=(spans,))
+    patches += [(SLOTS.index(name), ("scratch", name), 0) for name in scratch]
+    records, keep = [], []
+    for kind, ranges in phases:
+        spans = np.array(ranges, np.int64)
+        keep.append(spans)
+        records.append(Record(transforms.entry["hwa_phase"], transforms.crew(), kind, template, spans.ctypes.data,
+                              len(spans), n, patches, blas=True))
+    return runner.lowered(records, keep=keep, scratch=scratch)
 
 
 class _Shaped:
@@ -687,10 +693,8 @@ def conv_kernel(device, native: bool = True):
             values = dict.fromkeys(SLOTS, 0)
             values.update(c=c, oh=n, ow=o, transb=1, epilogue=1, act=ACTIVATIONS[activation])
             spans = np.array(split(o, 2 * transforms.threads, COLUMNS), np.int64)
-            filters = ("const", np.ascontiguousarray(weight.reshape(o, c))) if isinstance(weight, np.ndarray) \
-                else ("in", 1) if weight is None else None
-            if filters is None:
-                return None
+            w = weight.weight if isinstance(weight, Packed) else weight  # packed for another route: the weight
+            filters = ("in", 1) if w is None else ("const", np.ascontiguousarray(w.reshape(o, c)))
             template = np.array([values[slot] for slot in SLOTS], np.int64)
             return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), DOTS_, template,
                                           spans.ctypes.data, len(spans), 1,

@@ -78,7 +78,7 @@ def kernels(device) -> dict:
                               f"Fix: free host memory")
         return out
 
-    def tiled(x, g, kernel_size, stride, padding) -> bool:
+    def tiled(x, g, kernel_size, stride, padding) -> bool:  # (in a segment pool.c's general loops run them: equal)
         """Windows that tile x exactly (stride = kernel, no padding, whole windows): pool.c's branch-free loops."""
         (kh, kw), h, w = kernel_size, x.shape[2], x.shape[3]
         return tuple(kernel_size) == tuple(stride) and not any(padding) and h % kh == 0 and w % kw == 0 and \
@@ -141,8 +141,6 @@ def kernels(device) -> dict:
             kernel_size, stride = tuple(attrs.get("kernel_size", (2, 2))), tuple(attrs.get("stride", (2, 2)))
             padding, ceil_mode = tuple(attrs.get("padding", (0, 0, 0, 0))), attrs.get("ceil_mode", False)
             exclusive = attrs.get("exclusive", True) if name == "avg_pool2d" else False
-            if name == "max_pool2d" and tiled(_Shape(shape), None, kernel_size, stride, padding):
-                return None  # the tiled loops: the kernel runs them
             if name == "avg_pool2d" and exclusive and _one_window(shape[2:], kernel_size, stride, padding, ceil_mode):
                 return mean.lower(ins, outs, {"axis": (2, 3), "keepdim": True}, consts)
             key = (name, tuple(shape), kernel_size, stride, padding, ceil_mode, exclusive)
@@ -162,14 +160,6 @@ def kernels(device) -> dict:
     max_pool_grad.__name__ = max_pool_grad.__qualname__ = "max_pool2d_grad"
     avg_pool.__name__ = avg_pool.__qualname__ = "avg_pool2d"
     return {"max_pool2d": max_pool, "avg_pool2d": avg_pool, "max_pool2d_grad": max_pool_grad}
-
-
-class _Shape:
-    """What tiled() reads of an array: its shape and size."""
-    __slots__ = ("shape", "size")
-
-    def __init__(self, shape):
-        self.shape, self.size = tuple(shape), int(np.prod(shape))
 
 
 #: pool.c's parameter slots of the arrays (its Q_X, Q_OUT, Q_FAILED)

@@ -160,3 +160,13 @@ void hwa_mean_rows(const int64_t *p, int64_t part, int64_t parts) {
     y[r] = (float)s / (float)cols;
   }
 }
+
+/* p: x, y, n. y = np.maximum(x, 0): x where it is above 0 or nan, else +0 (as numpy's: -0 gives +0); parts are
+ * blocks of elements. */
+void hwa_relu(const int64_t *p, int64_t part, int64_t parts) {
+  const float *x = PTR(const float, 0);
+  float *y = PTR(float, 1);
+  int64_t first, last;
+  block(p[2], part, parts, &first, &last);
+  for (int64_t i = first; i < last; ++i) y[i] = (x[i] > 0.0f || x[i] != x[i]) ? x[i] : 0.0f;
+}

@@ -19,7 +19,9 @@ _TASK = (None, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64])
 #: least elements a float32 clip runs as its compiled program (hostchain.NUMPY_UP_TO's crossover, two threads' worth)
 CLIP_COMPILED = 1 << 16
 TASKS = ("hwa_softmax_rows", "hwa_layer_norm_rows", "hwa_batched_matmul", "hwa_transpose", "hwa_transpose_blocks",
-         "hwa_mean_rows")
+         "hwa_mean_rows", "hwa_relu")
+#: least float32 elements a ReLU runs in C (rows.c's, on the crew): below it numpy's one call costs less than ours
+RELU_C = 1 << 14
 #: least bytes a block of trailing axes that stay together must hold for one copy per block (rows.c's
 #: hwa_transpose_blocks) to beat numpy's strided copy
 BLOCK_BYTES = 64
@@ -145,6 +147,20 @@ def kernels(device) -> dict:
         n, cols, _ = found
         return lowered("hwa_mean_rows", [0, 0, n, cols], math.prod(shape), [(0, ("in", 0), 0), (1, ("out", 0), 0)])
 
+    def relu(x):
+        if x.dtype != np.float32 or x.size < RELU_C or not rows.ready():
+            return reference.KERNELS["relu"](x)
+        x = np.ascontiguousarray(x)
+        out = np.empty_like(x)
+        rows.run("hwa_relu", np.array([x.ctypes.data, out.ctypes.data, x.size], np.int64), x.size)
+        return out
+
+    def lower_relu(ins, outs, attrs, consts):
+        (shape, dtype), = ins
+        if dtype != np.float32 or not math.prod(shape) or 0 in consts:  # inside a segment C costs nothing to call
+            return None
+        return lowered("hwa_relu", [0, 0, math.prod(shape)], math.prod(shape), [(0, ("in", 0), 0), (1, ("out", 0), 0)])
+
     def clip(x, min=None, max=None):
         # a large float32 clip (ReLU6 between convolutions) as the compiled program: one vectorised pass in parts on
         # the crew, where numpy's clip is one slower pass on one thread; the same selects, so the same results
@@ -188,9 +204,9 @@ def kernels(device) -> dict:
         return None
 
     softmax.lower, log_softmax.lower, transpose.lower = lower_softmax(0), lower_softmax(1), lower_transpose
-    mean.lower = lower_mean
+    mean.lower, relu.lower = lower_mean, lower_relu
     return {"softmax": softmax, "log_softmax": log_softmax, "layer_norm": layer_norm, "transpose": transpose,
-            "clip": clip, "mean": mean}
+            "clip": clip, "mean": mean, "relu": relu}
 
 
 @functools.lru_cache(maxsize=1024)

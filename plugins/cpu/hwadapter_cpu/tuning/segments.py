@@ -16,6 +16,8 @@ from .blas import single_blas
 ARENA, INPUT, POINTER, FLAG, NONE = range(5)
 #: every value in the arena starts on a cache line
 ALIGN = 64
+#: parameters a record may have (calls.c's CALL_SLOTS)
+SLOTS = 64
 
 
 class Record:
@@ -31,11 +33,13 @@ class Record:
 
 
 class Lowered:
-    """A step as records (`records`, `keep`: what they point at) or as an alias of its input `alias`."""
-    __slots__ = ("runner", "records", "alias", "keep")
+    """A step as records (`records`, `keep`: what they point at; `scratch`: {name: bytes} its records share, placed in
+    the arena for this step alone, patched as ("scratch", name)) or as an alias of its input `alias`."""
+    __slots__ = ("runner", "records", "alias", "keep", "scratch")
 
-    def __init__(self, runner, records=(), alias=None, keep=()):
+    def __init__(self, runner, records=(), alias=None, keep=(), scratch=None):
         self.runner, self.records, self.alias, self.keep = runner, tuple(records), alias, tuple(keep)
+        self.scratch = dict(scratch or {})
 
 
 class Runner:
@@ -56,8 +60,8 @@ class Runner:
         """Whether segments can run here (calls.c is built)."""
         return self.run is not None
 
-    def lowered(self, records, keep=()) -> Lowered:
-        return Lowered(self, records, keep=keep)
+    def lowered(self, records, keep=(), scratch=None) -> Lowered:
+        return Lowered(self, records, keep=keep, scratch=scratch)
 
     def record(self, *fields) -> Record:
         return Record(*fields)
@@ -67,6 +71,17 @@ class Runner:
 
     def build(self, items, buffers, inputs, outputs):
         """The call of one segment: (*input arrays) -> output arrays (see hwadapter.graph.segments)."""
+        buffers, extra, items = list(buffers), [], list(items)
+        for k, (low, ins, outs, name) in enumerate(items):  # scratch: buffers made and dropped by their own step
+            if low.scratch:
+                named = {}
+                for key, nbytes in low.scratch.items():
+                    named[key] = len(buffers)
+                    buffers.append(((max(1, int(nbytes)),), np.dtype(np.uint8)))
+                extra.append(named)
+                items[k] = (low, ins, list(outs) + list(named.values()), name)
+            else:
+                extra.append({})
         root = list(range(len(buffers)))  # an alias's buffer is its input's
         for low, ins, outs, _ in items:
             if low.alias is not None:
@@ -76,15 +91,20 @@ class Runner:
         external = {b: k for k, b in enumerate(inputs)}
         offsets, size = _arena(items, buffers, root, external, outputs)
         program, keep, names, blas = [0], [], [], False
-        for low, ins, outs, name in items:
+        for (low, ins, outs, name), named in zip(items, extra):
             keep.extend(low.keep)
             for rec in low.records:
+                if len(rec.template) > SLOTS:
+                    raise ValueError(f"{name}: {len(rec.template)} parameters, calls.c takes {SLOTS}")
                 program[0] += 1
                 names.append(name)
                 blas = blas or rec.blas
                 program += [rec.entry, rec.a0, rec.a1, rec.a3, rec.a4, rec.images, len(rec.template), len(rec.patches)]
                 program += [int(v) for v in rec.template]
                 for slot, where, step in rec.patches:
+                    if isinstance(where, tuple) and where[0] == "scratch":
+                        program += [slot, ARENA, offsets[named[where[1]]], step]
+                        continue
                     program += [slot, *_where(where, ins, outs, root, external, offsets, keep), step]
         made = []  # each output: ("arena", offset, shape, dtype) or ("input", k, shape)
         for b in outputs:
