@@ -235,8 +235,8 @@ def test_calls_back_to_back_from_c_each_run_every_range_once():
     from hwadapter_cpu.tuning import segments, threads
     device = get("cpu")
     t = threads.transforms_of(device)
-    if t is None or t.lib() is None or t.runner is None or not t.runner.ready() or t.crew() is None or \
-            not rows.library(device)():
+    runner = segments.runner_of(device)
+    if t is None or t.lib() is None or not runner.ready() or t.crew() is None or not rows.library(device)():
         pytest.skip("the crew or calls.c is not built here")
     task = rows.Rows(device).address("hwa_mean_rows")
     x = np.random.default_rng(0).standard_normal((64, 4000)).astype(np.float32)
@@ -248,8 +248,8 @@ def test_calls_back_to_back_from_c_each_run_every_range_once():
         rec = segments.Record(t.entry["hwa_crew_call"], t.crew(), task, np.array([0, 0, 64, 4000], np.int64),
                               spans[count].ctypes.data, count, 1, [(0, ("in", 0), 0), (1, ("out", 0), 0)])
         buffers.append(((64,), np.dtype(np.float32)))
-        items.append((segments.Lowered(t.runner, [rec], keep=tuple(spans.values())), [0], [len(buffers) - 1], f"{k}"))
-    call = t.runner.build(items, buffers, [0], list(range(1, len(buffers))))
+        items.append((segments.Lowered(runner, [rec], keep=tuple(spans.values())), [0], [len(buffers) - 1], f"{k}"))
+    call = runner.build(items, buffers, [0], list(range(1, len(buffers))))
     want = x.astype(np.float64).mean(axis=1)
     for _ in range(3):
         for k, got in enumerate(call(x)):

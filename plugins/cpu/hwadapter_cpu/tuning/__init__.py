@@ -10,7 +10,7 @@ views.py's reshape and concat).
 """
 from __future__ import annotations
 
-from . import blasconv, memory, norm, pool, rows, segments, threads, update, views
+from . import blasconv, memory, norm, pool, rows, threads, update, views
 from .matmul import matmul_kernel
 from .resize import resize_kernel
 
@@ -21,7 +21,6 @@ def register(kernels, compiled: frozenset) -> None:
     device = kernels.device
     memory.keep_freed_memory()
     conv = blasconv.conv_kernel(device)
-    conv.transforms.runner = segments.Runner(device)  # a plan's runs of these kernels as one call each
     threads.share(device, conv.transforms)  # compiled programs run on the same crew, whatever kernels register
     matmul = matmul_kernel(conv.transforms, rows.Rows(device))
     faster = {"conv2d": conv, "matmul": matmul, "resize": resize_kernel(matmul), **pool.kernels(device),

@@ -30,7 +30,7 @@ from hwadapter.plugin import InvalidArgumentError, meta, reference
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, cores, single_blas, split
 from .calls import caller
 from .clib import CLibrary
-from .segments import Record
+from .segments import Record, runner_of
 
 #: how long the crew's threads watch for the next call before sleeping (HWADAPTER_CPU_SPIN_MS overrides it), and a
 #: caller for its call's last ranges to finish: on a virtual machine a sleeping thread's wake-up can take milliseconds
@@ -301,7 +301,6 @@ class Transforms:
         self._depthwise_plans: dict = {}  # signature -> Transforms._depthwise_plan's
         self._igemm_plans: dict = {}  # signature -> Transforms._igemm_plan's
         self._constants: dict = {}  # id -> (weak reference to the array, its data pointer): Transforms._constant
-        self.runner = None  # the device's segments.Runner (tuning.register sets it)
 
     def _ready(self, lib) -> None:
         """igemm.c's tile, and the crew once numpy's cblas_sgemm has been found and checked through the new library."""
@@ -671,7 +670,7 @@ def conv_kernel(device, native: bool = True):
     def lower(ins, outs, attrs, consts):
         """conv2d's step as segment records (segments.py): the implicit product, depthwise and few-pixel routes, with
         a constant (prepacked) weight where the route needs one; None for the others."""
-        runner = transforms.runner
+        runner = runner_of(transforms.device)
         if runner is None or not runner.ready() or transforms.lib() is None or transforms.crew() is None or \
                 any(d != np.float32 for _, d in ins) or len(ins[0][0]) != 4 or len(ins[1][0]) != 4:
             return None

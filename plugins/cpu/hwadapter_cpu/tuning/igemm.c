@@ -83,6 +83,46 @@ static inline void ig_copy(float *d, const float *src, int64_t n, int64_t lo, in
 }
 #endif
 
+#if defined(__AVX512F__)
+#define IG_ROWS_SHIFTED 1
+/* ig_patches for strides and dilations of 1 along the rows (most 3x3 and 5x5 layers), whole channels of taps: each
+ * run of a (channel, kernel row) is loaded once, 48 columns under masks (zero in the padding), and its kw taps are
+ * that row shifted by s, two permutes each, where one masked copy per tap recomputed its masks kw times. */
+static void ig_patches_shifted(const float *x, float *dst, int64_t channels, int64_t h, int64_t iw, int64_t kh,
+                               int64_t kw, int64_t dh, int64_t runs, const int64_t *run_j, const int64_t *run_n,
+                               const int64_t *run_y, const int64_t *run_x, int64_t cols) {
+  __m512i shift[16];
+  for (int64_t s = 0; s < kw; s++) shift[s] = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                                                 11, 12, 13, 14, 15),
+                                                               _mm512_set1_epi32((int)s));
+  for (int64_t c = 0; c < channels; c++)
+    for (int64_t r = 0; r < kh; r++) {
+      float *d = dst + (c * kh + r) * kw * IG_COLS; /* tap (c, r, s) at d + s * IG_COLS */
+      if (cols < IG_COLS)
+        for (int64_t s = 0; s < kw; s++) memset(d + s * IG_COLS + cols, 0, (IG_COLS - cols) * sizeof(float));
+      for (int64_t k = 0; k < runs; k++) {
+        int64_t j = run_j[k], n = run_n[k], iy = run_y[k] + r * dh, ix0 = run_x[k];
+        __mmask16 s0 = ig_below(n), s1 = ig_below(n - IG_LANES);
+        if (iy < 0 || iy >= h) {
+          for (int64_t s = 0; s < kw; s++) {
+            _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, _mm512_setzero_ps());
+            _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, _mm512_setzero_ps());
+          }
+          continue;
+        }
+        const float *row = x + (c * h + iy) * iw + ix0;
+        __m512 v0 = _mm512_maskz_loadu_ps(ig_below(iw - ix0) & (__mmask16)~ig_below(-ix0), row);
+        __m512 v1 = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 16) & (__mmask16)~ig_below(-ix0 - 16), row + 16);
+        __m512 v2 = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 32) & (__mmask16)~ig_below(-ix0 - 32), row + 32);
+        for (int64_t s = 0; s < kw; s++) {
+          _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, _mm512_permutex2var_ps(v0, shift[s], v1));
+          _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, _mm512_permutex2var_ps(v1, shift[s], v2));
+        }
+      }
+    }
+}
+#endif
+
 /* Taps [t0, t1) of pixels [q0, q0 + cols) (row-major over oh x ow): dst[(t - t0) * IG_COLS + j], zero past cols and
  * where the tap falls in the padding. Pixels of one output row are one run, found once per strip (a division per tap
  * or run would cost more than the copies); a run of stride 1 is one masked vector copy. */
@@ -97,6 +137,13 @@ static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64
     j += n;
     q += n;
   }
+#ifdef IG_ROWS_SHIFTED
+  if (!whole && sw == 1 && dw == 1 && kw <= 16 && t0 % (kh * kw) == 0 && t1 % (kh * kw) == 0) {
+    ig_patches_shifted(x + t0 / (kh * kw) * h * iw, dst, (t1 - t0) / (kh * kw), h, iw, kh, kw, dh, runs, run_j,
+                       run_n, run_y, run_x, cols);
+    return;
+  }
+#endif
   int64_t c = t0 / (kh * kw), r = t0 / kw % kh, s = t0 % kw;
   for (int64_t t = t0; t < t1; t++) {
     float *d = dst + (t - t0) * IG_COLS;

@@ -21,6 +21,7 @@ from hwadapter.plugin import meta, reference
 
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, single_blas, split
 from .blasconv import ACTIVATIONS, COLUMNS_, DOTS_, LINEAR, ROWS_, SLOTS
+from .segments import runner_of
 from .threads import UNITS_PER_PART
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
@@ -118,7 +119,7 @@ def matmul_kernel(transforms, tasks=None):
     def lower(ins, outs, attrs, consts):
         """A product of few rows (tasks.c's dot products, with its bias and exact activation) as a segment record
         (segments.py); None for the others."""
-        runner = transforms.runner
+        runner = runner_of(transforms.device)
         transpose_x, transpose_y = attrs.get("transpose_x", False), attrs.get("transpose_y", False)
         activation = attrs.get("activation")
         if runner is None or not runner.ready() or transforms.lib() is None or transforms.crew() is None or \

@@ -8,6 +8,8 @@ caches, more than many small kernels compute (the Python side was a third of Squ
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from .blas import single_blas
@@ -34,12 +36,24 @@ class Record:
 
 class Lowered:
     """A step as records (`records`, `keep`: what they point at; `scratch`: {name: bytes} its records share, placed in
-    the arena for this step alone, patched as ("scratch", name)) or as an alias of its input `alias`."""
-    __slots__ = ("runner", "records", "alias", "keep", "scratch")
+    the arena for this step alone, patched as ("scratch", name)) or as an alias of its input `alias`. `fold`: a
+    concatenation's byte offset of each input in its output, where its inputs may be made in place there instead."""
+    __slots__ = ("runner", "records", "alias", "keep", "scratch", "fold")
 
-    def __init__(self, runner, records=(), alias=None, keep=(), scratch=None):
+    def __init__(self, runner, records=(), alias=None, keep=(), scratch=None, fold=None):
         self.runner, self.records, self.alias, self.keep = runner, tuple(records), alias, tuple(keep)
-        self.scratch = dict(scratch or {})
+        self.scratch, self.fold = dict(scratch or {}), fold
+
+
+_runners: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def runner_of(device) -> "Runner":
+    """The one Runner of `device`: every lowering of its kernels names it, so that their steps join one segment."""
+    found = _runners.get(device)
+    if found is None:
+        found = _runners[device] = Runner(device)
+    return found
 
 
 class Runner:
@@ -60,8 +74,8 @@ class Runner:
         """Whether segments can run here (calls.c is built)."""
         return self.run is not None
 
-    def lowered(self, records, keep=(), scratch=None) -> Lowered:
-        return Lowered(self, records, keep=keep, scratch=scratch)
+    def lowered(self, records, keep=(), scratch=None, fold=None) -> Lowered:
+        return Lowered(self, records, keep=keep, scratch=scratch, fold=fold)
 
     def record(self, *fields) -> Record:
         return Record(*fields)
@@ -89,11 +103,12 @@ class Runner:
                     raise ValueError("an alias of a constant")
                 root[outs[0]] = root[ins[low.alias]]
         external = {b: k for k, b in enumerate(inputs)}
-        offsets, size = _arena(items, buffers, root, external, outputs)
+        within, skip = _folded(items, root, external, outputs)
+        offsets, size = _arena(items, buffers, root, external, outputs, within)
         program, keep, names, blas = [0], [], [], False
-        for (low, ins, outs, name), named in zip(items, extra):
+        for k, ((low, ins, outs, name), named) in enumerate(zip(items, extra)):
             keep.extend(low.keep)
-            for rec in low.records:
+            for rec in () if k in skip else low.records:
                 if len(rec.template) > SLOTS:
                     raise ValueError(f"{name}: {len(rec.template)} parameters, calls.c takes {SLOTS}")
                 program[0] += 1
@@ -131,9 +146,38 @@ def _where(where, ins, outs, root, external, offsets, keep) -> tuple:
     return (INPUT, external[r]) if r in external else (ARENA, offsets[r])
 
 
-def _arena(items, buffers, root, external, outputs) -> tuple:
+def _folded(items, root, external, outputs) -> tuple:
+    """({buffer: (the concatenation it is made in, byte offset)}, {concatenations with nothing left to copy}): a
+    concatenation's inputs are made in place in its output where each is made inside the segment by one step, read
+    by that concatenation alone and handed out by neither an alias nor the segment."""
+    readers, makers = {}, {}
+    for k, (low, ins, outs, _) in enumerate(items):
+        for r in {root[b] for b in ins if b is not None}:
+            readers[r] = readers.get(r, 0) + 1
+        if low.alias is None:
+            for b in outs:
+                makers.setdefault(root[b], k)
+    aliased = {r for b, r in enumerate(root) if r != b}
+    escaping = {root[b] for b in outputs}
+    within, skip = {}, set()
+    for k, (low, ins, outs, _) in enumerate(items):
+        if low.fold is None or None in ins:
+            continue
+        parent, rs = root[outs[0]], [root[b] for b in ins]
+        if parent in external or len(set(rs)) != len(rs) or not all(
+                r not in external and r not in aliased and r not in escaping and r not in within and r != parent
+                and readers.get(r) == 1 and makers.get(r, k) < k for r in rs):
+            continue
+        within.update({r: (parent, offset) for r, offset in zip(rs, low.fold)})
+        skip.add(k)
+    return within, skip
+
+
+def _arena(items, buffers, root, external, outputs, within=None) -> tuple:
     """({buffer: byte offset}, arena bytes): each value the segment makes, from its maker to its last reader (the end
-    for an output), placed at the lowest offset free for all of that time."""
+    for an output), placed at the lowest offset free for all of that time; a value made inside another (`within`:
+    {buffer: (outer buffer, byte offset)}) is part of it, which lives from the first of them made."""
+    within = within or {}
     start, end = {}, {}
     for k, (_, ins, outs, _) in enumerate(items):
         for b in outs:
@@ -143,9 +187,19 @@ def _arena(items, buffers, root, external, outputs) -> tuple:
                 end[root[b]] = k
     for b in outputs:
         end[root[b]] = len(items)
+
+    def top(r):  # (outermost buffer, byte offset in it)
+        at = 0
+        while r in within:
+            r, offset = within[r]
+            at += offset
+        return r, at
+    for r in within:
+        t, _ = top(r)
+        start[t] = min(start[t], start.get(r, start[t]))
     offsets, placed = {}, []  # placed: (offset, bytes, first, last)
     for r in sorted(start, key=lambda r: start[r]):
-        if r in external or r != root[r]:
+        if r in external or r != root[r] or r in within:
             continue
         shape, dtype = buffers[r]
         nbytes = -(-max(1, int(np.prod(shape)) * np.dtype(dtype).itemsize) // ALIGN) * ALIGN
@@ -157,6 +211,9 @@ def _arena(items, buffers, root, external, outputs) -> tuple:
             at = max(at, hi)
         offsets[r] = at
         placed.append((at, nbytes, start[r], end[r]))
+    for r in within:
+        t, at = top(r)
+        offsets[r] = offsets[t] + at
     return offsets, max((o + n for o, n, _, _ in placed), default=0)
 
 

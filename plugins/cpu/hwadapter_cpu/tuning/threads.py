@@ -7,6 +7,8 @@ import weakref
 
 import numpy as np
 
+from .segments import runner_of
+
 #: crew.c's hwa_crew_run(crew, task, params, ranges, count)
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
 #: least units (output elements) per part: a part smaller than this costs more to hand over than it saves
@@ -58,7 +60,7 @@ class Threads:
         if self._transforms is None:
             self._crew()
         t = self._transforms
-        runner = t.runner if t else None
+        runner = runner_of(self.device) if t else None
         if runner is None or not runner.ready() or t.lib() is None:
             return None
         crew = t.crew() if units >= 2 * UNITS_PER_PART else None

@@ -10,7 +10,7 @@ import numpy as np
 from hwadapter.plugin import reference
 
 from . import rows
-from .threads import transforms_of
+from .segments import runner_of
 
 #: inputs a concatenation may have in a segment: its parameters must fit calls.c's CALL_SLOTS
 CONCAT_INPUTS = 30
@@ -21,8 +21,8 @@ def kernels(device) -> dict:
     library = rows.library(device)
 
     def runner():
-        t = transforms_of(device)
-        return t.runner if t is not None and t.runner is not None and t.runner.ready() else None
+        r = runner_of(device)
+        return r if r.ready() else None
 
     def reshape(x, shape):
         return reference.KERNELS["reshape"](x, shape)
@@ -52,7 +52,10 @@ def kernels(device) -> dict:
             else:
                 patches.append((3 + 2 * j, ("in", j), 0))
         entry = ctypes.cast(lib.hwa_concat, ctypes.c_void_p).value
-        return r.lowered([r.record(entry, 0, 0, np.array(template, np.int64), 0, 0, 1, patches)], keep=keep)
+        # one slice of each input (a batch of one along the channels): its inputs may be made in place in the output
+        fold = None if outer != 1 or keep else list(np.cumsum([0] + template[4::2][:-1]))
+        return r.lowered([r.record(entry, 0, 0, np.array(template, np.int64), 0, 0, 1, patches)], keep=keep,
+                         fold=fold)
 
     reshape.lower, concat.lower = lower_reshape, lower_concat
     return {"reshape": reshape, "concat": concat}
