@@ -223,35 +223,3 @@ def test_calls_back_to_back_each_run_every_range_once(tmp_path):
         so.hwa_crew_run(c, task, params.ctypes.data, first.ctypes.data, 2)
         so.hwa_crew_run(c, task, params.ctypes.data, second.ctypes.data, 3)
     assert counts[:5].tolist() == [3, 3, 3, 3, 3]
-
-
-def test_calls_back_to_back_from_c_each_run_every_range_once():
-    """A segment's records hand the crew one call after another with no Python between (tuning/segments.py): a helper
-    that finished the last range of one call must not claim a range of the next under the old call's number (it ran
-    a range twice, or after the caller had moved on: a wrong result or a crash). Calls of two and three ranges in
-    turn, the caller's first range short and the helper's long (so the helper is the last to finish), each a mean of
-    rows into its own output, against numpy."""
-    from hwadapter.runtime.device import get
-    from hwadapter_cpu.tuning import segments, threads
-    device = get("cpu")
-    t = threads.transforms_of(device)
-    runner = segments.runner_of(device)
-    if t is None or t.lib() is None or not runner.ready() or t.crew() is None or not rows.library(device)():
-        pytest.skip("the crew or calls.c is not built here")
-    task = rows.Rows(device).address("hwa_mean_rows")
-    x = np.random.default_rng(0).standard_normal((64, 4000)).astype(np.float32)
-    # (part, parts) pairs: rows [0, 1), [32, 64), and with three, [0, 32)
-    spans = {2: np.array([(0, 64), (1, 2)], np.int64), 3: np.array([(0, 64), (1, 2), (0, 2)], np.int64)}
-    items, buffers = [], [(x.shape, x.dtype)]
-    for k in range(400):
-        count = 2 + k % 2
-        rec = segments.Record(t.entry["hwa_crew_call"], t.crew(), task, np.array([0, 0, 64, 4000], np.int64),
-                              spans[count].ctypes.data, count, 1, [(0, ("in", 0), 0), (1, ("out", 0), 0)])
-        buffers.append(((64,), np.dtype(np.float32)))
-        items.append((segments.Lowered(runner, [rec], keep=tuple(spans.values())), [0], [len(buffers) - 1], f"{k}"))
-    call = runner.build(items, buffers, [0], list(range(1, len(buffers))))
-    want = x.astype(np.float64).mean(axis=1)
-    for _ in range(3):
-        for k, got in enumerate(call(x)):
-            done = slice(0, 64) if k % 2 else np.r_[0, 32:64]
-            np.testing.assert_allclose(got[done], want[done], rtol=1e-6)

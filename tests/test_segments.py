@@ -145,7 +145,7 @@ def test_a_failing_record_names_its_step(monkeypatch):
     seg = next(st for st in plan.schedule.steps if st.run is Run.SEGMENT)
     call = seg.call.call
     monkeypatch.setattr(call, "run", lambda program, arena, inputs: 2)  # the second record failed
-    with pytest.raises(hw.KernelExecutionError, match="could not allocate"):
+    with pytest.raises(hw.KernelExecutionError, match=f"plan step {call.names[1]!r} could not allocate"):
         plan.run([_x()])
 
 

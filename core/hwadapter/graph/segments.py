@@ -67,12 +67,16 @@ def segmented(steps: list, values: dict, constants: dict, keep: set) -> list:
                 j += 1
         runs.append((k, j))
         k = j
+    last = {}  # slot -> the index of the last step reading it
+    for k, st in enumerate(steps):
+        for s in st.ins:
+            last[s] = k
     out = []
     for a, z in runs:
         if z - a < 2:
             out.extend(steps[a:z])
             continue
-        later = {s for st in steps[z:] for s in st.ins} | keep
+        later = {s for s, k in last.items() if k >= z} | keep  # read after the run, or handed out
         seg = _segment(steps[a:z], lowered[a:z], values, constants, later)
         out.extend(steps[a:z] if seg is None else [seg])
     return out

@@ -20,7 +20,6 @@ import ctypes
 import logging
 import os
 import threading
-import weakref
 from pathlib import Path
 
 import numpy as np
@@ -142,18 +141,6 @@ def _ptr(a) -> int:
     return 0 if a is None else a.ctypes.data
 
 
-_char = ctypes.c_char.from_buffer
-
-
-def _address(a: np.ndarray) -> int:
-    """a's data pointer (a C-contiguous array of at least one element): through the buffer protocol where a is
-    writable, several times faster than a.ctypes.data."""
-    return ctypes.addressof(_char(a)) if a.flags.writeable else a.ctypes.data
-
-
-#: arrays whose data pointer Transforms._constant remembers: more than any model's weights and biases (MobileNetV2
-#: has 104; a smaller table was cleared every run)
-CONSTANTS = 4096
 
 # tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
@@ -300,7 +287,6 @@ class Transforms:
             "conv2d runs in numpy", ready=self._ready)
         self._depthwise_plans: dict = {}  # signature -> Transforms._depthwise_plan's
         self._igemm_plans: dict = {}  # signature -> Transforms._igemm_plan's
-        self._constants: dict = {}  # id -> (weak reference to the array, its data pointer): Transforms._constant
 
     def _ready(self, lib) -> None:
         """igemm.c's tile, and the crew once numpy's cblas_sgemm has been found and checked through the new library."""
@@ -470,19 +456,6 @@ class Transforms:
         if activation not in ACTIVATIONS:
             out = reference.conv_epilogue(activation)(out)
         return out
-
-    def _constant(self, a: np.ndarray) -> int:
-        """The data pointer of a C-contiguous array met call after call (a plan's weight and bias), found once per
-        array object: a.ctypes.data costs more than a small convolution's Python side otherwise."""
-        entry = self._constants.get(id(a))
-        if entry is not None and entry[0]() is a:  # the same object, alive: its data cannot have moved
-            return entry[1]
-        if len(self._constants) >= CONSTANTS:  # dead arrays' entries, dropped now and then
-            self._constants = {k: v for k, v in self._constants.items() if v[0]() is not None}
-            if len(self._constants) >= CONSTANTS // 2:
-                self._constants.clear()
-        self._constants[id(a)] = (weakref.ref(a), a.ctypes.data)  # weak: a discarded plan's weights are freed
-        return a.ctypes.data
 
     def _depthwise_plan(self, lib, x_shape, w_shape, residual, stride, padding, dilation, activation):
         """(output shape, tasks.c's parameters but the arrays, the tasks' ranges of output planes, their address, their

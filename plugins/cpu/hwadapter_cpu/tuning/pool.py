@@ -56,20 +56,29 @@ def kernels(device) -> dict:
         return (n, c, max(oh, 0), max(ow, 0)), np.array([0, 0, n * c, h, w, kh, kw, sh, sw, pt, pl, oh, ow,
                                                          int(name == "avg_pool2d"), int(bool(exclusive)), 0], np.int64)
 
-    def run(name, x, kernel_size, stride, padding, ceil_mode, exclusive=False):
-        key = (name, x.shape, tuple(kernel_size), tuple(stride), tuple(padding), ceil_mode, exclusive)
+    def planned(name, shape, kernel_size, stride, padding, ceil_mode, exclusive):
+        key = (name, tuple(shape), tuple(kernel_size), tuple(stride), tuple(padding), ceil_mode, exclusive)
         found = plans.get(key)
         if found is None:
-            found = plans[key] = plan(name, x.shape, kernel_size, stride, padding, ceil_mode, exclusive)
-        shape, template = found
+            found = plans[key] = plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive)
+        return found
+
+    addresses: list = []  # pool.c's task, found once
+
+    def task_address() -> int:
+        if not addresses:
+            addresses.append(ctypes.cast(lib().hwa_pool_task, ctypes.c_void_p).value)
+        return addresses[0]
+
+    def run(name, x, kernel_size, stride, padding, ceil_mode, exclusive=False):
+        shape, template = planned(name, x.shape, kernel_size, stride, padding, ceil_mode, exclusive)
         out = np.empty(shape, np.float32)
         if not out.size:
             return out
         x = np.ascontiguousarray(x)
         failed = np.zeros(1, np.int64)
-        task = lib().hwa_pool_task
-        address = ctypes.cast(task, ctypes.c_void_p).value
-        if not crew.call(address, template, out.size, Q_X, x, Q_OUT, out, Q_FAILED, failed):
+        if not crew.call(task_address(), template, out.size, Q_X, x, Q_OUT, out, Q_FAILED, failed):
+            task = lib().hwa_pool_task
             params = template.copy()
             params[[Q_X, Q_OUT, Q_FAILED]] = [x.ctypes.data, out.ctypes.data, failed.ctypes.data]
             task(params.ctypes.data, 0, 1)
@@ -143,15 +152,10 @@ def kernels(device) -> dict:
             exclusive = attrs.get("exclusive", True) if name == "avg_pool2d" else False
             if name == "avg_pool2d" and exclusive and _one_window(shape[2:], kernel_size, stride, padding, ceil_mode):
                 return mean.lower(ins, outs, {"axis": (2, 3), "keepdim": True}, consts)
-            key = (name, tuple(shape), kernel_size, stride, padding, ceil_mode, exclusive)
-            found = plans.get(key)
-            if found is None:
-                found = plans[key] = plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive)
-            out_shape, template = found
+            out_shape, template = planned(name, shape, kernel_size, stride, padding, ceil_mode, exclusive)
             if tuple(out_shape) != tuple(outs[0][0]):
                 return None
-            address = ctypes.cast(lib().hwa_pool_task, ctypes.c_void_p).value
-            return crew.lowered(address, template, int(np.prod(out_shape)),
+            return crew.lowered(task_address(), template, int(np.prod(out_shape)),
                                 [(Q_X, ("in", 0), 0), (Q_OUT, ("out", 0), 0), (Q_FAILED, "flag", 0)])
         return lower
 

@@ -54,37 +54,46 @@ class Threads:
             self._run = _RUN(ctypes.cast(lib.hwa_crew_run, ctypes.c_void_p).value)
         return self._run, crew
 
-    def lowered(self, task: int, template: np.ndarray, units: int, patches, keep=()):
-        """C function `task(params, part, parts)` as a segment's record (segments.py), in parts as `call` runs it;
-        None where segments cannot run."""
+    def _parts(self, t, units: int, crew) -> tuple:
+        """(parts, their ranges) for `units` of work: one part without a crew or below two parts' worth."""
+        parts = min(2 * t.threads, units // UNITS_PER_PART) if crew is not None and units >= 2 * UNITS_PER_PART \
+            else 1
+        ranges = self._ranges.get(parts)
+        if ranges is None:  # (part, parts) pairs: the crew hands each task one pair as its range
+            ranges = self._ranges[parts] = np.array([(p, parts) for p in range(parts)], np.int64)
+        return parts, ranges
+
+    def _library(self):
+        """The Transforms whose library and crew these threads use, or None where its library is not built."""
         if self._transforms is None:
             self._crew()
         t = self._transforms
+        return t if t and t.lib() is not None else None
+
+    def lowered(self, task: int, template: np.ndarray, units: int, patches, keep=()):
+        """C function `task(params, part, parts)` as a segment's record (segments.py), in parts as `call` runs it;
+        None where segments cannot run."""
+        t = self._library()
         runner = runner_of(self.device) if t else None
-        if runner is None or not runner.ready() or t.lib() is None:
+        if runner is None or not runner.ready():
             return None
-        crew = t.crew() if units >= 2 * UNITS_PER_PART else None
-        parts = min(2 * t.threads, units // UNITS_PER_PART) if crew else 1
-        ranges = np.array([(p, parts) for p in range(parts)], np.int64)
-        return runner.lowered([runner.record(t.entry["hwa_crew_call"], crew or 0, task, template, ranges.ctypes.data,
-                                             parts, 1, patches)], keep=(ranges, *keep))
+        crew = t.crew()
+        parts, ranges = self._parts(t, units, crew)
+        return runner.lowered([runner.record(t.entry["hwa_crew_call"], crew if parts > 1 else 0, task, template,
+                                             ranges.ctypes.data, parts, 1, patches)], keep=(ranges, *keep))
 
     def call(self, task: int, template: np.ndarray, units: int, *arrays) -> bool:
         """Runs C function `task(params, part, parts)` for every part, on the crew when `units` are enough to share,
         with `template`'s parameters and `arrays` (slot, array, ...) pointed at in C (calls.py); False (nothing run)
         where the crew's library is not built."""
-        if self._transforms is None:
-            self._crew()
-        t = self._transforms
-        if not t or t.lib() is None:
+        t = self._library()
+        if t is None:
             return False
-        crew = t.crew() if units >= 2 * UNITS_PER_PART else None
-        parts = min(2 * t.threads, units // UNITS_PER_PART) if crew else 1
-        ranges = self._ranges.get(parts)
-        if ranges is None:  # (part, parts) pairs: the crew hands each task one pair as its range
-            ranges = self._ranges[parts] = np.array([(p, parts) for p in range(parts)], np.int64)
+        crew = t.crew()
+        parts, ranges = self._parts(t, units, crew)
         triples = [v for i in range(0, len(arrays), 2) for v in (arrays[i], arrays[i + 1], 0)]
-        t.call(t.entry["hwa_crew_call"], crew or 0, task, template, ranges.ctypes.data, parts, 1, *triples)
+        t.call(t.entry["hwa_crew_call"], crew if parts > 1 else 0, task, template, ranges.ctypes.data, parts, 1,
+               *triples)
         return True
 
     def run(self, task: int, args: np.ndarray, units: int) -> bool:
@@ -94,9 +103,6 @@ class Threads:
         run, crew = self._crew()
         if crew is None:
             return False
-        parts = min(2 * self._transforms.threads, units // UNITS_PER_PART)
-        ranges = self._ranges.get(parts)
-        if ranges is None:  # (part, parts) pairs: the crew hands each task one pair as its range
-            ranges = self._ranges[parts] = np.array([(p, parts) for p in range(parts)], np.int64)
+        parts, ranges = self._parts(self._transforms, units, crew)
         run(crew, task, args.ctypes.data, ranges.ctypes.data, parts)
         return True
