@@ -4,24 +4,108 @@ threads (crew.c) share the work, and how that work is cut.
 Why not BLAS's own threads: OpenBLAS splits each product evenly up front, waits for every thread at its end, and its
 threads spin between products, so on a busy machine a descheduled thread holds back every product. With the crew a
 descheduled thread holds back only the task it took.
+
+Why a private copy of numpy's OpenBLAS on some CPUs: OpenBLAS runs the kernels of the core it recognises, or of the
+one OPENBLAS_CORETYPE names; a newer CPU it does not know falls back to an older core's (0.3.31 takes AMD's Zen 5,
+family 1Ah, for another: OpenMathLib/OpenBLAS#6029), and a core named for safety on every host (Haswell) is the
+same. On a CPU with AVX-512, Haswell's AVX2 kernels run the products at half the speed of SkylakeX's. As the
+device's own C is compiled for the CPU it runs on, its products run on the kernels the CPU's flags admit: numpy's
+library loaded once more, from a copy in memory, on that core and one thread; numpy's own calls keep numpy's library
+and its settings. HWADAPTER_CPU_BLAS=numpy keeps numpy's library for the kernels too.
 """
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import threading
+
+from hwadapter.plugin import InvalidArgumentError
+
+log = logging.getLogger(__name__)
 
 #: products below this many multiply-adds run as one task: sharing them costs more than it saves
 SPLIT_FLOPS = 1 << 21
 #: the least a block of one product holds: each block's BLAS call packs the other operand again
 ROWS, COLUMNS = 64, 256
+#: OpenBLAS's cores with AVX-512 kernels (lower case, as openblas_get_corename names them), and the CPU flags the
+#: first of them needs: on such a CPU, another core's kernels are a misrecognised CPU's fallback
+AVX512_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+AVX512_FLAGS = frozenset({"avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl"})
 
 
 def split(n: int, parts: int, least: int = 1) -> list:
     """[start, end) ranges cutting range(n) into at most `parts` pieces of at least `least` (the last may be less)."""
     step = max(least, -(-n // max(1, parts)))
     return [(a, min(n, a + step)) for a in range(0, n, step)]
+
+
+def cpu_flags() -> frozenset:
+    """The CPU's feature flags as Linux names them (empty where /proc/cpuinfo does not say)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("flags"):
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def blas_setting(environ=os.environ) -> str:
+    """HWADAPTER_CPU_BLAS: "auto" (the default: the products on the kernels the CPU admits) or "numpy" (on numpy's
+    library as it is loaded and set)."""
+    text = environ.get("HWADAPTER_CPU_BLAS", "auto")
+    if text not in ("auto", "numpy"):
+        raise InvalidArgumentError(f"HWADAPTER_CPU_BLAS={text!r} is not a choice of BLAS for the CPU's products",
+                                   fix="unset it, or set it to auto (the kernels the CPU admits) or numpy")
+    return text
+
+
+def better_core(core: str, flags: frozenset, setting: str = "auto"):
+    """The OpenBLAS core type whose kernels this CPU should run where numpy's OpenBLAS runs `core` (its corename), or
+    None where that choice stands: the setting is "numpy", the CPU has no AVX-512, or the core is one of AVX-512's."""
+    if setting != "auto" or not AVX512_FLAGS <= flags or core.lower() in AVX512_CORES:
+        return None
+    return "SkylakeX"
+
+
+def private_openblas(path: str, core: str):
+    """numpy's OpenBLAS at `path` loaded once more, from a copy in memory (the same file would be the same library),
+    on `core`'s kernels with one thread; None where that cannot be done or OpenBLAS took another core."""
+    if not hasattr(os, "memfd_create"):
+        return None
+    settings = {"OPENBLAS_CORETYPE": core, "OPENBLAS_NUM_THREADS": "1"}  # read once, while the library loads
+    saved = {name: os.environ.get(name) for name in settings}
+    try:
+        fd = os.memfd_create("hwadapter-openblas")  # kept open: the mapping needs no name, the path does
+        with open(path, "rb") as source:
+            os.sendfile(fd, source.fileno(), 0, os.fstat(source.fileno()).st_size)
+        os.environ.update(settings)
+        try:
+            dll = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_LOCAL)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+    except OSError as exc:
+        log.info("numpy's OpenBLAS could not be loaded again on %s kernels (%s): its own run", core, exc)
+        return None
+    return dll if corename(dll) == core.lower() else None
+
+
+def corename(dll) -> str:
+    """The core type an OpenBLAS library runs (lower case), or "" where it does not say."""
+    for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename", "openblas_get_corename64_",
+                 "openblas_get_corename"):
+        fn = getattr(dll, name, None)
+        if fn is not None:
+            fn.restype = ctypes.c_char_p
+            return (fn() or b"").decode(errors="replace").strip().lower()
+    return ""
 
 
 def cores() -> int:
@@ -40,15 +124,29 @@ class SingleBlas:
         self._inside = 0
         self._saved: list = []
         self._libs = None
+        self._found = None  # (sgemm's answer,) once found
 
     def sgemm(self):
         """(address, ilp64) of the cblas_sgemm of the BLAS numpy loaded, for C code to call; None when there is none
-        that threadpoolctl knows. ilp64: its integers are 64-bit (a "64_" symbol suffix)."""
+        that threadpoolctl knows. ilp64: its integers are 64-bit (a "64_" symbol suffix). An OpenBLAS on the wrong
+        core for this CPU (better_core): its private copy's."""
+        with self._lock:
+            if self._found is None:
+                self._found = (self._find(),)
+        return self._found[0]
+
+    def _find(self):
         for lib in self._controllers():
             try:
                 dll = ctypes.CDLL(lib.filepath)
             except OSError:
                 continue
+            core = better_core(corename(dll), cpu_flags(), blas_setting()) if lib.internal_api == "openblas" else None
+            private = private_openblas(lib.filepath, core) if core else None
+            if private is not None:
+                log.info("numpy's OpenBLAS runs %s kernels on this CPU with AVX-512: the kernels' products run on a "
+                         "private one-thread copy on %s's (HWADAPTER_CPU_BLAS=numpy: numpy's)", corename(dll), core)
+                dll = private
             for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "scipy_cblas_sgemm", "cblas_sgemm"):
                 fn = getattr(dll, name, None)
                 if fn is not None:
