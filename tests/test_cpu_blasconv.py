@@ -65,10 +65,11 @@ def test_matches_the_reference_kernel_as_given_and_prepacked(case):
             np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5 * scale)
 
 
-RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, the Winograd tile it gets: F(2,3)'s
-    # layer, 256 over 14x14, runs faster as igemm.c's implicit product where that is built)
+RESNET_LAYERS = [  # (in channels, size, out channels, kernel, stride, padding, the Winograd tile it gets; F(2,3)
+    # for 256 over 14x14; 96 over 14x14 runs faster as igemm.c's implicit product where that is built)
     (64, 56, 64, 3, 1, 1, 4), (128, 28, 128, 3, 1, 1, 4), (64, 56, 256, 1, 1, 0, 0), (256, 56, 128, 1, 2, 0, 0),
-    (128, 28, 128, 3, 2, 1, 0), (256, 14, 256, 3, 1, 1, 0 if IGEMM else 2), (512, 7, 512, 3, 1, 1, 0),
+    (128, 28, 128, 3, 2, 1, 0), (256, 14, 256, 3, 1, 1, 2), (96, 14, 128, 3, 1, 1, 0 if IGEMM else 2),
+    (512, 7, 512, 3, 1, 1, 0),
     (3, 224, 64, 7, 2, 3, 0)]
 
 
@@ -86,6 +87,30 @@ def test_resnet_layers_with_bias_residual_and_relu(c, size, o, k, stride, pad, t
     assert getattr(packed, "tile", 0) == tile  # Winograd exactly where it applies, F(4,3) on the larger images
     got = FORMS[form](x, packed if packed is not None else w, b, r, **attrs)
     np.testing.assert_allclose(got, _want(x, w, b, r, **attrs), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("c, size, o, tile, copies", [(128, 28, 128, 4, False), (64, 14, 160, 2, False),
+                                                      (64, 14, 128, 2, True)])
+def test_winograd_on_few_tile_rows_shares_channels_not_bands(c, size, o, tile, copies, form):
+    """7 tile rows split 4 and 3 between two threads; channels split evenly (each task transforms the whole image's
+    input). Identical filters (a rep map) keep the bands: a channel there reads another's products."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((1, c, size, size)).astype("float32")
+    w = (rng.standard_normal((o, c, 3, 3)) / np.sqrt(c * 9)).astype("float32")
+    if copies:
+        w[1::7] = w[0]
+    b, r = rng.standard_normal(o).astype("float32"), rng.standard_normal((1, o, size, size)).astype("float32")
+    packed = blasconv.Packed(w, tile)
+    image = blasconv.Image(KERNEL.transforms, x[0], w, packed.u, tile, b, r[0], packed.rep, np.empty((o, size, size),
+                           np.float32), (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    (kind, ranges), = image.phases(2)
+    assert kind == (blasconv.WINOGRAD if copies else blasconv.WINOGRAD_CHANNELS)
+    if not copies:
+        assert ranges == blasconv.split(o, 2, blasconv.ROWS)
+    attrs = dict(stride=(1, 1), padding=(1,) * 4, dilation=(1, 1), activation="relu")
+    np.testing.assert_allclose(FORMS[form](x, packed, b, r, **attrs), _want(x, w, b, r, **attrs), rtol=1e-4,
+                               atol=1e-4)
 
 
 @pytest.mark.parametrize("form", FORMS)

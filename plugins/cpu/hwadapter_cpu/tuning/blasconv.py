@@ -111,8 +111,10 @@ def _first_copies(weight: np.ndarray):
 #: 7x7) BLAS's blocking wins. Winograd F(4,3) takes 3x3 layers over at least IGEMM_WINOGRAD4 input channels, or half
 #: as many on images of IGEMM_WINOGRAD4_PIXELS or more (each kernel alone, alternated: igemm.c won SqueezeNet's
 #: 32->128 over 27x27, F(4,3) won 32->96 over 56x56 and every layer over 64 channels, 48->128 over 28x28 was even).
-#: F(2,3) lost to igemm.c on every layer measured.
-IGEMM_TAPS, IGEMM_WINOGRAD4, IGEMM_WINOGRAD4_PIXELS = 4096, 64, 1600
+#: F(2,3) takes those of at least IGEMM_WINOGRAD2 input and output channels, whose tasks share channels evenly
+#: (WINOGRAD_CHANNELS; it won 128->128 to 256->256 over 14x14 on the AMD host, igemm.c 96->128 and 64->256 over 13x13;
+#: with bands of 4 and 3 tile rows it had lost every layer).
+IGEMM_TAPS, IGEMM_WINOGRAD4, IGEMM_WINOGRAD4_PIXELS, IGEMM_WINOGRAD2 = 4096, 64, 1600, 128
 
 
 def _igemm(w_shape, tile: int, x_shape=None) -> bool:
@@ -120,7 +122,8 @@ def _igemm(w_shape, tile: int, x_shape=None) -> bool:
     none), runs as igemm.c's."""
     o, c, kh, kw = w_shape
     big = x_shape is not None and x_shape[2] * x_shape[3] >= IGEMM_WINOGRAD4_PIXELS
-    winograd = tile == 4 and (c >= IGEMM_WINOGRAD4 or (big and c >= IGEMM_WINOGRAD4 // 2))
+    winograd = (tile == 4 and (c >= IGEMM_WINOGRAD4 or (big and c >= IGEMM_WINOGRAD4 // 2))) or \
+        (tile == 2 and min(c, o) >= IGEMM_WINOGRAD2)
     return c * kh * kw < IGEMM_TAPS and not winograd
 
 
@@ -145,7 +148,8 @@ def _ptr(a) -> int:
 # tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
          "direct tile tw groups transb act parts").split()
-WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS, IGEMM, LINEAR = range(12)
+WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS, IGEMM, LINEAR, \
+    WINOGRAD_CHANNELS = range(13)
 _X, _OUT, _WEIGHT, _BIAS, _RES = (SLOTS.index(s) for s in ("x", "out", "weight", "bias", "res"))
 #: depthwise.c's activation codes (slot "act")
 ACTIVATIONS = {None: 0, "relu": 1, "sigmoid": 2, "tanh": 3, "gelu": 4, "relu6": 5, "silu": 6}
@@ -172,7 +176,11 @@ class Image:
     def phases(self, parts: int) -> list:
         """[(kind, [(start, end), ...])]: phases run one after the other, each one's ranges by any thread."""
         if self.tile:  # bands of at least 16 tiles: fewer make the products too thin for BLAS
-            return [(WINOGRAD, split(-(-self.oh // self.tile), parts, -(-16 // self.tw)))]
+            rows = -(-self.oh // self.tile)
+            bands = split(rows, parts, -(-16 // self.tw))
+            if parts > 1 and rows % len(bands) and self.rep is None and self.o >= parts * ROWS:
+                return [(WINOGRAD_CHANNELS, split(self.o, parts, ROWS))]  # bands of unequal rows: channels instead
+            return [(WINOGRAD, bands)]
         small = self.o * self.points * self.k < SPLIT_FLOPS
         # bands when there are many pixels, few channels or groups (each band's product packs the weights again)
         if small or self.points >= 2 * COLUMNS or self.o < 2 * ROWS or self.groups > 1:
@@ -211,6 +219,18 @@ class Image:
         np.matmul(self.weight, v, out=m)
         back(m.ctypes.data, _ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.o, self.tw,
              self.oh, self.ow, self.relu, ty0, ty1)
+
+    def winograd_channels(self, o0, o1):
+        lib, planes, rows = self.t.lib(), len(self.weight), -(-self.oh // self.tile)
+        tiles = rows * self.tw
+        v, m = self.t.take("v", (planes, self.c, tiles)), self.t.take("m", (planes, o1 - o0, tiles))
+        forward, back = ((lib.hwa_winograd_input, lib.hwa_winograd_output) if self.tile == 2 else
+                         (lib.hwa_winograd4_input, lib.hwa_winograd4_output))
+        forward(_ptr(self.x), v.ctypes.data, self.c, self.h, self.iw, self.pt, self.pl, self.tw, 0, rows)
+        np.matmul(self.weight[:, o0:o1], v, out=m)
+        plane = self.oh * self.ow * 4
+        back(m.ctypes.data, _ptr(self.out) + o0 * plane, _ptr(self.bias) and _ptr(self.bias) + o0 * 4,
+             _ptr(self.res) and _ptr(self.res) + o0 * plane, 0, o1 - o0, self.tw, self.oh, self.ow, self.relu, 0, rows)
 
     def band(self, y0, y1):
         lib, q0, q1, groups = self.t.lib(), y0 * self.ow, y1 * self.ow, self.groups
@@ -351,8 +371,8 @@ class Transforms:
                     for kind, ranges in phases:
                         self.phase(lib, kind, params, ranges, "conv2d")
                     continue
-                tasks = {WINOGRAD: image.winograd, BAND: image.band, PATCHES: image.patches, BLOCK: image.block,
-                         STORE: image.store, GROUPS: image.group}
+                tasks = {WINOGRAD: image.winograd, WINOGRAD_CHANNELS: image.winograd_channels, BAND: image.band,
+                         PATCHES: image.patches, BLOCK: image.block, STORE: image.store, GROUPS: image.group}
                 for kind, ranges in phases:
                     for a, z in ranges:
                         tasks[kind](a, z)

@@ -14,7 +14,7 @@ enum {
   P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_ACT, P_PARTS, P_COUNT
 };
 enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS, K_DEPTHWISE, K_GROUPS, K_IGEMM,
-       K_LINEAR };
+       K_LINEAR, K_WINOGRAD_CHANNELS };
 
 #define PTR(type, i) ((type *)(intptr_t)p[i])
 
@@ -81,6 +81,35 @@ static void task_winograd(const int64_t *p, int64_t ty0, int64_t ty1) {
   else
     hwa_winograd4_output(m, PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES),
                          PTR(const int64_t, P_REP), o, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0, ty1);
+}
+
+/* Output channels [o0, o1) of a Winograd conv2d over the whole image: the input transform of every tile (each task
+ * its own: it costs about 1/o of the products), the products of those channels' weights, their output transform.
+ * For small images, whose few tile rows split unevenly into bands (7 rows: 4 and 3); never with P_REP, whose
+ * channels read rows of others. */
+static void task_winograd_channels(const int64_t *p, int64_t o0, int64_t o1) {
+  int64_t n = p[P_TILE] + 2, planes = n * n, c = p[P_C], o = p[P_O], k = o1 - o0, oh = p[P_OH], ow = p[P_OW];
+  int64_t th = (oh + p[P_TILE] - 1) / p[P_TILE], tiles = th * p[P_TW];
+  float *v = scratch(0, planes * c * tiles), *m = scratch(1, planes * k * tiles);
+  if (!v || !m) {
+    failed(p);
+    return;
+  }
+  const float *x = PTR(const float, P_X), *u = PTR(const float, P_WEIGHT), *bias = PTR(const float, P_BIAS);
+  const float *res = PTR(const float, P_RES);
+  if (p[P_TILE] == 2)
+    hwa_winograd_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], 0, th);
+  else
+    hwa_winograd4_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], 0, th);
+  for (int64_t i = 0; i < planes; i++)
+    gemm(p, k, tiles, c, u + (i * o + o0) * c, c, v + i * c * tiles, tiles, m + i * k * tiles, tiles);
+  float *out = PTR(float, P_OUT) + o0 * oh * ow;
+  if (p[P_TILE] == 2)
+    hwa_winograd_output(m, out, bias ? bias + o0 : NULL, res ? res + o0 * oh * ow : NULL, NULL, k, p[P_TW], oh, ow,
+                        p[P_RELU], 0, th);
+  else
+    hwa_winograd4_output(m, out, bias ? bias + o0 : NULL, res ? res + o0 * oh * ow : NULL, NULL, k, p[P_TW], oh, ow,
+                         p[P_RELU], 0, th);
 }
 
 /* Output rows [y0, y1): their patches (a 1x1 stride-1 convolution reads the input as they are), one product per
@@ -312,8 +341,9 @@ static void task_igemm(const int64_t *p, int64_t u0, int64_t u1) {
  * scratch could not be allocated. */
 int64_t hwa_phase(hwa_crew *crew, int64_t kind, int64_t *p, const int64_t *ranges, int64_t count) {
   static const hwa_task tasks[] = {task_winograd, task_band, task_patches, task_block, task_store, task_rows,
-                                   task_columns, task_dots, task_depthwise, task_groups, task_igemm, task_linear};
-  if (kind < 0 || kind > K_LINEAR) return -1;
+                                   task_columns, task_dots, task_depthwise, task_groups, task_igemm, task_linear,
+                                   task_winograd_channels};
+  if (kind < 0 || kind > K_WINOGRAD_CHANNELS) return -1;
   int64_t fail = 0;
   p[P_FAILED] = (int64_t)(intptr_t)&fail;
   hwa_crew_run(crew, tasks[kind], p, ranges, count);
