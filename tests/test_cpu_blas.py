@@ -78,9 +78,13 @@ def test_a_private_copy_runs_the_core_asked_on_one_thread_and_multiplies_right(c
 def test_the_kernels_take_the_private_copy_where_the_core_is_the_wrong_one(monkeypatch):
     if not {"avx2", "fma"} <= blas.cpu_flags():
         pytest.skip("this CPU has no AVX2 and FMA: Haswell's kernels cannot run here")
-    numpy_sgemm = _sgemm(ctypes.CDLL(_openblas()))[0]
-    monkeypatch.setattr(blas, "better_core", lambda core, flags, setting: "Haswell")
-    found = blas.SingleBlas().sgemm()
-    assert found is not None and found[0] != ctypes.cast(numpy_sgemm, ctypes.c_void_p).value
+    fresh = blas.SingleBlas()  # the BLAS libraries loaded now (torch's or scipy's may have joined numpy's)
+    first = next((lib for lib in fresh._controllers() if lib.internal_api == "openblas"), None)
+    if first is None or first is not fresh._controllers()[0]:
+        pytest.skip("the first BLAS loaded is not OpenBLAS: there is no core type to choose")
     monkeypatch.setattr(blas, "better_core", lambda core, flags, setting: None)
-    assert blas.SingleBlas().sgemm()[0] == ctypes.cast(numpy_sgemm, ctypes.c_void_p).value
+    plain = fresh.sgemm()
+    assert plain[0] == ctypes.cast(_sgemm(ctypes.CDLL(first.filepath))[0], ctypes.c_void_p).value
+    monkeypatch.setattr(blas, "better_core", lambda core, flags, setting: "Haswell")
+    private = blas.SingleBlas().sgemm()
+    assert private is not None and private[0] != plain[0] and private[1] == plain[1]
