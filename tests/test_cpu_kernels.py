@@ -129,6 +129,31 @@ def test_pool_c_keeps_nan_and_gives_each_windows_exact_value():
         [float(np.float32(x[1, c].sum()) / 81) for c in range(3)]
 
 
+@pytest.mark.parametrize("kernel,stride,padding,ceil", [((3, 3), (2, 2), (0, 0, 0, 0), False),
+                                                        ((3, 3), (2, 2), (1, 1, 1, 1), True),
+                                                        ((3, 3), (1, 1), (1, 1, 1, 1), False),
+                                                        ((2, 2), (2, 2), (0, 0, 0, 0), False),
+                                                        ((5, 4), (2, 1), (2, 1, 0, 3), True),
+                                                        ((1, 16), (1, 2), (0, 0, 8, 7), False)])
+def test_max_pools_of_plain_planes_take_rows_first_and_match_the_reference_bit_for_bit(kernel, stride, padding, ceil):
+    """pool.c's rows-first max (planes without nan or -0: there any order gives the reference's value): rows wider
+    than several vectors and narrower than one, +0 ties, infinities and windows in the padding; planes with nan or
+    -0 beside them in the same call keep the ordered path."""
+    rng = np.random.default_rng(11)
+    x = np.maximum(rng.standard_normal((2, 6, 111, 37)), 0).astype("float32")  # ReLU's output: ties of +0
+    x[..., :5] = rng.standard_normal((2, 6, 111, 5)).astype("float32")
+    x[0, 1, 3, 4], x[1, 2, 50, 20] = np.inf, -np.inf
+    x[1, 4, 7, 7], x[1, 5, 9, 9] = np.nan, -0.0  # two planes on the ordered path
+    attrs = dict(kernel_size=kernel, stride=stride, padding=padding, ceil_mode=ceil)
+    want = reference.KERNELS["max_pool2d"](x, **attrs)
+    for shape in ((2, 6, 111, 37), (2, 6, 20, 9)):
+        part = np.ascontiguousarray(x[..., :shape[2], :shape[3]])
+        want = reference.KERNELS["max_pool2d"](part, **attrs)
+        got = POOLS["max_pool2d"](part, **attrs)
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
 @pytest.mark.parametrize("kernel,stride,padding,ceil", [((3, 3), (1, 1), (1, 1, 1, 1), False),
                                                         ((3, 3), (2, 2), (0, 0, 0, 0), True),
                                                         ((3, 3), (2, 2), (1, 1, 1, 1), False),

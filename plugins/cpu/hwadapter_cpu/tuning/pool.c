@@ -170,10 +170,81 @@ static inline __attribute__((always_inline)) void pool_plane16(const int64_t *q,
     }
   }
 }
+/* Whether a plane holds no nan and no -0: then every window's maximum is one bit pattern wherever it lies, and any
+ * order of taking it gives the reference's (whose first of equals and first nan are order's). */
+static int plane_plain(const float *plane, int64_t n) {
+  const __m512i negative_zero = _mm512_set1_epi32((int)0x80000000u);
+  __mmask16 odd = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    __m512 v = _mm512_maskz_loadu_ps(v_below(n - i), plane + i);
+    odd |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) | _mm512_cmpeq_epi32_mask(_mm512_castps_si512(v), negative_zero);
+  }
+  return odd == 0;
+}
+/* The maximum down rows [y0, y1) of the plane's columns [start, start + 16), -inf outside [0, w) (masked lanes are
+ * not read: start may be negative or near the row's end). */
+static inline __m512 v_down(const float *plane, int64_t w, int64_t y0, int64_t y1, int64_t start, __m512 fill) {
+  __mmask16 in = v_below(w - start) & (__mmask16)~v_below(-start);
+  const float *column = plane + start;
+  __m512 m = _mm512_mask_loadu_ps(fill, in, column + y0 * w);
+  for (int64_t y = y0 + 1; y < y1; y++) m = _mm512_max_ps(m, _mm512_mask_loadu_ps(fill, in, column + y * w));
+  return m;
+}
+/* Max pooling of a plain plane (plane_plain), strides 1 and 2, up to 16 columns, rows first: for each block of 16
+ * outputs of a row, its window rows reduced column by column straight from the plane (whole vectors; the last
+ * block's columns carried to the next), then its window's columns taken from those by permutes (stride 2: the even
+ * and odd columns apart first), all in registers. pool_plane16 gathered and shuffled every tap of every input row. */
+static void pool_max_rows(const int64_t *q, const float *plane, float *out) {
+  int64_t h = q[Q_H], w = q[Q_W], kh = q[Q_KH], kw = q[Q_KW], sh = q[Q_SH], sw = q[Q_SW], pt = q[Q_PT];
+  int64_t pl = q[Q_PL], oh = q[Q_OH], ow = q[Q_OW];
+  const __m512 fill = _mm512_set1_ps(-INFINITY);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i evens = _mm512_add_epi32(lane, lane), odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  __m512i shift[16]; /* lane l takes lane l + s of two vectors side by side */
+  for (int64_t s = 0; s < 16; s++) shift[s] = _mm512_add_epi32(lane, _mm512_set1_epi32((int)s));
+  for (int64_t oy = 0; oy < oh; oy++) {
+    int64_t y0 = oy * sh - pt, y1 = y0 + kh;
+    y0 = y0 < 0 ? 0 : y0;
+    y1 = y1 > h ? h : y1;
+    float *o = out + oy * ow;
+    __m512 carried = fill;
+    for (int64_t ox = 0; ox < ow; ox += LANES) {
+      int64_t x0 = ox * sw - pl;
+      __m512 m;
+      if (y1 <= y0) { /* a window wholly in the padding */
+        m = fill;
+      } else if (sw == 1) {
+        __m512 a = ox ? carried : v_down(plane, w, y0, y1, x0, fill), b = v_down(plane, w, y0, y1, x0 + 16, fill);
+        m = a;
+        for (int64_t j = 1; j < kw; j++) m = _mm512_max_ps(m, _mm512_permutex2var_ps(a, shift[j], b));
+        carried = b;
+      } else {
+        __m512 a = ox ? carried : v_down(plane, w, y0, y1, x0, fill), b = v_down(plane, w, y0, y1, x0 + 16, fill);
+        __m512 c = v_down(plane, w, y0, y1, x0 + 32, fill);
+        __m512 e = _mm512_permutex2var_ps(a, evens, b), d = _mm512_permutex2var_ps(a, odds, b);
+        __m512 e2 = _mm512_permutex2var_ps(c, evens, c), d2 = _mm512_permutex2var_ps(c, odds, c);
+        m = e; /* tap j of lane l: column 2 l + j, the even or odd columns shifted by j / 2 */
+        for (int64_t j = 1; j < kw; j++) {
+          __m512 lo = j & 1 ? d : e, hi = j & 1 ? d2 : e2;
+          m = _mm512_max_ps(m, j < 2 ? lo : _mm512_permutex2var_ps(lo, shift[j / 2], hi));
+        }
+        carried = c;
+      }
+      if (ox + LANES <= ow)
+        _mm512_storeu_ps(o + ox, m);
+      else
+        _mm512_mask_storeu_ps(o + ox, v_below(ow - ox), m);
+    }
+  }
+}
+#define ROWS_FIRST(q) (!(q)[Q_SUM] && (q)[Q_KW] <= LANES)
 #define POOL16(q) ((q)[Q_SW] <= 2)
 #else
 #define POOL16(q) 0
 #define pool_plane16(q, plane, out, cols, count, sum)
+#define ROWS_FIRST(q) 0
+#define plane_plain(plane, n) 0
+#define pool_max_rows(q, plane, out)
 #endif
 
 /* Planes [part * planes / parts, (part + 1) * planes / parts) of the call `q`: the crew's task (threads.py), or the
@@ -196,7 +267,9 @@ void hwa_pool_task(const int64_t *q, int64_t part, int64_t parts) {
   }
   for (int64_t ox = ow; ox < owp; ox++) count[ox] = 1.0f; /* lanes past the row: divided, never stored */
   for (int64_t p = p0; p < p1; p++) {
-    if (POOL16(q)) {
+    if (POOL16(q) && ROWS_FIRST(q) && plane_plain(x + p * h * w, h * w)) {
+      pool_max_rows(q, x + p * h * w, out + p * oh * ow);
+    } else if (POOL16(q)) {
       if (q[Q_SUM])
         pool_plane16(q, x + p * h * w, out + p * oh * ow, cols, count, 1);
       else
