@@ -21,7 +21,7 @@ ACTIVATIONS = [None, *sorted(reference.CONV_ACTIVATIONS)]
 # (not a multiple of the tile's columns) and of channels (not a multiple of its rows), a strided and a dilated one,
 # grouped ones, a 1x1 that reads the image as it is, taps past one pass (IG_KC), wide padding, a single pixel, rows of
 # stride 2 wider than a vector (igemm.c's ig_copy2), a stride of 3, outputs narrower than the input, uneven
-# padding and a dilated one on a wide image
+# padding and a dilated one on a wide image, stride-2 rows read once and split (1x1, 11x11 and 16x16 kernels)
 CASES = [
     (1, 3, 8, (9, 9), 3, 1, (1, 1, 1, 1), 1, 1),
     (2, 16, 20, (13, 11), 3, 2, (1, 0, 1, 1), 1, 1),
@@ -38,6 +38,9 @@ CASES = [
     (1, 10, 20, (12, 15), 3, 1, (0, 0, 0, 0), 1, 1),
     (2, 6, 10, (11, 13), 3, 1, (2, 0, 0, 1), 1, 2),
     (1, 40, 24, (9, 40), 3, 1, (1, 1, 1, 1), 3, 1),
+    (1, 8, 12, (20, 45), 1, 2, (0, 0, 0, 0), 1, 1),
+    (1, 2, 8, (9, 70), 11, 2, (5, 4, 5, 6), 1, 1),
+    (1, 3, 9, (30, 80), 16, 2, (7, 8, 7, 8), 1, 1),
 ]
 
 

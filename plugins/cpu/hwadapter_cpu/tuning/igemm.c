@@ -121,6 +121,50 @@ static void ig_patches_shifted(const float *x, float *dst, int64_t channels, int
       }
     }
 }
+/* The same for strides of 2 along the rows (stems and downsampling layers): each run of a (channel, kernel row) is
+ * loaded once, 80 columns under masks, split into its even and odd columns, and tap s is the even (s even) or odd
+ * columns shifted by s / 2, where ig_copy2 gathered each tap apart. */
+static void ig_patches_shifted2(const float *x, float *dst, int64_t channels, int64_t h, int64_t iw, int64_t kh,
+                                int64_t kw, int64_t dh, int64_t runs, const int64_t *run_j, const int64_t *run_n,
+                                const int64_t *run_y, const int64_t *run_x, int64_t cols) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i evens = _mm512_add_epi32(lane, lane), odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  __m512i shift[8];
+  for (int64_t s = 0; s < 8; s++) shift[s] = _mm512_add_epi32(lane, _mm512_set1_epi32((int)s));
+  for (int64_t c = 0; c < channels; c++)
+    for (int64_t r = 0; r < kh; r++) {
+      float *d = dst + (c * kh + r) * kw * IG_COLS; /* tap (c, r, s) at d + s * IG_COLS */
+      if (cols < IG_COLS)
+        for (int64_t s = 0; s < kw; s++) memset(d + s * IG_COLS + cols, 0, (IG_COLS - cols) * sizeof(float));
+      for (int64_t k = 0; k < runs; k++) {
+        int64_t j = run_j[k], n = run_n[k], iy = run_y[k] + r * dh, ix0 = run_x[k];
+        __mmask16 s0 = ig_below(n), s1 = ig_below(n - IG_LANES);
+        if (iy < 0 || iy >= h) {
+          for (int64_t s = 0; s < kw; s++) {
+            _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, _mm512_setzero_ps());
+            _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, _mm512_setzero_ps());
+          }
+          continue;
+        }
+        const float *row = x + (c * h + iy) * iw + ix0;
+        __m512 v[5];
+        for (int i = 0; i < 5; i++)
+          v[i] = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 16 * i) & (__mmask16)~ig_below(-ix0 - 16 * i), row + 16 * i);
+        __m512 e[3] = {_mm512_permutex2var_ps(v[0], evens, v[1]), _mm512_permutex2var_ps(v[2], evens, v[3]),
+                       _mm512_permutex2var_ps(v[4], evens, v[4])};
+        __m512 o[3] = {_mm512_permutex2var_ps(v[0], odds, v[1]), _mm512_permutex2var_ps(v[2], odds, v[3]),
+                       _mm512_permutex2var_ps(v[4], odds, v[4])};
+        for (int64_t s = 0; s < kw; s++) { /* column 2 l + s of the run: lane l + s / 2 of the even or odd ones */
+          const __m512 *src = s & 1 ? o : e;
+          int64_t q = s / 2;
+          __m512 a = q ? _mm512_permutex2var_ps(src[0], shift[q], src[1]) : src[0];
+          __m512 b = q ? _mm512_permutex2var_ps(src[1], shift[q], src[2]) : src[1];
+          _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, a);
+          _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, b);
+        }
+      }
+    }
+}
 #endif
 
 /* Taps [t0, t1) of pixels [q0, q0 + cols) (row-major over oh x ow): dst[(t - t0) * IG_COLS + j], zero past cols and
@@ -141,6 +185,11 @@ static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64
   if (!whole && sw == 1 && dw == 1 && kw <= 16 && t0 % (kh * kw) == 0 && t1 % (kh * kw) == 0) {
     ig_patches_shifted(x + t0 / (kh * kw) * h * iw, dst, (t1 - t0) / (kh * kw), h, iw, kh, kw, dh, runs, run_j,
                        run_n, run_y, run_x, cols);
+    return;
+  }
+  if (!whole && sw == 2 && dw == 1 && kw <= 16 && t0 % (kh * kw) == 0 && t1 % (kh * kw) == 0) {
+    ig_patches_shifted2(x + t0 / (kh * kw) * h * iw, dst, (t1 - t0) / (kh * kw), h, iw, kh, kw, dh, runs, run_j,
+                        run_n, run_y, run_x, cols);
     return;
   }
 #endif
