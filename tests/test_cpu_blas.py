@@ -19,15 +19,14 @@ def test_a_cpu_with_avx512_leaves_an_avx2_core_for_skylakex():
     assert blas.better_core("Zen", AVX512) == "SkylakeX"
 
 
-@pytest.mark.parametrize("core, flags, setting", [
-    ("skylakex", AVX512, "auto"),  # OpenBLAS already runs AVX-512 kernels
-    ("cooperlake", AVX512, "auto"),
-    ("haswell", frozenset({"avx2", "fma"}), "auto"),  # no AVX-512: Haswell's are the best it admits
-    ("haswell", AVX512 - {"avx512bw"}, "auto"),  # SkylakeX's kernels need every one of its flags
-    ("haswell", AVX512, "numpy"),  # the user keeps numpy's library
+@pytest.mark.parametrize("core, flags", [
+    ("skylakex", AVX512),  # OpenBLAS already runs AVX-512 kernels
+    ("cooperlake", AVX512),
+    ("haswell", frozenset({"avx2", "fma"})),  # no AVX-512: Haswell's are the best it admits
+    ("haswell", AVX512 - {"avx512bw"}),  # SkylakeX's kernels need every one of its flags
 ])
-def test_the_choice_stands(core, flags, setting):
-    assert blas.better_core(core, flags, setting) is None
+def test_the_core_stands(core, flags):
+    assert blas.better_core(core, flags) == core
 
 
 def test_the_setting_is_checked():
@@ -75,16 +74,23 @@ def test_a_private_copy_runs_the_core_asked_on_one_thread_and_multiplies_right(c
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4)
 
 
-def test_the_kernels_take_the_private_copy_where_the_core_is_the_wrong_one(monkeypatch):
-    if not {"avx2", "fma"} <= blas.cpu_flags():
-        pytest.skip("this CPU has no AVX2 and FMA: Haswell's kernels cannot run here")
+def test_the_kernels_take_a_private_copy_and_leave_numpys_threads_alone(monkeypatch):
+    """auto: a private copy (one thread of its own), so numpy's library keeps its threads inside a kernel; numpy:
+    numpy's own library, set to one thread while a kernel is inside."""
     fresh = blas.SingleBlas()  # the BLAS libraries loaded now (torch's or scipy's may have joined numpy's)
-    first = next((lib for lib in fresh._controllers() if lib.internal_api == "openblas"), None)
-    if first is None or first is not fresh._controllers()[0]:
-        pytest.skip("the first BLAS loaded is not OpenBLAS: there is no core type to choose")
-    monkeypatch.setattr(blas, "better_core", lambda core, flags, setting: None)
+    libs = fresh._controllers()
+    if not libs or libs[0].internal_api != "openblas":
+        pytest.skip("the first BLAS loaded is not OpenBLAS: there is no private copy to make")
+    before = libs[0].get_num_threads()
+    monkeypatch.setenv("HWADAPTER_CPU_BLAS", "numpy")
     plain = fresh.sgemm()
-    assert plain[0] == ctypes.cast(_sgemm(ctypes.CDLL(first.filepath))[0], ctypes.c_void_p).value
-    monkeypatch.setattr(blas, "better_core", lambda core, flags, setting: "Haswell")
-    private = blas.SingleBlas().sgemm()
-    assert private is not None and private[0] != plain[0] and private[1] == plain[1]
+    assert plain[0] == ctypes.cast(_sgemm(ctypes.CDLL(libs[0].filepath))[0], ctypes.c_void_p).value
+    with fresh():
+        assert libs[0].get_num_threads() == 1
+    assert libs[0].get_num_threads() == before
+    monkeypatch.setenv("HWADAPTER_CPU_BLAS", "auto")
+    mine = blas.SingleBlas()
+    private = mine.sgemm()
+    assert mine.private and private is not None and private[0] != plain[0] and private[1] == plain[1]
+    with mine():
+        assert libs[0].get_num_threads() == before  # numpy's threads untouched

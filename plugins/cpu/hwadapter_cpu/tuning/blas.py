@@ -5,13 +5,15 @@ Why not BLAS's own threads: OpenBLAS splits each product evenly up front, waits 
 threads spin between products, so on a busy machine a descheduled thread holds back every product. With the crew a
 descheduled thread holds back only the task it took.
 
-Why a private copy of numpy's OpenBLAS on some CPUs: OpenBLAS runs the kernels of the core it recognises, or of the
-one OPENBLAS_CORETYPE names; a newer CPU it does not know falls back to an older core's (0.3.31 takes AMD's Zen 5,
-family 1Ah, for another: OpenMathLib/OpenBLAS#6029), and a core named for safety on every host (Haswell) is the
-same. On a CPU with AVX-512, Haswell's AVX2 kernels run the products at half the speed of SkylakeX's. As the
-device's own C is compiled for the CPU it runs on, its products run on the kernels the CPU's flags admit: numpy's
-library loaded once more, from a copy in memory, on that core and one thread; numpy's own calls keep numpy's library
-and its settings. HWADAPTER_CPU_BLAS=numpy keeps numpy's library for the kernels too.
+Why a private copy of numpy's OpenBLAS: the kernels' products run on a copy of numpy's library loaded once more from
+memory, with one thread of its own, so that the crew's tasks never share a library with numpy's own threaded calls:
+setting numpy's library to one thread around every kernel and back (what SingleBlas does where there is no copy) cost
+more than a small product, and its threads, woken by numpy's calls, spun beside the crew. And on the kernels the CPU
+admits: OpenBLAS runs the kernels of the core it recognises, or of the one OPENBLAS_CORETYPE names; a newer CPU it
+does not know falls back to an older core's (0.3.31 takes AMD's Zen 5, family 1Ah, for another:
+OpenMathLib/OpenBLAS#6029), and a core named for safety on every host (Haswell) is the same. On a CPU with AVX-512,
+Haswell's AVX2 kernels run the products at half the speed of SkylakeX's. numpy's own calls keep numpy's library and
+its settings. HWADAPTER_CPU_BLAS=numpy keeps numpy's library for the kernels too.
 """
 from __future__ import annotations
 
@@ -63,11 +65,11 @@ def blas_setting(environ=os.environ) -> str:
     return text
 
 
-def better_core(core: str, flags: frozenset, setting: str = "auto"):
-    """The OpenBLAS core type whose kernels this CPU should run where numpy's OpenBLAS runs `core` (its corename), or
-    None where that choice stands: the setting is "numpy", the CPU has no AVX-512, or the core is one of AVX-512's."""
-    if setting != "auto" or not AVX512_FLAGS <= flags or core.lower() in AVX512_CORES:
-        return None
+def better_core(core: str, flags: frozenset) -> str:
+    """The OpenBLAS core type whose kernels this CPU should run where numpy's OpenBLAS runs `core` (its corename):
+    SkylakeX's on a CPU with AVX-512 where the core is not one of AVX-512's, else `core` itself."""
+    if not AVX512_FLAGS <= flags or core.lower() in AVX512_CORES:
+        return core
     return "SkylakeX"
 
 
@@ -94,7 +96,8 @@ def private_openblas(path: str, core: str):
     except OSError as exc:
         log.info("numpy's OpenBLAS could not be loaded again on %s kernels (%s): its own run", core, exc)
         return None
-    return dll if corename(dll) == core.lower() else None
+    # an AVX-512 core asked for and not taken (an older OpenBLAS): numpy's library is as good
+    return dll if corename(dll) == core.lower() or core.lower() not in AVX512_CORES else None
 
 
 def corename(dll) -> str:
@@ -117,7 +120,8 @@ def cores() -> int:
 
 
 class SingleBlas:
-    """While any kernel is inside, the BLAS libraries numpy loaded run one thread each (the crew parallelises)."""
+    """The kernels' BLAS, single-threaded while any kernel is inside (the crew parallelises): a private copy that has
+    one thread, or the libraries numpy loaded set to one thread each meanwhile."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -125,11 +129,12 @@ class SingleBlas:
         self._saved: list = []
         self._libs = None
         self._found = None  # (sgemm's answer,) once found
+        self.private = False  # the kernels' sgemm is a private one-thread copy: numpy's library is left alone
 
     def sgemm(self):
-        """(address, ilp64) of the cblas_sgemm of the BLAS numpy loaded, for C code to call; None when there is none
-        that threadpoolctl knows. ilp64: its integers are 64-bit (a "64_" symbol suffix). An OpenBLAS on the wrong
-        core for this CPU (better_core): its private copy's."""
+        """(address, ilp64) of the cblas_sgemm the kernels call: a private one-thread copy of numpy's OpenBLAS on the
+        core the CPU admits (better_core), else that of the BLAS numpy loaded; None when threadpoolctl knows none.
+        ilp64: its integers are 64-bit (a "64_" symbol suffix)."""
         with self._lock:
             if self._found is None:
                 self._found = (self._find(),)
@@ -141,12 +146,12 @@ class SingleBlas:
                 dll = ctypes.CDLL(lib.filepath)
             except OSError:
                 continue
-            core = better_core(corename(dll), cpu_flags(), blas_setting()) if lib.internal_api == "openblas" else None
-            private = private_openblas(lib.filepath, core) if core else None
+            core = corename(dll) if lib.internal_api == "openblas" and blas_setting() == "auto" else ""
+            private = private_openblas(lib.filepath, better_core(core, cpu_flags())) if core else None
             if private is not None:
-                log.info("numpy's OpenBLAS runs %s kernels on this CPU with AVX-512: the kernels' products run on a "
-                         "private one-thread copy on %s's (HWADAPTER_CPU_BLAS=numpy: numpy's)", corename(dll), core)
-                dll = private
+                log.info("the kernels' products run on a private one-thread copy of numpy's OpenBLAS on %s's kernels "
+                         "(numpy's runs %s's; HWADAPTER_CPU_BLAS=numpy: numpy's)", corename(private), core)
+                dll, self.private = private, True
             for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "scipy_cblas_sgemm", "cblas_sgemm"):
                 fn = getattr(dll, name, None)
                 if fn is not None:
@@ -164,6 +169,9 @@ class SingleBlas:
 
     @contextlib.contextmanager
     def __call__(self):
+        if self.private:  # the kernels' library has one thread of its own
+            yield
+            return
         with self._lock:
             if self._inside == 0:
                 self._saved = [(lib, lib.get_num_threads()) for lib in self._controllers()]

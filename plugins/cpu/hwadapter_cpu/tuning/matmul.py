@@ -9,10 +9,10 @@ tasks.c's task_dots sums every element in the same order wherever it lies, and w
 by reading the right operand, as BLAS's gemv is.
 
 Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the kernels that follow
-(a fifth of SegFormer's run was OpenBLAS's idle threads spinning, while products up to 2^23 multiply-adds went to
-numpy's threaded call). Medium products (up to MEDIUM) are cut into narrower bands instead, so that every thread of
-the crew has one; only products up to THREADED, where the crew's hand-over costs most (a small MLP's training step),
-still take numpy's threaded call."""
+(a fifth of SegFormer's run was OpenBLAS's idle threads spinning while products up to 2^23 multiply-adds went to
+numpy's threaded call; with four products of 2^20 still going there it ran at 1.45x its time without). Medium
+products (up to MEDIUM) are cut into narrower bands instead, so that every thread of the crew has one; products up to
+TINY, which OpenBLAS runs on one thread itself, stay numpy's calls."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,10 +26,6 @@ from .threads import UNITS_PER_PART
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
 TINY = 1 << 18
-#: Up to this many multiply-adds (more rows than DOT_ROWS) numpy's threaded call still runs a product: a small MLP's
-#: training step (64 x 256 by 256 x 256, 2^22) took 66 us there against 111 us on the crew, and its to_static step
-#: 0.91-1.16x PyTorch's against 1.37-1.67x (alternated runs of benchmarks/training.py)
-THREADED = 1 << 22
 #: Up to this many multiply-adds a product's bands may be half of ROWS and COLUMNS: narrower bands pack the other
 #: operand more often, but with bands of the full least a training step's products (64 x 256 by 256 x 256) had one
 MEDIUM = 1 << 23
@@ -91,8 +87,7 @@ def matmul_kernel(transforms, tasks=None):
         k, n = (y.shape[1], y.shape[0]) if transpose_y else y.shape
         rows = a.size // a.shape[-1]
         # a mismatch: the reference names it; a tiny product: OpenBLAS runs it on one thread itself, no crew needed
-        small = TINY if rows <= DOT_ROWS else THREADED
-        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > small else None
+        lib = transforms.lib() if a.shape[-1] == k and rows * k * n > TINY else None
         if lib is None or transforms.crew() is None:
             return reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), False
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
