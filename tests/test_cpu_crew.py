@@ -15,14 +15,20 @@ from hwadapter_cpu.tuning.matmul import matmul_kernel  # noqa: E402
 from hwadapter_cpu.tuning import rows  # noqa: E402
 
 
-def test_blas_runs_single_threaded_inside_and_as_before_after():
+def test_blas_runs_single_threaded_inside_and_as_before_after(monkeypatch):
+    """With numpy's own library for the kernels (HWADAPTER_CPU_BLAS=numpy; the default's private copy has one thread
+    of its own, tests/test_cpu_blas.py): held to one thread while any kernel is inside."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     blas = threadpoolctl.ThreadpoolController().select(user_api="blas")
     if not blas.lib_controllers:
         pytest.skip("numpy's BLAS is not one threadpoolctl knows")
+    monkeypatch.setenv("HWADAPTER_CPU_BLAS", "numpy")
+    single = tuned_blas.SingleBlas()
+    single.sgemm()
+    assert not single.private
     before = [lib.get_num_threads() for lib in blas.lib_controllers]
-    with tuned_blas.single_blas():
-        with tuned_blas.single_blas():  # nested and concurrent kernels: the last to leave restores
+    with single():
+        with single():  # nested and concurrent kernels: the last to leave restores
             assert all(lib.get_num_threads() == 1 for lib in blas.lib_controllers)
         assert all(lib.get_num_threads() == 1 for lib in blas.lib_controllers)
     assert [lib.get_num_threads() for lib in blas.lib_controllers] == before
