@@ -10,22 +10,26 @@ by reading the right operand, as BLAS's gemv is.
 
 Why not numpy's own call: OpenBLAS's threads spin after each product and take a core from the kernels that follow
 (a fifth of SegFormer's run was OpenBLAS's idle threads spinning while products up to 2^23 multiply-adds went to
-numpy's threaded call; with four products of 2^20 still going there it ran at 1.45x its time without). Medium
-products (up to MEDIUM) are cut into narrower bands instead, so that every thread of the crew has one; products up to
-TINY, which OpenBLAS runs on one thread itself, stay numpy's calls."""
+numpy's threaded call; with four products of 2^20 still going there it ran at 1.45x its time without). Products up
+to TINY, which OpenBLAS runs on one thread itself, stay numpy's calls; up to ALONE they run on the calling thread;
+medium ones (up to MEDIUM) are cut into narrower bands, so that every thread of the crew has one."""
 from __future__ import annotations
 
 import numpy as np
 
 from hwadapter.plugin import meta, reference
 
-from .blas import COLUMNS, ROWS, SPLIT_FLOPS, single_blas, split
+from .blas import COLUMNS, ROWS, single_blas, split
 from .blasconv import ACTIVATIONS, COLUMNS_, DOTS_, LINEAR, ROWS_, SLOTS
 from .segments import runner_of
 from .threads import UNITS_PER_PART
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
 TINY = 1 << 18
+#: Up to this many multiply-adds a product runs on the calling thread alone: sharing it saves less than a hand-over
+#: to the crew risks, a helper that is late (woken, or its core taken by another process) holding it back (a small
+#: MLP's to_static step, 64 x 256 by 256 x 256: 0.72-1.54 ms shared, 0.74-0.78 alone, runs of benchmarks/training.py)
+ALONE = 1 << 22
 #: Up to this many multiply-adds a product's bands may be half of ROWS and COLUMNS: narrower bands pack the other
 #: operand more often, but with bands of the full least a training step's products (64 x 256 by 256 x 256) had one
 MEDIUM = 1 << 23
@@ -99,7 +103,7 @@ def matmul_kernel(transforms, tasks=None):
         parts = 2 * transforms.threads
         if rows <= DOT_ROWS:
             kind, ranges = DOTS_, split(n, parts, COLUMNS)  # no packing per band: sharing pays sooner
-        elif rows * k * n < SPLIT_FLOPS:
+        elif rows * k * n <= ALONE:
             kind, ranges = ROWS_, [(0, rows)]
         else:  # each band packs all of the other operand: cut the larger one
             cut = 2 if rows * k * n <= MEDIUM else 1
