@@ -86,16 +86,21 @@ static inline void ig_copy(float *d, const float *src, int64_t n, int64_t lo, in
 
 #if defined(__AVX512F__)
 #define IG_ROWS_SHIFTED 1
-/* ig_patches for strides and dilations of 1 along the rows (most 3x3 and 5x5 layers), whole channels of taps: each
- * run of a (channel, kernel row) is loaded once, 48 columns under masks (zero in the padding), and its kw taps are
- * that row shifted by s, two permutes each, where one masked copy per tap recomputed its masks kw times. */
-static void ig_patches_shifted(const float *x, float *dst, int64_t channels, int64_t h, int64_t iw, int64_t kh,
-                               int64_t kw, int64_t dh, int64_t runs, const int64_t *run_j, const int64_t *run_n,
-                               const int64_t *run_y, const int64_t *run_x, int64_t cols) {
+/* ig_patches for strides of 1 or 2 and dilations of 1 along the rows (most 3x3 and 5x5 layers, stems, downsampling
+ * layers), whole channels of taps: each run of a (channel, kernel row) is loaded once, 48 columns under masks (80 for
+ * stride 2, split into its even and odd columns; zero in the padding), and tap s is that row (stride 2: its even
+ * columns for even s, odd for odd) shifted by s (s / 2), two permutes each, where one masked copy or gather per tap
+ * recomputed its masks kw times. */
+static inline __attribute__((always_inline)) void ig_shifted(const float *x, float *dst, int64_t channels,
+                                                              int64_t h, int64_t iw, int64_t kh, int64_t kw, int sw,
+                                                              int64_t dh, int64_t runs, const int64_t *run_j,
+                                                              const int64_t *run_n, const int64_t *run_y,
+                                                              const int64_t *run_x, int64_t cols) {
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i evens = _mm512_add_epi32(lane, lane), odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
   __m512i shift[16];
-  for (int64_t s = 0; s < kw; s++) shift[s] = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                                                 11, 12, 13, 14, 15),
-                                                               _mm512_set1_epi32((int)s));
+  for (int64_t s = 0; s < 16; s++) shift[s] = _mm512_add_epi32(lane, _mm512_set1_epi32((int)s));
+  int loads = sw == 2 ? 5 : 3;
   for (int64_t c = 0; c < channels; c++)
     for (int64_t r = 0; r < kh; r++) {
       float *d = dst + (c * kh + r) * kw * IG_COLS; /* tap (c, r, s) at d + s * IG_COLS */
@@ -112,59 +117,35 @@ static void ig_patches_shifted(const float *x, float *dst, int64_t channels, int
           continue;
         }
         const float *row = x + (c * h + iy) * iw + ix0;
-        __m512 v0 = _mm512_maskz_loadu_ps(ig_below(iw - ix0) & (__mmask16)~ig_below(-ix0), row);
-        __m512 v1 = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 16) & (__mmask16)~ig_below(-ix0 - 16), row + 16);
-        __m512 v2 = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 32) & (__mmask16)~ig_below(-ix0 - 32), row + 32);
-        for (int64_t s = 0; s < kw; s++) {
-          _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, _mm512_permutex2var_ps(v0, shift[s], v1));
-          _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, _mm512_permutex2var_ps(v1, shift[s], v2));
+        __m512 v[5], e[3], o[3];
+        for (int i = 0; i < loads; i++)
+          v[i] = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 16 * i) & (__mmask16)~ig_below(-ix0 - 16 * i), row + 16 * i);
+        if (sw == 2) {
+          e[0] = _mm512_permutex2var_ps(v[0], evens, v[1]), o[0] = _mm512_permutex2var_ps(v[0], odds, v[1]);
+          e[1] = _mm512_permutex2var_ps(v[2], evens, v[3]), o[1] = _mm512_permutex2var_ps(v[2], odds, v[3]);
+          e[2] = _mm512_permutex2var_ps(v[4], evens, v[4]), o[2] = _mm512_permutex2var_ps(v[4], odds, v[4]);
+        } else {
+          e[0] = v[0], e[1] = v[1], e[2] = v[2];
+        }
+        for (int64_t s = 0; s < kw; s++) { /* column sw l + s of the run */
+          const __m512 *src = sw == 2 && (s & 1) ? o : e;
+          int64_t q = sw == 2 ? s / 2 : s;
+          __m512 lo = q ? _mm512_permutex2var_ps(src[0], shift[q], src[1]) : src[0];
+          __m512 hi = q ? _mm512_permutex2var_ps(src[1], shift[q], src[2]) : src[1];
+          _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, lo);
+          _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, hi);
         }
       }
     }
 }
-/* The same for strides of 2 along the rows (stems and downsampling layers): each run of a (channel, kernel row) is
- * loaded once, 80 columns under masks, split into its even and odd columns, and tap s is the even (s even) or odd
- * columns shifted by s / 2, where ig_copy2 gathered each tap apart. */
-static void ig_patches_shifted2(const float *x, float *dst, int64_t channels, int64_t h, int64_t iw, int64_t kh,
-                                int64_t kw, int64_t dh, int64_t runs, const int64_t *run_j, const int64_t *run_n,
-                                const int64_t *run_y, const int64_t *run_x, int64_t cols) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i evens = _mm512_add_epi32(lane, lane), odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
-  __m512i shift[8];
-  for (int64_t s = 0; s < 8; s++) shift[s] = _mm512_add_epi32(lane, _mm512_set1_epi32((int)s));
-  for (int64_t c = 0; c < channels; c++)
-    for (int64_t r = 0; r < kh; r++) {
-      float *d = dst + (c * kh + r) * kw * IG_COLS; /* tap (c, r, s) at d + s * IG_COLS */
-      if (cols < IG_COLS)
-        for (int64_t s = 0; s < kw; s++) memset(d + s * IG_COLS + cols, 0, (IG_COLS - cols) * sizeof(float));
-      for (int64_t k = 0; k < runs; k++) {
-        int64_t j = run_j[k], n = run_n[k], iy = run_y[k] + r * dh, ix0 = run_x[k];
-        __mmask16 s0 = ig_below(n), s1 = ig_below(n - IG_LANES);
-        if (iy < 0 || iy >= h) {
-          for (int64_t s = 0; s < kw; s++) {
-            _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, _mm512_setzero_ps());
-            _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, _mm512_setzero_ps());
-          }
-          continue;
-        }
-        const float *row = x + (c * h + iy) * iw + ix0;
-        __m512 v[5];
-        for (int i = 0; i < 5; i++)
-          v[i] = _mm512_maskz_loadu_ps(ig_below(iw - ix0 - 16 * i) & (__mmask16)~ig_below(-ix0 - 16 * i), row + 16 * i);
-        __m512 e[3] = {_mm512_permutex2var_ps(v[0], evens, v[1]), _mm512_permutex2var_ps(v[2], evens, v[3]),
-                       _mm512_permutex2var_ps(v[4], evens, v[4])};
-        __m512 o[3] = {_mm512_permutex2var_ps(v[0], odds, v[1]), _mm512_permutex2var_ps(v[2], odds, v[3]),
-                       _mm512_permutex2var_ps(v[4], odds, v[4])};
-        for (int64_t s = 0; s < kw; s++) { /* column 2 l + s of the run: lane l + s / 2 of the even or odd ones */
-          const __m512 *src = s & 1 ? o : e;
-          int64_t q = s / 2;
-          __m512 a = q ? _mm512_permutex2var_ps(src[0], shift[q], src[1]) : src[0];
-          __m512 b = q ? _mm512_permutex2var_ps(src[1], shift[q], src[2]) : src[1];
-          _mm512_mask_storeu_ps(d + s * IG_COLS + j, s0, a);
-          _mm512_mask_storeu_ps(d + s * IG_COLS + j + IG_LANES, s1, b);
-        }
-      }
-    }
+/* ig_shifted compiled for each stride (a constant there: no branch on it per tap) */
+static void ig_patches_shifted(const float *x, float *dst, int64_t channels, int64_t h, int64_t iw, int64_t kh,
+                               int64_t kw, int64_t sw, int64_t dh, int64_t runs, const int64_t *run_j,
+                               const int64_t *run_n, const int64_t *run_y, const int64_t *run_x, int64_t cols) {
+  if (sw == 2)
+    ig_shifted(x, dst, channels, h, iw, kh, kw, 2, dh, runs, run_j, run_n, run_y, run_x, cols);
+  else
+    ig_shifted(x, dst, channels, h, iw, kh, kw, 1, dh, runs, run_j, run_n, run_y, run_x, cols);
 }
 #endif
 
@@ -183,14 +164,9 @@ static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64
     q += n;
   }
 #ifdef IG_ROWS_SHIFTED
-  if (!whole && sw == 1 && dw == 1 && kw <= 16 && t0 % (kh * kw) == 0 && t1 % (kh * kw) == 0) {
-    ig_patches_shifted(x + t0 / (kh * kw) * h * iw, dst, (t1 - t0) / (kh * kw), h, iw, kh, kw, dh, runs, run_j,
+  if (!whole && (sw == 1 || sw == 2) && dw == 1 && kw <= 16 && t0 % (kh * kw) == 0 && t1 % (kh * kw) == 0) {
+    ig_patches_shifted(x + t0 / (kh * kw) * h * iw, dst, (t1 - t0) / (kh * kw), h, iw, kh, kw, sw, dh, runs, run_j,
                        run_n, run_y, run_x, cols);
-    return;
-  }
-  if (!whole && sw == 2 && dw == 1 && kw <= 16 && t0 % (kh * kw) == 0 && t1 % (kh * kw) == 0) {
-    ig_patches_shifted2(x + t0 / (kh * kw) * h * iw, dst, (t1 - t0) / (kh * kw), h, iw, kh, kw, dh, runs, run_j,
-                        run_n, run_y, run_x, cols);
     return;
   }
 #endif
