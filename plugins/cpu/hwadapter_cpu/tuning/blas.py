@@ -1,5 +1,5 @@
-"""numpy's BLAS for the tuned kernels: its cblas_sgemm for C to call, run single-threaded while the device's own
-threads (crew.c) share the work, and how that work is cut.
+"""numpy's BLAS for the tuned kernels: the cblas_sgemm C calls (a private one-thread copy of numpy's OpenBLAS), run
+single-threaded while the device's own threads (crew.c) share the work, and how that work is cut.
 
 Why not BLAS's own threads: OpenBLAS splits each product evenly up front, waits for every thread at its end, and its
 threads spin between products, so on a busy machine a descheduled thread holds back every product. With the crew a
@@ -9,11 +9,11 @@ Why a private copy of numpy's OpenBLAS: the kernels' products run on a copy of n
 memory, with one thread of its own, so that the crew's tasks never share a library with numpy's own threaded calls:
 setting numpy's library to one thread around every kernel and back (what SingleBlas does where there is no copy) cost
 more than a small product, and its threads, woken by numpy's calls, spun beside the crew. And on the kernels the CPU
-admits: OpenBLAS runs the kernels of the core it recognises, or of the one OPENBLAS_CORETYPE names; a newer CPU it
-does not know falls back to an older core's (0.3.31 takes AMD's Zen 5, family 1Ah, for another:
-OpenMathLib/OpenBLAS#6029), and a core named for safety on every host (Haswell) is the same. On a CPU with AVX-512,
-Haswell's AVX2 kernels run the products at half the speed of SkylakeX's. numpy's own calls keep numpy's library and
-its settings. HWADAPTER_CPU_BLAS=numpy keeps numpy's library for the kernels too.
+admits: OpenBLAS runs the kernels of the core it recognises, or of the one OPENBLAS_CORETYPE names (a core named for
+safety on every host: this AMD host's environment sets Haswell), and a CPU a build does not know may fall back to an
+older core's (OpenMathLib/OpenBLAS#6029, Zen 5). On a CPU with AVX-512, Haswell's AVX2 kernels ran the products at
+half the speed of SkylakeX's. numpy's own calls keep numpy's library and its settings. HWADAPTER_CPU_BLAS=numpy keeps
+numpy's library for the kernels too.
 """
 from __future__ import annotations
 
