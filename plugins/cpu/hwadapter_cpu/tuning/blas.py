@@ -81,12 +81,17 @@ def private_openblas(path: str, core: str):
     settings = {"OPENBLAS_CORETYPE": core, "OPENBLAS_NUM_THREADS": "1"}  # read once, while the library loads
     saved = {name: os.environ.get(name) for name in settings}
     try:
-        fd = os.memfd_create("hwadapter-openblas")  # kept open: the mapping needs no name, the path does
-        with open(path, "rb") as source:
-            os.sendfile(fd, source.fileno(), 0, os.fstat(source.fileno()).st_size)
-        os.environ.update(settings)
+        # the descriptor stays open once loaded: glibc knows a library by its path, and a closed descriptor's
+        # number (so /proc/self/fd/N) would be reused by the next copy, which would then be this one
+        fd = os.memfd_create("hwadapter-openblas")
         try:
+            with open(path, "rb") as source:
+                os.sendfile(fd, source.fileno(), 0, os.fstat(source.fileno()).st_size)
+            os.environ.update(settings)
             dll = ctypes.CDLL(f"/proc/self/fd/{fd}", mode=os.RTLD_LOCAL)
+        except OSError:
+            os.close(fd)
+            raise
         finally:
             for name, value in saved.items():
                 if value is None:

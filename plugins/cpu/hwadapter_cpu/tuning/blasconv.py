@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import InvalidArgumentError, meta, reference
+from hwadapter.plugin import BoundedCache, InvalidArgumentError, meta, reference
 
 from .blas import COLUMNS, ROWS, SPLIT_FLOPS, cores, single_blas, split
 from .calls import caller
@@ -210,27 +210,21 @@ class Image:
         return np.array([values[s] if s in values else getattr(self, s) for s in SLOTS], np.int64)
 
     # the same tasks in Python, for a BLAS that C cannot call: numpy's matmul, the transforms through ctypes
-    def winograd(self, ty0, ty1):
-        lib, planes, tiles = self.t.lib(), len(self.weight), (ty1 - ty0) * self.tw
-        v, m = self.t.take("v", (planes, self.c, tiles)), self.t.take("m", (planes, self.o, tiles))
-        forward, back = ((lib.hwa_winograd_input, lib.hwa_winograd_output) if self.tile == 2 else
-                         (lib.hwa_winograd4_input, lib.hwa_winograd4_output))
-        forward(_ptr(self.x), v.ctypes.data, self.c, self.h, self.iw, self.pt, self.pl, self.tw, ty0, ty1)
-        np.matmul(self.weight, v, out=m)
-        back(m.ctypes.data, _ptr(self.out), _ptr(self.bias), _ptr(self.res), _ptr(self.rep), self.o, self.tw,
-             self.oh, self.ow, self.relu, ty0, ty1)
-
-    def winograd_channels(self, o0, o1):
-        lib, planes, rows = self.t.lib(), len(self.weight), -(-self.oh // self.tile)
-        tiles = rows * self.tw
+    def winograd(self, ty0, ty1, o0=0, o1=None):
+        """Tile rows [ty0, ty1), output channels [o0, o1) (all by default; rep only with all), as tasks.c's."""
+        o1 = self.o if o1 is None else o1
+        lib, planes, tiles, plane = self.t.lib(), len(self.weight), (ty1 - ty0) * self.tw, self.oh * self.ow * 4
         v, m = self.t.take("v", (planes, self.c, tiles)), self.t.take("m", (planes, o1 - o0, tiles))
         forward, back = ((lib.hwa_winograd_input, lib.hwa_winograd_output) if self.tile == 2 else
                          (lib.hwa_winograd4_input, lib.hwa_winograd4_output))
-        forward(_ptr(self.x), v.ctypes.data, self.c, self.h, self.iw, self.pt, self.pl, self.tw, 0, rows)
+        forward(_ptr(self.x), v.ctypes.data, self.c, self.h, self.iw, self.pt, self.pl, self.tw, ty0, ty1)
         np.matmul(self.weight[:, o0:o1], v, out=m)
-        plane = self.oh * self.ow * 4
         back(m.ctypes.data, _ptr(self.out) + o0 * plane, _ptr(self.bias) and _ptr(self.bias) + o0 * 4,
-             _ptr(self.res) and _ptr(self.res) + o0 * plane, 0, o1 - o0, self.tw, self.oh, self.ow, self.relu, 0, rows)
+             _ptr(self.res) and _ptr(self.res) + o0 * plane, _ptr(self.rep), o1 - o0, self.tw, self.oh, self.ow,
+             self.relu, ty0, ty1)
+
+    def winograd_channels(self, o0, o1):
+        self.winograd(0, -(-self.oh // self.tile), o0, o1)
 
     def band(self, y0, y1):
         lib, q0, q1, groups = self.t.lib(), y0 * self.ow, y1 * self.ow, self.groups
@@ -305,8 +299,8 @@ class Transforms:
             "hwa_store": (None, [ptr] * 5 + [i64] * 6), "hwa_depthwise_layout": (i64, [i64] * 5),
             "hwa_igemm_cols": (i64, []), "hwa_igemm_rows": (i64, [])},
             "conv2d runs in numpy", ready=self._ready)
-        self._depthwise_plans: dict = {}  # signature -> Transforms._depthwise_plan's
-        self._igemm_plans: dict = {}  # signature -> Transforms._igemm_plan's
+        # signature -> Transforms._depthwise_plan's, _igemm_plan's: a model has a few dozen signatures
+        self._depthwise_plans, self._igemm_plans = BoundedCache(256), BoundedCache(256)
 
     def _ready(self, lib) -> None:
         """igemm.c's tile, and the crew once numpy's cblas_sgemm has been found and checked through the new library."""
@@ -414,7 +408,7 @@ class Transforms:
         weight = w.weight if isinstance(w, Packed) else w
         key = (x.shape, weight.shape, None if residual is None else residual.shape, stride, padding, dilation,
                activation, groups)
-        shape, template, _, spans, count = _planned(self._igemm_plans, key, lambda: self._igemm_plan(
+        shape, template, _, spans, count = self._igemm_plans.get_or_make(key, lambda: self._igemm_plan(
             x.shape, weight.shape, residual, stride, padding, dilation, activation, groups))
         out = np.empty(shape, np.float32)
         if out.size == 0:
@@ -462,7 +456,7 @@ class Transforms:
         """A depthwise conv2d (groups == input channels, w of (channels * m, 1, kh, kw)) in C (depthwise.c): the whole
         batch as one phase of bands of output planes, on the crew when there is one, else on the calling thread."""
         key = (x.shape, w.shape, None if residual is None else residual.shape, stride, padding, dilation, activation)
-        shape, template, _, spans, count = _planned(self._depthwise_plans, key, lambda: self._depthwise_plan(
+        shape, template, _, spans, count = self._depthwise_plans.get_or_make(key, lambda: self._depthwise_plan(
             lib, x.shape, w.shape, residual, stride, padding, dilation, activation))
         out = np.empty(shape, np.float32)
         if out.size == 0:
@@ -563,16 +557,6 @@ class _Shaped:
 
     def __init__(self, shape):
         self.shape = tuple(shape)
-
-
-def _planned(table: dict, key, make):
-    """table[key], made first when missing; a model has a few dozen signatures, the table holds at most 256."""
-    plan = table.get(key)
-    if plan is None:
-        if len(table) >= 256:
-            table.clear()
-        plan = table[key] = make()
-    return plan
 
 
 #: Below this many multiply-adds per output element (in_channels * kh * kw), with several images, one product over the
@@ -699,7 +683,7 @@ def conv_kernel(device, native: bool = True):
             if w is None:
                 return None
             key = (x_shape, w_shape, residual, stride, padding, dilation, activation)
-            shape, template, spans, address, count = _planned(transforms._depthwise_plans, key, lambda: (
+            shape, template, spans, address, count = transforms._depthwise_plans.get_or_make(key, lambda: (
                 transforms._depthwise_plan(lib, x_shape, w_shape, residual and _Shaped(residual), stride, padding,
                                            dilation, activation)))
             return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), DEPTHWISE, template,
@@ -712,8 +696,9 @@ def conv_kernel(device, native: bool = True):
             return _lowered_products(transforms, runner, x_shape, weight, bias, res, stride, padding, dilation,
                                      activation, groups)
         key = (x_shape, w_shape, residual, stride, padding, dilation, activation, groups)
-        shape, template, spans, address, count = _planned(transforms._igemm_plans, key, lambda: transforms._igemm_plan(
-            x_shape, w_shape, residual and _Shaped(residual), stride, padding, dilation, activation, groups))
+        shape, template, spans, address, count = transforms._igemm_plans.get_or_make(key, lambda: (
+            transforms._igemm_plan(x_shape, w_shape, residual and _Shaped(residual), stride, padding, dilation,
+                                   activation, groups)))
         step_x, step_out = int(np.prod(x_shape[1:])) * 4, int(np.prod(shape[1:])) * 4
         return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), IGEMM, template, address,
                                       count, n, [(_X, ("in", 0), step_x), (_OUT, ("out", 0), step_out),

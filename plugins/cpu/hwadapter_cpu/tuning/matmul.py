@@ -21,7 +21,7 @@ from hwadapter.plugin import meta, reference
 
 from .blas import COLUMNS, ROWS, single_blas, split
 from .blasconv import ACTIVATIONS, COLUMNS_, DOTS_, LINEAR, ROWS_, SLOTS
-from .segments import runner_of
+from .segments import Record, runner_of
 from .threads import UNITS_PER_PART
 
 #: OpenBLAS's own one-thread bound (65536 * GEMM_MULTITHREAD_THRESHOLD, 4 by default) in multiply-adds
@@ -138,10 +138,10 @@ def matmul_kernel(transforms, tasks=None):
                       act=ACTIVATIONS[activation] if activation else 0)
         spans = np.array(split(n, 2 * transforms.threads, COLUMNS), np.int64)
         template = np.array([values[slot] for slot in SLOTS], np.int64)
-        return runner.lowered([runner.record(transforms.entry["hwa_phase"], transforms.crew(), DOTS_, template,
-                                             spans.ctypes.data, len(spans), 1,
-                                             [(_SLOT["x"], where(0), 0), (_SLOT["weight"], where(1), 0),
-                                              (_SLOT["out"], ("out", 0), 0), (_SLOT["bias"], where(2), 0)])],
+        return runner.lowered([Record(transforms.entry["hwa_phase"], transforms.crew(), DOTS_, template,
+                                      spans.ctypes.data, len(spans), 1,
+                                      [(_SLOT["x"], where(0), 0), (_SLOT["weight"], where(1), 0),
+                                       (_SLOT["out"], ("out", 0), 0), (_SLOT["bias"], where(2), 0)])],
                               keep=(spans,))
 
     matmul.lower = lower

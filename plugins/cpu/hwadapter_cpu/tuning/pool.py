@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hwadapter.plugin import meta, reference, shapes
+from hwadapter.plugin import BoundedCache, meta, reference, shapes
 
 from . import rows
 from .clib import CLibrary
@@ -43,14 +43,12 @@ def kernels(device) -> dict:
     lib, crew = library(device), Threads(device)
     mean = rows.kernels(device)["mean"]  # a global average: rows.c's mean over the image
 
-    plans: dict = {}  # signature -> (output shape, pool.c's parameters but the arrays)
+    plans = BoundedCache(256)  # signature -> (output shape, pool.c's parameters but the arrays)
 
     def plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive):
         (kh, kw), (sh, sw), (pt, pb, pl, pr) = kernel_size, stride, padding
         n, c, h, w = shape
         oh, ow = shapes.pool_out(h, kh, sh, pt, pb, ceil_mode), shapes.pool_out(w, kw, sw, pl, pr, ceil_mode)
-        if len(plans) >= 256:
-            plans.clear()
         # one window along an axis: its stride is never used, and a huge one would overflow pool.c's row arithmetic
         sh, sw = (1 if oh == 1 else sh), (1 if ow == 1 else sw)
         return (n, c, max(oh, 0), max(ow, 0)), np.array([0, 0, n * c, h, w, kh, kw, sh, sw, pt, pl, oh, ow,
@@ -58,10 +56,7 @@ def kernels(device) -> dict:
 
     def planned(name, shape, kernel_size, stride, padding, ceil_mode, exclusive):
         key = (name, tuple(shape), tuple(kernel_size), tuple(stride), tuple(padding), ceil_mode, exclusive)
-        found = plans.get(key)
-        if found is None:
-            found = plans[key] = plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive)
-        return found
+        return plans.get_or_make(key, lambda: plan(name, shape, kernel_size, stride, padding, ceil_mode, exclusive))
 
     addresses: list = []  # pool.c's task, found once
 

@@ -77,9 +77,6 @@ class Runner:
     def lowered(self, records, keep=(), scratch=None, fold=None) -> Lowered:
         return Lowered(self, records, keep=keep, scratch=scratch, fold=fold)
 
-    def record(self, *fields) -> Record:
-        return Record(*fields)
-
     def alias(self) -> Lowered:
         return Lowered(self, alias=0)
 

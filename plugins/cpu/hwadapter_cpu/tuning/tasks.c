@@ -61,35 +61,12 @@ static float *scratch(int which, int64_t n) {
 
 static void failed(const int64_t *p) { /* the call's flag: blasconv.py raises MemoryError */ __atomic_store_n(PTR(int64_t, P_FAILED), 1, __ATOMIC_RELAXED); }
 
-/* Winograd, tile rows [ty0, ty1): the tiles' input transform, (tile + 2)^2 products, the output with the epilogue. */
-static void task_winograd(const int64_t *p, int64_t ty0, int64_t ty1) {
-  int64_t n = p[P_TILE] + 2, planes = n * n, c = p[P_C], o = p[P_O], tiles = (ty1 - ty0) * p[P_TW];
-  float *v = scratch(0, planes * c * tiles), *m = scratch(1, planes * o * tiles);
-  if (!v || !m) {
-    failed(p);
-    return;
-  }
-  const float *x = PTR(const float, P_X), *u = PTR(const float, P_WEIGHT);
-  if (p[P_TILE] == 2)
-    hwa_winograd_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], ty0, ty1);
-  else
-    hwa_winograd4_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], ty0, ty1);
-  for (int64_t i = 0; i < planes; i++) gemm(p, o, tiles, c, u + i * o * c, c, v + i * c * tiles, tiles, m + i * o * tiles, tiles);
-  if (p[P_TILE] == 2)
-    hwa_winograd_output(m, PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES),
-                        PTR(const int64_t, P_REP), o, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0, ty1);
-  else
-    hwa_winograd4_output(m, PTR(float, P_OUT), PTR(const float, P_BIAS), PTR(const float, P_RES),
-                         PTR(const int64_t, P_REP), o, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0, ty1);
-}
-
-/* Output channels [o0, o1) of a Winograd conv2d over the whole image: the input transform of every tile (each task
- * its own: it costs about 1/o of the products), the products of those channels' weights, their output transform.
- * For small images, whose few tile rows split unevenly into bands (7 rows: 4 and 3); never with P_REP, whose
- * channels read rows of others. */
-static void task_winograd_channels(const int64_t *p, int64_t o0, int64_t o1) {
-  int64_t n = p[P_TILE] + 2, planes = n * n, c = p[P_C], o = p[P_O], k = o1 - o0, oh = p[P_OH], ow = p[P_OW];
-  int64_t th = (oh + p[P_TILE] - 1) / p[P_TILE], tiles = th * p[P_TW];
+/* Winograd over tile rows [ty0, ty1) and output channels [o0, o1): the tiles' input transform, (tile + 2)^2 products
+ * of those channels' weights, their output with the epilogue. P_REP (a channel reading another's row of products)
+ * comes only with every channel (blasconv.py never shares channels then). */
+static void winograd(const int64_t *p, int64_t ty0, int64_t ty1, int64_t o0, int64_t o1) {
+  int64_t n = p[P_TILE] + 2, planes = n * n, c = p[P_C], o = p[P_O], k = o1 - o0, plane = p[P_OH] * p[P_OW];
+  int64_t tiles = (ty1 - ty0) * p[P_TW];
   float *v = scratch(0, planes * c * tiles), *m = scratch(1, planes * k * tiles);
   if (!v || !m) {
     failed(p);
@@ -98,18 +75,29 @@ static void task_winograd_channels(const int64_t *p, int64_t o0, int64_t o1) {
   const float *x = PTR(const float, P_X), *u = PTR(const float, P_WEIGHT), *bias = PTR(const float, P_BIAS);
   const float *res = PTR(const float, P_RES);
   if (p[P_TILE] == 2)
-    hwa_winograd_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], 0, th);
+    hwa_winograd_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], ty0, ty1);
   else
-    hwa_winograd4_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], 0, th);
+    hwa_winograd4_input(x, v, c, p[P_H], p[P_IW], p[P_PT], p[P_PL], p[P_TW], ty0, ty1);
   for (int64_t i = 0; i < planes; i++)
     gemm(p, k, tiles, c, u + (i * o + o0) * c, c, v + i * c * tiles, tiles, m + i * k * tiles, tiles);
-  float *out = PTR(float, P_OUT) + o0 * oh * ow;
+  float *out = PTR(float, P_OUT) + o0 * plane;
+  if (bias) bias += o0;
+  if (res) res += o0 * plane;
   if (p[P_TILE] == 2)
-    hwa_winograd_output(m, out, bias ? bias + o0 : NULL, res ? res + o0 * oh * ow : NULL, NULL, k, p[P_TW], oh, ow,
-                        p[P_RELU], 0, th);
+    hwa_winograd_output(m, out, bias, res, PTR(const int64_t, P_REP), k, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0,
+                        ty1);
   else
-    hwa_winograd4_output(m, out, bias ? bias + o0 : NULL, res ? res + o0 * oh * ow : NULL, NULL, k, p[P_TW], oh, ow,
-                         p[P_RELU], 0, th);
+    hwa_winograd4_output(m, out, bias, res, PTR(const int64_t, P_REP), k, p[P_TW], p[P_OH], p[P_OW], p[P_RELU], ty0,
+                         ty1);
+}
+
+/* Winograd, tile rows [ty0, ty1), every channel. */
+static void task_winograd(const int64_t *p, int64_t ty0, int64_t ty1) { winograd(p, ty0, ty1, 0, p[P_O]); }
+
+/* Winograd, output channels [o0, o1) over the whole image: for small images, whose few tile rows split unevenly into
+ * bands (7 rows: 4 and 3); each task transforms the whole input (about 1/o of the products). */
+static void task_winograd_channels(const int64_t *p, int64_t o0, int64_t o1) {
+  winograd(p, 0, (p[P_OH] + p[P_TILE] - 1) / p[P_TILE], o0, o1);
 }
 
 /* Output rows [y0, y1): their patches (a 1x1 stride-1 convolution reads the input as they are), one product per

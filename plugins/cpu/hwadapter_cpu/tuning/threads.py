@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 
-from .segments import runner_of
+from .segments import Record, runner_of
 
 #: crew.c's hwa_crew_run(crew, task, params, ranges, count)
 _RUN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
@@ -79,8 +79,8 @@ class Threads:
             return None
         crew = t.crew()
         parts, ranges = self._parts(t, units, crew)
-        return runner.lowered([runner.record(t.entry["hwa_crew_call"], crew if parts > 1 else 0, task, template,
-                                             ranges.ctypes.data, parts, 1, patches)], keep=(ranges, *keep))
+        return runner.lowered([Record(t.entry["hwa_crew_call"], crew if parts > 1 else 0, task, template,
+                                      ranges.ctypes.data, parts, 1, patches)], keep=(ranges, *keep))
 
     def call(self, task: int, template: np.ndarray, units: int, *arrays) -> bool:
         """Runs C function `task(params, part, parts)` for every part, on the crew when `units` are enough to share,

@@ -10,7 +10,7 @@ import numpy as np
 from hwadapter.plugin import reference
 
 from . import rows
-from .segments import runner_of
+from .segments import Record, runner_of
 
 #: inputs a concatenation may have in a segment: its parameters must fit calls.c's CALL_SLOTS
 CONCAT_INPUTS = 30
@@ -54,7 +54,7 @@ def kernels(device) -> dict:
         entry = ctypes.cast(lib.hwa_concat, ctypes.c_void_p).value
         # one slice of each input (a batch of one along the channels): its inputs may be made in place in the output
         fold = None if outer != 1 or keep else list(np.cumsum([0] + template[4::2][:-1]))
-        return r.lowered([r.record(entry, 0, 0, np.array(template, np.int64), 0, 0, 1, patches)], keep=keep,
+        return r.lowered([Record(entry, 0, 0, np.array(template, np.int64), 0, 0, 1, patches)], keep=keep,
                          fold=fold)
 
     reshape.lower, concat.lower = lower_reshape, lower_concat
