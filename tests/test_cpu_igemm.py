@@ -21,7 +21,9 @@ ACTIVATIONS = [None, *sorted(reference.CONV_ACTIVATIONS)]
 # (not a multiple of the tile's columns) and of channels (not a multiple of its rows), a strided and a dilated one,
 # grouped ones, a 1x1 that reads the image as it is, taps past one pass (IG_KC), wide padding, a single pixel, rows of
 # stride 2 wider than a vector (igemm.c's ig_copy2), a stride of 3, outputs narrower than the input, uneven
-# padding and a dilated one on a wide image, stride-2 rows read once and split (1x1, 11x11 and 16x16 kernels)
+# padding and a dilated one on a wide image, stride-2 rows read once and split (1x1, 11x11 and 16x16 kernels),
+# stride-1 'same' convolutions read from the image without patches (igemm.c's ig_tile_grid): uneven padding, an even
+# kernel, images narrower than a strip (a strip spans many rows) and one pixel wide, grouped with taps past one pass
 CASES = [
     (1, 3, 8, (9, 9), 3, 1, (1, 1, 1, 1), 1, 1),
     (2, 16, 20, (13, 11), 3, 2, (1, 0, 1, 1), 1, 1),
@@ -41,6 +43,11 @@ CASES = [
     (1, 8, 12, (20, 45), 1, 2, (0, 0, 0, 0), 1, 1),
     (1, 2, 8, (9, 70), 11, 2, (5, 4, 5, 6), 1, 1),
     (1, 3, 9, (30, 80), 16, 2, (7, 8, 7, 8), 1, 1),
+    (1, 6, 10, (11, 13), 3, 1, (2, 0, 0, 2), 1, 1),
+    (1, 5, 9, (12, 14), 4, 1, (1, 2, 2, 1), 1, 1),
+    (1, 9, 17, (20, 5), 3, 1, (1, 1, 1, 1), 1, 1),
+    (2, 4, 8, (37, 1), 5, 1, (2, 2, 2, 2), 1, 1),
+    (1, 64, 16, (6, 9), 7, 1, (3, 3, 3, 3), 1, 2),
 ]
 
 

@@ -1,8 +1,9 @@
 /* conv2d as an implicit product (blasconv.py's IGEMM phase): out (o x pixels) = weights (o x c*kh*kw) patches, the
  * weights packed once per plan in blocks of IG_ROWS output channels ([block][c*kh*kw][IG_ROWS], zero rows past o),
  * the patches gathered straight from the image one strip of IG_COLS pixels at a time (no whole im2col; a 1x1 stride-1
- * convolution's whole strips read the image as it is), and a register tile of IG_ROWS x IG_COLS summed with fused
- * multiply-adds, the bias, residual and activation applied as it is stored.
+ * convolution's whole strips read the image as it is, and with AVX-512 a stride-1 convolution whose output is its
+ * input's size reads every tap from the image under masks, without patches), and a register tile of IG_ROWS x
+ * IG_COLS summed with fused multiply-adds, the bias, residual and activation applied as it is stored.
  * Every output element is summed over the same taps in the same order wherever its channel or pixel falls, so equal
  * filters give bit-equal channels. Built where the compiler targets AVX-512 or AVX2 with FMA; hwa_igemm_cols() is 0
  * elsewhere and blasconv.py keeps its BLAS products. */
@@ -213,14 +214,9 @@ static void ig_patches(const float *x, float *dst, int64_t t0, int64_t t1, int64
   }
 }
 
-/* One register tile: rows x cols of out (row stride ld) += a ([kc][IG_ROWS]) b ([kc] rows, ldb floats apart);
- * `first`: out is not read (the sums start at zero); `last`: bias, residual (same layout as out) and the activation
- * (depthwise.c's ACT_* codes, its dw_act) applied as it is stored. */
-static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, float *out,
-                    int64_t ld, int64_t rows, int64_t cols, int first, int last, const float *bias, const float *res,
-                    int64_t act) {
-  vec acc[IG_ROWS][2];
-  float tmp[IG_COLS];
+/* A tile's sums as they start: zero where `first` (out not read) or the strip is short, else what out holds. */
+static inline __attribute__((always_inline)) void ig_start(vec acc[IG_ROWS][2], const float *out, int64_t ld,
+                                                           int64_t rows, int64_t cols, int first) {
   if (first || cols < IG_COLS) {
 #pragma GCC unroll 16
     for (int i = 0; i < IG_ROWS; i++) acc[i][0] = acc[i][1] = VZERO();
@@ -235,23 +231,14 @@ static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b
       }
     }
   }
-  if (cols <= IG_LANES) { /* a strip's last pixels fit one vector (13x13: 9 of 169): half the multiply-adds */
-    for (int64_t k = 0; k < kc; k++) {
-      vec b0 = VLOAD(b + k * ldb);
-#pragma GCC unroll 16
-      for (int i = 0; i < IG_ROWS; i++) acc[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, acc[i][0]);
-    }
-  } else {
-    for (int64_t k = 0; k < kc; k++) {
-      vec b0 = VLOAD(b + k * ldb), b1 = VLOAD(b + k * ldb + IG_LANES);
-#pragma GCC unroll 16
-      for (int i = 0; i < IG_ROWS; i++) {
-        vec ai = VSET1(a[k * IG_ROWS + i]);
-        acc[i][0] = VFMA(ai, b0, acc[i][0]);
-        acc[i][1] = VFMA(ai, b1, acc[i][1]);
-      }
-    }
-  }
+}
+
+/* A tile's sums stored to rows x cols of out (row stride ld): added to what is there unless `first`; with `last`,
+ * bias, residual (same layout as out) and the activation (depthwise.c's ACT_* codes, its dw_act) as they are stored. */
+static inline __attribute__((always_inline)) void ig_store(vec acc[IG_ROWS][2], float *out, int64_t ld, int64_t rows,
+                                                           int64_t cols, int first, int last, const float *bias,
+                                                           const float *res, int64_t act) {
+  float tmp[IG_COLS];
   for (int i = 0; i < rows; i++) {
     float *o = out + i * ld;
     vec v0 = acc[i][0], v1 = acc[i][1];
@@ -290,6 +277,99 @@ static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b
   }
 }
 
+/* One register tile: rows x cols of out (row stride ld) += a ([kc][IG_ROWS]) b ([kc] rows, ldb floats apart). */
+static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, float *out,
+                    int64_t ld, int64_t rows, int64_t cols, int first, int last, const float *bias, const float *res,
+                    int64_t act) {
+  vec acc[IG_ROWS][2];
+  ig_start(acc, out, ld, rows, cols, first);
+  if (cols <= IG_LANES) { /* a strip's last pixels fit one vector (13x13: 9 of 169): half the multiply-adds */
+    for (int64_t k = 0; k < kc; k++) {
+      vec b0 = VLOAD(b + k * ldb);
+#pragma GCC unroll 16
+      for (int i = 0; i < IG_ROWS; i++) acc[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, acc[i][0]);
+    }
+  } else {
+    for (int64_t k = 0; k < kc; k++) {
+      vec b0 = VLOAD(b + k * ldb), b1 = VLOAD(b + k * ldb + IG_LANES);
+#pragma GCC unroll 16
+      for (int i = 0; i < IG_ROWS; i++) {
+        vec ai = VSET1(a[k * IG_ROWS + i]);
+        acc[i][0] = VFMA(ai, b0, acc[i][0]);
+        acc[i][1] = VFMA(ai, b1, acc[i][1]);
+      }
+    }
+  }
+  ig_store(acc, out, ld, rows, cols, first, last, bias, res, act);
+}
+
+#if defined(__AVX512F__)
+#define IG_GRID 1
+/* One register tile of a stride-1 convolution whose output is its input's size ('same' padding), read straight from
+ * the image without patches: tap k of the strip's pixels is the image at x + off[k], its lanes in the padding masked
+ * off (mask[2 k], mask[2 k + 1]: the two vectors'; a masked lane reads nothing, so a load may start before or run
+ * past the image). a: [kc][IG_ROWS]. */
+static void ig_tile_grid(int64_t kc, const float *restrict a, const float *x, const int64_t *off,
+                         const __mmask16 *mask, float *out, int64_t ld, int64_t rows, int64_t cols, int first,
+                         int last, const float *bias, const float *res, int64_t act) {
+  vec acc[IG_ROWS][2], r[IG_ROWS][2]; /* r: the sums in registers (a masked load might read acc, GCC assumes) */
+  ig_start(acc, out, ld, rows, cols, first);
+#pragma GCC unroll 16
+  for (int i = 0; i < IG_ROWS; i++) r[i][0] = acc[i][0], r[i][1] = acc[i][1];
+  if (cols <= IG_LANES) {
+    for (int64_t k = 0; k < kc; k++) {
+      vec b0 = _mm512_maskz_loadu_ps(mask[2 * k], x + off[k]);
+#pragma GCC unroll 16
+      for (int i = 0; i < IG_ROWS; i++) r[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, r[i][0]);
+    }
+  } else {
+    for (int64_t k = 0; k < kc; k++) {
+      const float *p = x + off[k];
+      vec b0 = _mm512_maskz_loadu_ps(mask[2 * k], p), b1 = _mm512_maskz_loadu_ps(mask[2 * k + 1], p + IG_LANES);
+#pragma GCC unroll 16
+      for (int i = 0; i < IG_ROWS; i++) {
+        vec ai = VSET1(a[k * IG_ROWS + i]);
+        r[i][0] = VFMA(ai, b0, r[i][0]);
+        r[i][1] = VFMA(ai, b1, r[i][1]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < IG_ROWS; i++) acc[i][0] = r[i][0], acc[i][1] = r[i][1];
+  ig_store(acc, out, ld, rows, cols, first, last, bias, res, act);
+}
+
+/* For strip pixels [q0, q0 + cols) of an oh x ow output that is its image's size, every tap k = (channel, r, s) of
+ * `channels` channels of planes floats: off[k], where the tap's pixels start in the image, and mask[2 k],
+ * mask[2 k + 1], the lanes whose tap lies inside the image (none past cols). kh, kw <= 16. */
+static void ig_grid_taps(int64_t q0, int64_t cols, int64_t channels, int64_t plane, int64_t oh, int64_t ow, int64_t kh,
+                         int64_t kw, int64_t pt, int64_t pl, int64_t *off, __mmask16 *mask) {
+  uint32_t row_ok[16], col_ok[16]; /* lanes whose tap row r (column s) lies inside the image */
+  for (int64_t r = 0; r < kh; r++) row_ok[r] = 0;
+  for (int64_t s = 0; s < kw; s++) col_ok[s] = 0;
+  for (int64_t j = 0, q = q0; j < cols;) { /* runs of one output row */
+    int64_t oy = q / ow, ox = q % ow, n = ow - ox < cols - j ? ow - ox : cols - j;
+    uint32_t run = (uint32_t)((((uint64_t)1 << n) - 1) << j);
+    for (int64_t r = 0; r < kh; r++)
+      if (oy + r - pt >= 0 && oy + r - pt < oh) row_ok[r] |= run;
+    for (int64_t s = 0; s < kw; s++) { /* the run's k < n whose column ox + k + s - pl lies in [0, ow) */
+      int64_t lo = pl - s - ox > 0 ? pl - s - ox : 0, hi = ow + pl - s - ox < n ? ow + pl - s - ox : n;
+      if (hi > lo) col_ok[s] |= (uint32_t)((((uint64_t)1 << (hi - lo)) - 1) << (j + lo));
+    }
+    j += n;
+    q += n;
+  }
+  for (int64_t c = 0, k = 0; c < channels; c++)
+    for (int64_t r = 0; r < kh; r++)
+      for (int64_t s = 0; s < kw; s++, k++) {
+        uint32_t ok = row_ok[r] & col_ok[s];
+        off[k] = c * plane + q0 + (r - pt) * ow + (s - pl);
+        mask[2 * k] = (__mmask16)ok;
+        mask[2 * k + 1] = (__mmask16)(ok >> 16);
+      }
+}
+#endif
+
 /* The scratch floats one task needs: one strip's patches over every tap of a group. */
 int64_t hwa_igemm_scratch(int64_t taps) { return taps * IG_COLS; }
 
@@ -302,6 +382,10 @@ void hwa_igemm(const float *x, const float *a, const float *bias, const float *r
                int64_t parts, int64_t u0, int64_t u1) {
   int64_t points = oh * ow, strips = (points + IG_COLS - 1) / IG_COLS, cg = c / groups, og = o / groups;
   int64_t taps = cg * kh * kw, blocks = (og + IG_ROWS - 1) / IG_ROWS, packed = -1;
+#ifdef IG_GRID
+  /* a stride-1 'same' convolution reads its taps from the image (ig_tile_grid): no patches to gather */
+  int grid = sh == 1 && sw == 1 && dh == 1 && dw == 1 && oh == h && ow == iw && kh <= 16 && kw <= 16;
+#endif
   for (int64_t u = u0; u < u1; u++) {
     int64_t g = u / (strips * parts), s = u / parts % strips, part = u % parts;
     int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
@@ -310,6 +394,24 @@ void hwa_igemm(const float *x, const float *a, const float *bias, const float *r
      * copy cost a seventh of such a layer (SqueezeNet's 128->16 over 55x55 ran at half the speed with it) */
     int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && iw == ow && h == oh &&
                  cols == IG_COLS;
+#ifdef IG_GRID
+    if (!direct && grid) { /* the taps' table in the patches' place */
+      int64_t *off = (int64_t *)buf;
+      __mmask16 *mask = (__mmask16 *)(off + taps);
+      if (packed != g * strips + s) ig_grid_taps(q0, cols, cg, h * iw, oh, ow, kh, kw, pt, pl, off, mask);
+      packed = g * strips + s;
+      for (int64_t t0 = 0; t0 < taps; t0 += IG_KC) {
+        int64_t t1 = t0 + IG_KC < taps ? t0 + IG_KC : taps;
+        for (int64_t blk = b0; blk < b1; blk++) {
+          int64_t k0 = g * og + blk * IG_ROWS, rows = og - blk * IG_ROWS < IG_ROWS ? og - blk * IG_ROWS : IG_ROWS;
+          ig_tile_grid(t1 - t0, a + ((g * blocks + blk) * taps + t0) * IG_ROWS, x + g * cg * h * iw, off + t0,
+                       mask + 2 * t0, out + k0 * points + q0, points, rows, cols, t0 == 0, t1 == taps,
+                       bias ? bias + k0 : NULL, res ? res + k0 * points + q0 : NULL, act);
+        }
+      }
+      continue;
+    }
+#endif
     const float *b = direct ? x + g * cg * h * iw + q0 : buf;
     int64_t ldb = direct ? points : IG_COLS;
     if (!direct && packed != g * strips + s) {
