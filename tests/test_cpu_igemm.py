@@ -23,7 +23,9 @@ ACTIVATIONS = [None, *sorted(reference.CONV_ACTIVATIONS)]
 # stride 2 wider than a vector (igemm.c's ig_copy2), a stride of 3, outputs narrower than the input, uneven
 # padding and a dilated one on a wide image, stride-2 rows read once and split (1x1, 11x11 and 16x16 kernels),
 # stride-1 'same' convolutions read from the image without patches (igemm.c's ig_tile_grid): uneven padding, an even
-# kernel, images narrower than a strip (a strip spans many rows) and one pixel wide, grouped with taps past one pass
+# kernel, images narrower than a strip (a strip spans many rows) and one pixel wide, grouped with taps past one pass;
+# more output channels than pixels (each block of weights over every strip: igemm.c's span), from the image, grouped,
+# from patches at stride 2, and past one pass
 CASES = [
     (1, 3, 8, (9, 9), 3, 1, (1, 1, 1, 1), 1, 1),
     (2, 16, 20, (13, 11), 3, 2, (1, 0, 1, 1), 1, 1),
@@ -48,6 +50,9 @@ CASES = [
     (1, 9, 17, (20, 5), 3, 1, (1, 1, 1, 1), 1, 1),
     (2, 4, 8, (37, 1), 5, 1, (2, 2, 2, 2), 1, 1),
     (1, 64, 16, (6, 9), 7, 1, (3, 3, 3, 3), 1, 2),
+    (1, 16, 160, (7, 9), 3, 1, (1, 1, 1, 1), 1, 2),
+    (1, 24, 72, (13, 13), 3, 2, (1, 1, 1, 1), 1, 1),
+    (1, 96, 40, (6, 6), 3, 1, (1, 1, 1, 1), 1, 1),
 ]
 
 
@@ -153,7 +158,7 @@ def test_the_avx2_tile_is_built_and_matches_the_reference(tmp_path):
     lib.hwa_igemm_cols.restype = lib.hwa_igemm_rows.restype = ctypes.c_int64
     cols, rows = lib.hwa_igemm_cols(), lib.hwa_igemm_rows()
     assert (rows, cols) == (6, 16)
-    lib.hwa_igemm.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 19
+    lib.hwa_igemm.argtypes = [ctypes.c_void_p] * 6 + [ctypes.c_int64] * 20
     rng = np.random.default_rng(1)
     for c, o, s, k, st, pad, d, g in [(16, 20, 13, 3, 2, 1, 1, 1), (24, 36, 11, 3, 1, 2, 2, 4),
                                       (300, 13, 6, 3, 1, 1, 1, 1)]:
@@ -162,11 +167,12 @@ def test_the_avx2_tile_is_built_and_matches_the_reference(tmp_path):
         b = rng.standard_normal(o).astype(np.float32)
         oh = (s + 2 * pad - d * (k - 1) - 1) // st + 1
         out, a = np.empty((o, oh, oh), np.float32), blasconv.igemm_weights(w, g, rows)
-        scratch = np.empty(c // g * k * k * cols, np.float32)
-        for act in (None, "relu", "silu"):
+        strips = -(-oh * oh // cols)
+        scratch = np.empty(strips * c // g * k * k * cols, np.float32)
+        for act, span in ((None, 1), ("relu", strips), ("silu", 1)):  # a unit per strip, or one over all
             lib.hwa_igemm(x.ctypes.data, a.ctypes.data, b.ctypes.data, None, out.ctypes.data, scratch.ctypes.data, c,
-                          s, s, o, oh, oh, k, k, st, st, pad, pad, d, d, blasconv.ACTIVATIONS[act], g, 1, 0,
-                          g * -(-oh * oh // cols))
+                          s, s, o, oh, oh, k, k, st, st, pad, pad, d, d, blasconv.ACTIVATIONS[act], g, 1, span, 0,
+                          g * -(-strips // span))
             want = _want(x[None], w, b, None, stride=(st, st), padding=(pad,) * 4, dilation=(d, d), groups=g,
                          activation=act)[0]
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-6 * np.sqrt(c // g * k * k), err_msg=str(act))

@@ -147,7 +147,7 @@ def _ptr(a) -> int:
 
 # tasks.c's parameter slots and task kinds (ROWS_, COLUMNS_, DOTS_: matmul.py's)
 SLOTS = ("x out weight bias res rep cols raw sgemm ilp64 failed c h iw o oh ow kh kw sh sw pt pl dh dw relu epilogue "
-         "direct tile tw groups transb act parts").split()
+         "direct tile tw groups transb act parts span").split()
 WINOGRAD, BAND, PATCHES, BLOCK, STORE, ROWS_, COLUMNS_, DOTS_, DEPTHWISE, GROUPS, IGEMM, LINEAR, \
     WINOGRAD_CHANNELS = range(13)
 _X, _OUT, _WEIGHT, _BIAS, _RES = (SLOTS.index(s) for s in ("x", "out", "weight", "bias", "res"))
@@ -206,7 +206,7 @@ class Image:
                       res=_ptr(self.res), rep=_ptr(self.rep), cols=_ptr(self.cols), raw=_ptr(self.raw),
                       sgemm=sgemm[0], ilp64=int(sgemm[1]), failed=0, relu=int(self.relu),
                       epilogue=int(self.epilogue), direct=int(self.direct))
-        values["transb"] = values["act"] = values["parts"] = 0
+        values["transb"] = values["act"] = values["parts"] = values["span"] = 0
         return np.array([values[s] if s in values else getattr(self, s) for s in SLOTS], np.int64)
 
     # the same tasks in Python, for a BLAS that C cannot call: numpy's matmul, the transforms through ctypes
@@ -426,22 +426,28 @@ class Transforms:
 
     def _igemm_plan(self, x_shape, w_shape, residual, stride, padding, dilation, activation, groups):
         """(output shape, tasks.c's parameters but the arrays, the tasks' ranges of units, their count) for igemm.c:
-        units of one strip of pixels and a part of its blocks of channels, parts enough for every thread to share
-        when strips are few; one task for little work, where sharing costs more than it saves."""
+        units of a run of strips of pixels (one strip, or all of a small image's) and a part of its blocks of
+        channels, parts enough for every thread to share when runs are few; one task for little work, where sharing
+        costs more than it saves."""
         n, c, h, wd = x_shape
         o, cg, kh, kw = w_shape
         (((_, _, oh, ow), _),) = meta.result_meta(  # the op's own rule; it also refuses a residual of another shape
             "conv2d", (x_shape, w_shape, *(() if residual is None else ((o,), residual.shape))),
             (np.float32, np.float32), {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups})
-        strips = groups * -(-oh * ow // self.cols)
+        strips = -(-oh * ow // self.cols)
         blocks = -(-o // groups // self.rows)
         small = o * oh * ow * cg * kh * kw < SPLIT_FLOPS
-        parts = 1 if small else min(blocks, -(-4 * self.threads // strips))
-        ranges = [(0, strips)] if small else split(strips * parts, 4 * self.threads)
+        # more output channels than pixels: a unit's strips are every strip, each block of weights read once for all
+        # (once per strip, the weights of ResNet's 14x14 and 7x7 layers came from memory again and again), in parts
+        # enough for 2 per thread (4 per thread lost: each part gathers the strips' patches again)
+        span = strips if o // groups >= oh * ow else 1
+        runs = groups * -(-strips // span)
+        parts = 1 if small else min(blocks, -(-(4 if span == 1 else 2) * self.threads // runs))
+        ranges = [(0, runs)] if small else split(runs * parts, 4 * self.threads)
         values = dict.fromkeys(SLOTS, 0)
         values.update(c=c, h=h, iw=wd, o=o, oh=oh, ow=ow, kh=kh, kw=kw, sh=stride[0], sw=stride[1], pt=padding[0],
                       pl=padding[2], dh=dilation[0], dw=dilation[1], act=ACTIVATIONS[activation], groups=groups,
-                      parts=parts)
+                      parts=parts, span=span)
         spans = np.array(ranges, np.int64)
         return (n, o, oh, ow), np.array([values[s] for s in SLOTS], np.int64), spans, spans.ctypes.data, len(ranges)
 

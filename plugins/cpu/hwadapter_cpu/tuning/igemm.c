@@ -370,61 +370,73 @@ static void ig_grid_taps(int64_t q0, int64_t cols, int64_t channels, int64_t pla
 }
 #endif
 
-/* The scratch floats one task needs: one strip's patches over every tap of a group. */
-int64_t hwa_igemm_scratch(int64_t taps) { return taps * IG_COLS; }
+/* The scratch floats one task needs: the patches over every tap of a group of `span` strips. */
+int64_t hwa_igemm_scratch(int64_t taps, int64_t span) { return span * taps * IG_COLS; }
 
-/* Units [u0, u1) of a conv2d of one image (act: the ACT_* code): unit u is group u / (strips * parts), strip of
- * IG_COLS pixels u / parts % strips, part u % parts of that group's blocks of channels. `a`: the packed weights,
- * group after group ([group][block][taps][IG_ROWS]). Consecutive units of one strip gather its patches once. */
+/* Units [u0, u1) of a conv2d of one image (act: the ACT_* code): unit u is group u / (runs * parts), run of `span`
+ * strips of IG_COLS pixels u / parts % runs, part u % parts of that group's blocks of channels. `a`: the packed
+ * weights, group after group ([group][block][taps][IG_ROWS]). A unit's strips are gathered first (consecutive units of
+ * one run gather them once), then each block of weights serves every strip of the run: on a small image of many
+ * channels (span: every strip) the weights are read once, not once per strip. */
 void hwa_igemm(const float *x, const float *a, const float *bias, const float *res, float *out, float *buf, int64_t c,
                int64_t h, int64_t iw, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t act, int64_t groups,
-               int64_t parts, int64_t u0, int64_t u1) {
+               int64_t parts, int64_t span, int64_t u0, int64_t u1) {
   int64_t points = oh * ow, strips = (points + IG_COLS - 1) / IG_COLS, cg = c / groups, og = o / groups;
-  int64_t taps = cg * kh * kw, blocks = (og + IG_ROWS - 1) / IG_ROWS, packed = -1;
+  int64_t taps = cg * kh * kw, blocks = (og + IG_ROWS - 1) / IG_ROWS, runs = (strips + span - 1) / span;
+  int64_t area = taps * IG_COLS, packed = -1; /* area: one strip's scratch */
+  /* a whole strip of a 1x1 stride-1 convolution reads the image as it is, row k of its patches channel k: the copy
+   * cost a seventh of such a layer (SqueezeNet's 128->16 over 55x55 ran at half the speed with it) */
+  int one = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && iw == ow && h == oh;
 #ifdef IG_GRID
   /* a stride-1 'same' convolution reads its taps from the image (ig_tile_grid): no patches to gather */
   int grid = sh == 1 && sw == 1 && dh == 1 && dw == 1 && oh == h && ow == iw && kh <= 16 && kw <= 16;
 #endif
   for (int64_t u = u0; u < u1; u++) {
-    int64_t g = u / (strips * parts), s = u / parts % strips, part = u % parts;
-    int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
+    int64_t g = u / (runs * parts), run = u / parts % runs, part = u % parts;
+    int64_t s0 = run * span, s1 = s0 + span < strips ? s0 + span : strips;
     int64_t b0 = part * blocks / parts, b1 = (part + 1) * blocks / parts;
-    /* a whole strip of a 1x1 stride-1 convolution reads the image as it is, row k of its patches channel k: the
-     * copy cost a seventh of such a layer (SqueezeNet's 128->16 over 55x55 ran at half the speed with it) */
-    int direct = kh == 1 && kw == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && iw == ow && h == oh &&
-                 cols == IG_COLS;
+    const float *xg = x + g * cg * h * iw;
+    if (packed != g * runs + run) {
+      for (int64_t s = s0; s < s1; s++) {
+        int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
+        float *dst = buf + (s - s0) * area;
+        if (one && cols == IG_COLS) continue;
 #ifdef IG_GRID
-    if (!direct && grid) { /* the taps' table in the patches' place */
-      int64_t *off = (int64_t *)buf;
-      __mmask16 *mask = (__mmask16 *)(off + taps);
-      if (packed != g * strips + s) ig_grid_taps(q0, cols, cg, h * iw, oh, ow, kh, kw, pt, pl, off, mask);
-      packed = g * strips + s;
-      for (int64_t t0 = 0; t0 < taps; t0 += IG_KC) {
-        int64_t t1 = t0 + IG_KC < taps ? t0 + IG_KC : taps;
-        for (int64_t blk = b0; blk < b1; blk++) {
-          int64_t k0 = g * og + blk * IG_ROWS, rows = og - blk * IG_ROWS < IG_ROWS ? og - blk * IG_ROWS : IG_ROWS;
-          ig_tile_grid(t1 - t0, a + ((g * blocks + blk) * taps + t0) * IG_ROWS, x + g * cg * h * iw, off + t0,
-                       mask + 2 * t0, out + k0 * points + q0, points, rows, cols, t0 == 0, t1 == taps,
-                       bias ? bias + k0 : NULL, res ? res + k0 * points + q0 : NULL, act);
+        if (grid) { /* the taps' table in the patches' place */
+          int64_t *off = (int64_t *)dst;
+          ig_grid_taps(q0, cols, cg, h * iw, oh, ow, kh, kw, pt, pl, off, (__mmask16 *)(off + taps));
+          continue;
         }
-      }
-      continue;
-    }
 #endif
-    const float *b = direct ? x + g * cg * h * iw + q0 : buf;
-    int64_t ldb = direct ? points : IG_COLS;
-    if (!direct && packed != g * strips + s) {
-      ig_patches(x + g * cg * h * iw, buf, 0, taps, h, iw, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, q0, cols);
-      packed = g * strips + s;
+        ig_patches(xg, dst, 0, taps, h, iw, kh, kw, sh, sw, pt, pl, dh, dw, oh, ow, q0, cols);
+      }
+      packed = g * runs + run;
     }
     for (int64_t t0 = 0; t0 < taps; t0 += IG_KC) {
       int64_t t1 = t0 + IG_KC < taps ? t0 + IG_KC : taps;
       for (int64_t blk = b0; blk < b1; blk++) {
         int64_t k0 = g * og + blk * IG_ROWS, rows = og - blk * IG_ROWS < IG_ROWS ? og - blk * IG_ROWS : IG_ROWS;
-        ig_tile(t1 - t0, a + ((g * blocks + blk) * taps + t0) * IG_ROWS, b + t0 * ldb, ldb,
-                out + k0 * points + q0, points, rows, cols, t0 == 0, t1 == taps, bias ? bias + k0 : NULL,
-                res ? res + k0 * points + q0 : NULL, act);
+        const float *ab = a + ((g * blocks + blk) * taps + t0) * IG_ROWS;
+        for (int64_t s = s0; s < s1; s++) {
+          int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
+          float *dst = buf + (s - s0) * area, *y = out + k0 * points + q0;
+          const float *rk = res ? res + k0 * points + q0 : NULL, *bk = bias ? bias + k0 : NULL;
+          if (one && cols == IG_COLS) {
+            ig_tile(t1 - t0, ab, xg + t0 * points + q0, points, y, points, rows, cols, t0 == 0, t1 == taps, bk, rk,
+                    act);
+            continue;
+          }
+#ifdef IG_GRID
+          if (grid) {
+            const int64_t *off = (const int64_t *)dst;
+            ig_tile_grid(t1 - t0, ab, xg, off + t0, (const __mmask16 *)(off + taps) + 2 * t0, y, points, rows, cols,
+                         t0 == 0, t1 == taps, bk, rk, act);
+            continue;
+          }
+#endif
+          ig_tile(t1 - t0, ab, dst + t0 * IG_COLS, IG_COLS, y, points, rows, cols, t0 == 0, t1 == taps, bk, rk, act);
+        }
       }
     }
   }
@@ -432,9 +444,9 @@ void hwa_igemm(const float *x, const float *a, const float *bias, const float *r
 #else
 int64_t hwa_igemm_cols(void) { return 0; }
 int64_t hwa_igemm_rows(void) { return 0; }
-int64_t hwa_igemm_scratch(int64_t taps) { return taps; }
+int64_t hwa_igemm_scratch(int64_t taps, int64_t span) { return taps; }
 void hwa_igemm(const float *x, const float *a, const float *bias, const float *res, float *out, float *buf, int64_t c,
                int64_t h, int64_t iw, int64_t o, int64_t oh, int64_t ow, int64_t kh, int64_t kw, int64_t sh,
                int64_t sw, int64_t pt, int64_t pl, int64_t dh, int64_t dw, int64_t act, int64_t groups,
-               int64_t parts, int64_t u0, int64_t u1) {}
+               int64_t parts, int64_t span, int64_t u0, int64_t u1) {}
 #endif

@@ -11,7 +11,7 @@
 enum {
   P_X, P_OUT, P_WEIGHT, P_BIAS, P_RES, P_REP, P_COLS, P_RAW, P_SGEMM, P_ILP64, P_FAILED,
   P_C, P_H, P_IW, P_O, P_OH, P_OW, P_KH, P_KW, P_SH, P_SW, P_PT, P_PL, P_DH, P_DW,
-  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_ACT, P_PARTS, P_COUNT
+  P_RELU, P_EPILOGUE, P_DIRECT, P_TILE, P_TW, P_GROUPS, P_TRANSB, P_ACT, P_PARTS, P_SPAN, P_COUNT
 };
 enum { K_WINOGRAD, K_BAND, K_PATCHES, K_BLOCK, K_STORE, K_ROWS, K_COLUMNS, K_DOTS, K_DEPTHWISE, K_GROUPS, K_IGEMM,
        K_LINEAR, K_WINOGRAD_CHANNELS };
@@ -313,16 +313,16 @@ static void task_depthwise(const int64_t *p, int64_t q0, int64_t q1) {
 }
 
 /* An implicit product (igemm.c), units [u0, u1): P_WEIGHT its packed weights, P_PARTS the blocks of channels a
- * strip's work is cut into, P_ACT the activation code. */
+ * run of P_SPAN strips is cut into, P_ACT the activation code. */
 static void task_igemm(const int64_t *p, int64_t u0, int64_t u1) {
-  float *buf = scratch(0, hwa_igemm_scratch(p[P_C] / p[P_GROUPS] * p[P_KH] * p[P_KW]));
+  float *buf = scratch(0, hwa_igemm_scratch(p[P_C] / p[P_GROUPS] * p[P_KH] * p[P_KW], p[P_SPAN]));
   if (!buf) {
     failed(p);
     return;
   }
   hwa_igemm(PTR(const float, P_X), PTR(const float, P_WEIGHT), PTR(const float, P_BIAS), PTR(const float, P_RES),
             PTR(float, P_OUT), buf, p[P_C], p[P_H], p[P_IW], p[P_O], p[P_OH], p[P_OW], p[P_KH], p[P_KW], p[P_SH],
-            p[P_SW], p[P_PT], p[P_PL], p[P_DH], p[P_DW], p[P_ACT], p[P_GROUPS], p[P_PARTS], u0, u1);
+            p[P_SW], p[P_PT], p[P_PL], p[P_DH], p[P_DW], p[P_ACT], p[P_GROUPS], p[P_PARTS], p[P_SPAN], u0, u1);
 }
 
 /* One phase: the task `kind` for each of `count` ranges, shared with `crew`. Returns 0, or -1 when a thread's
