@@ -132,7 +132,8 @@ def test_the_route_igemm_blas_or_winograd():
     w32 = np.ones((128, 32, 3, 3), np.float32)
     assert pack(w32, [(1, 32, 27, 27)]).a is not None  # few channels on a small image: igemm.c
     assert pack(w32, [(1, 32, 56, 56)]).tile == 4  # on a large one: F(4,3)
-    assert pack(np.ones((8, 512, 3, 3), np.float32), [(1, 512, 7, 7)]).a is None  # 4608 taps: BLAS
+    assert pack(np.ones((8, 512, 3, 3), np.float32), [(1, 512, 7, 7)]).a is not None  # 4608 taps: igemm.c
+    assert pack(np.ones((8, 2048, 3, 3), np.float32), [(1, 2048, 7, 7)]).a is None  # 18432 taps: BLAS
     assert pack(np.ones((96, 1, 3, 3), np.float32), [(1, 96, 28, 28)], groups=96) is None  # depthwise
     grouped = pack(np.ones((12, 4, 3, 3), np.float32), [(1, 12, 8, 8)], groups=3)
     assert grouped.a.shape == (3, 1, 36, KERNEL.transforms.rows)

@@ -107,14 +107,15 @@ def _first_copies(weight: np.ndarray):
     return None if len(first) == len(rows) else rep
 
 
-#: igemm.c takes a conv2d up to this many taps (input channels x kh x kw) per output: past it (ResNet's 3x3 512 over
-#: 7x7) BLAS's blocking wins. Winograd F(4,3) takes 3x3 layers over at least IGEMM_WINOGRAD4 input channels, or half
-#: as many on images of IGEMM_WINOGRAD4_PIXELS or more (each kernel alone, alternated: igemm.c won SqueezeNet's
-#: 32->128 over 27x27, F(4,3) won 32->96 over 56x56 and every layer over 64 channels, 48->128 over 28x28 was even).
-#: F(2,3) takes those of at least IGEMM_WINOGRAD2 input and output channels, whose tasks share channels evenly
-#: (WINOGRAD_CHANNELS; it won 128->128 to 256->256 over 14x14 on the AMD host, igemm.c 96->128 and 64->256 over 13x13;
-#: with bands of 4 and 3 tile rows it had lost every layer).
-IGEMM_TAPS, IGEMM_WINOGRAD4, IGEMM_WINOGRAD4_PIXELS, IGEMM_WINOGRAD2 = 4096, 64, 1600, 128
+#: igemm.c takes a conv2d up to this many taps (input channels x kh x kw) per output: past it BLAS's blocking wins
+#: (ResNet's 3x3 512->512 over 7x7 went to BLAS until igemm.c read each block of weights once for every strip,
+#: prefetched: then igemm.c won it, alone and in the whole model). Winograd F(4,3) takes 3x3 layers over at least
+#: IGEMM_WINOGRAD4 input channels, or half as many on images of IGEMM_WINOGRAD4_PIXELS or more (each kernel alone,
+#: alternated: igemm.c won SqueezeNet's 32->128 over 27x27, F(4,3) won 32->96 over 56x56 and every layer over 64
+#: channels, 48->128 over 28x28 was even). F(2,3) takes those of at least IGEMM_WINOGRAD2 input and output channels,
+#: whose tasks share channels evenly (WINOGRAD_CHANNELS; it won 128->128 to 256->256 over 14x14 on the AMD host,
+#: igemm.c 96->128 and 64->256 over 13x13; with bands of 4 and 3 tile rows it had lost every layer).
+IGEMM_TAPS, IGEMM_WINOGRAD4, IGEMM_WINOGRAD4_PIXELS, IGEMM_WINOGRAD2 = 16384, 64, 1600, 128
 
 
 def _igemm(w_shape, tile: int, x_shape=None) -> bool:

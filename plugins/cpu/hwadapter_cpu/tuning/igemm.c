@@ -39,6 +39,9 @@ typedef __m256 vec;
 /* taps per pass over a strip: its patches (IG_KC x IG_COLS floats) stay in L1 while every block of channels reads
  * them */
 #define IG_KC 256
+/* taps ahead that a tile asks for its weights: a small image's weights come from memory (ResNet's 7x7 layers waited
+ * for them) */
+#define IG_AHEAD 128
 
 int64_t hwa_igemm_cols(void) { return IG_COLS; }
 int64_t hwa_igemm_rows(void) { return IG_ROWS; }
@@ -286,12 +289,14 @@ static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b
   if (cols <= IG_LANES) { /* a strip's last pixels fit one vector (13x13: 9 of 169): half the multiply-adds */
     for (int64_t k = 0; k < kc; k++) {
       vec b0 = VLOAD(b + k * ldb);
+      __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
 #pragma GCC unroll 16
       for (int i = 0; i < IG_ROWS; i++) acc[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, acc[i][0]);
     }
   } else {
     for (int64_t k = 0; k < kc; k++) {
       vec b0 = VLOAD(b + k * ldb), b1 = VLOAD(b + k * ldb + IG_LANES);
+      __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
 #pragma GCC unroll 16
       for (int i = 0; i < IG_ROWS; i++) {
         vec ai = VSET1(a[k * IG_ROWS + i]);
@@ -319,6 +324,7 @@ static void ig_tile_grid(int64_t kc, const float *restrict a, const float *x, co
   if (cols <= IG_LANES) {
     for (int64_t k = 0; k < kc; k++) {
       vec b0 = _mm512_maskz_loadu_ps(mask[2 * k], x + off[k]);
+      __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
 #pragma GCC unroll 16
       for (int i = 0; i < IG_ROWS; i++) r[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, r[i][0]);
     }
@@ -326,6 +332,7 @@ static void ig_tile_grid(int64_t kc, const float *restrict a, const float *x, co
     for (int64_t k = 0; k < kc; k++) {
       const float *p = x + off[k];
       vec b0 = _mm512_maskz_loadu_ps(mask[2 * k], p), b1 = _mm512_maskz_loadu_ps(mask[2 * k + 1], p + IG_LANES);
+      __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
 #pragma GCC unroll 16
       for (int i = 0; i < IG_ROWS; i++) {
         vec ai = VSET1(a[k * IG_ROWS + i]);
@@ -413,30 +420,31 @@ void hwa_igemm(const float *x, const float *a, const float *bias, const float *r
       }
       packed = g * runs + run;
     }
-    for (int64_t t0 = 0; t0 < taps; t0 += IG_KC) {
+    /* one strip: passes outside, each pass's patches kept in L1 while every block reads them; a run of strips:
+     * blocks outside, each block's weights read in one prefetched sweep, the strips' patches from L2 */
+    int64_t passes = (taps + IG_KC - 1) / IG_KC, nb = b1 - b0;
+    for (int64_t i = 0; i < passes * nb; i++) {
+      int64_t blk = b0 + (span == 1 ? i % nb : i / passes), t0 = (span == 1 ? i / nb : i % passes) * IG_KC;
       int64_t t1 = t0 + IG_KC < taps ? t0 + IG_KC : taps;
-      for (int64_t blk = b0; blk < b1; blk++) {
-        int64_t k0 = g * og + blk * IG_ROWS, rows = og - blk * IG_ROWS < IG_ROWS ? og - blk * IG_ROWS : IG_ROWS;
-        const float *ab = a + ((g * blocks + blk) * taps + t0) * IG_ROWS;
-        for (int64_t s = s0; s < s1; s++) {
-          int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
-          float *dst = buf + (s - s0) * area, *y = out + k0 * points + q0;
-          const float *rk = res ? res + k0 * points + q0 : NULL, *bk = bias ? bias + k0 : NULL;
-          if (one && cols == IG_COLS) {
-            ig_tile(t1 - t0, ab, xg + t0 * points + q0, points, y, points, rows, cols, t0 == 0, t1 == taps, bk, rk,
-                    act);
-            continue;
-          }
-#ifdef IG_GRID
-          if (grid) {
-            const int64_t *off = (const int64_t *)dst;
-            ig_tile_grid(t1 - t0, ab, xg, off + t0, (const __mmask16 *)(off + taps) + 2 * t0, y, points, rows, cols,
-                         t0 == 0, t1 == taps, bk, rk, act);
-            continue;
-          }
-#endif
-          ig_tile(t1 - t0, ab, dst + t0 * IG_COLS, IG_COLS, y, points, rows, cols, t0 == 0, t1 == taps, bk, rk, act);
+      int64_t k0 = g * og + blk * IG_ROWS, rows = og - blk * IG_ROWS < IG_ROWS ? og - blk * IG_ROWS : IG_ROWS;
+      const float *ab = a + ((g * blocks + blk) * taps + t0) * IG_ROWS, *bk = bias ? bias + k0 : NULL;
+      for (int64_t s = s0; s < s1; s++) {
+        int64_t q0 = s * IG_COLS, cols = points - q0 < IG_COLS ? points - q0 : IG_COLS;
+        float *dst = buf + (s - s0) * area, *y = out + k0 * points + q0;
+        const float *rk = res ? res + k0 * points + q0 : NULL;
+        if (one && cols == IG_COLS) {
+          ig_tile(t1 - t0, ab, xg + t0 * points + q0, points, y, points, rows, cols, t0 == 0, t1 == taps, bk, rk, act);
+          continue;
         }
+#ifdef IG_GRID
+        if (grid) {
+          const int64_t *off = (const int64_t *)dst;
+          ig_tile_grid(t1 - t0, ab, xg, off + t0, (const __mmask16 *)(off + taps) + 2 * t0, y, points, rows, cols,
+                       t0 == 0, t1 == taps, bk, rk, act);
+          continue;
+        }
+#endif
+        ig_tile(t1 - t0, ab, dst + t0 * IG_COLS, IG_COLS, y, points, rows, cols, t0 == 0, t1 == taps, bk, rk, act);
       }
     }
   }
