@@ -139,6 +139,33 @@ def test_the_route_igemm_blas_or_winograd():
     assert grouped.a.shape == (3, 1, 36, KERNEL.transforms.rows)
 
 
+def test_a_run_of_strips_gathers_within_its_scratch_budget():
+    """More output channels than pixels: a unit's run takes every strip of a small image, but never more strips than
+    blasconv.SPAN_BYTES of patches (a 1x1 over 64x64 of 2048 channels would gather 16 times that)."""
+    t = KERNEL.transforms
+    slot = blasconv.SLOTS.index
+    for x, w, pad, want in [((1, 512, 7, 7), (512, 512, 3, 3), 1, 2), ((1, 64, 13, 13), (256, 64, 3, 3), 1, 6),
+                            ((1, 2048, 64, 64), (4096, 2048, 1, 1), 0, None), ((1, 512, 28, 28), (128, 512, 1, 1), 0, 1)]:
+        _, params, _, _, _ = t._igemm_plan(x, w, None, (1, 1), (pad,) * 4, (1, 1), None, 1)
+        span, taps = params[slot("span")], w[1] * w[2] * w[3]
+        assert span == want if want is not None else 1 < span < -(-x[2] * x[3] // t.cols)
+        assert span == 1 or span * taps * t.cols * 4 <= blasconv.SPAN_BYTES
+
+
+def test_runs_of_some_strips_equal_the_reference(monkeypatch):
+    """With a small scratch budget a small image's strips run in several runs (the last one shorter)."""
+    monkeypatch.setattr(blasconv, "SPAN_BYTES", 2 * 40 * 9 * KERNEL.transforms.cols * 4)  # 2 strips a run
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 40, 8, 10)).astype(np.float32)  # 80 pixels: strips of 32, 32 and 16
+    w = rng.standard_normal((104, 40, 3, 3)).astype(np.float32)
+    attrs = dict(stride=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1, activation="relu")
+    _, params, _, _, _ = KERNEL.transforms._igemm_plan(x.shape, w.shape, None, attrs["stride"], attrs["padding"],
+                                                       attrs["dilation"], None, 1)
+    assert params[blasconv.SLOTS.index("span")] == 2
+    got = _conv(x, w, None, None, True, **attrs)
+    np.testing.assert_allclose(got, _want(x, w, None, None, **attrs), rtol=1e-5, atol=1e-4)
+
+
 def test_the_avx2_tile_is_built_and_matches_the_reference(tmp_path):
     """igemm.c's other tile (6 x 16, AVX2 with FMA, for machines without AVX-512) compiled on its own with those
     flags and run on one thread through ctypes, where this CPU can run AVX2."""

@@ -116,6 +116,8 @@ def _first_copies(weight: np.ndarray):
 #: whose tasks share channels evenly (WINOGRAD_CHANNELS; it won 128->128 to 256->256 over 14x14 on the AMD host,
 #: igemm.c 96->128 and 64->256 over 13x13; with bands of 4 and 3 tile rows it had lost every layer).
 IGEMM_TAPS, IGEMM_WINOGRAD4, IGEMM_WINOGRAD4_PIXELS, IGEMM_WINOGRAD2 = 16384, 64, 1600, 128
+#: the most scratch bytes a thread's run of strips may gather (igemm.c's span): more strips run in several runs
+SPAN_BYTES = 1 << 22
 
 
 def _igemm(w_shape, tile: int, x_shape=None) -> bool:
@@ -441,7 +443,7 @@ class Transforms:
         # more output channels than pixels: a unit's strips are every strip, each block of weights read once for all
         # (once per strip, the weights of ResNet's 14x14 and 7x7 layers came from memory again and again), in parts
         # enough for 2 per thread (4 per thread lost: each part gathers the strips' patches again)
-        span = strips if o // groups >= oh * ow else 1
+        span = min(strips, max(1, SPAN_BYTES // (cg * kh * kw * self.cols * 4))) if o // groups >= oh * ow else 1
         runs = groups * -(-strips // span)
         parts = 1 if small else min(blocks, -(-(4 if span == 1 else 2) * self.threads // runs))
         ranges = [(0, runs)] if small else split(runs * parts, 4 * self.threads)
