@@ -366,14 +366,19 @@ static void ig_grid_taps(int64_t q0, int64_t cols, int64_t channels, int64_t pla
     j += n;
     q += n;
   }
-  for (int64_t c = 0, k = 0; c < channels; c++)
-    for (int64_t r = 0; r < kh; r++)
-      for (int64_t s = 0; s < kw; s++, k++) {
-        uint32_t ok = row_ok[r] & col_ok[s];
-        off[k] = c * plane + q0 + (r - pt) * ow + (s - pl);
-        mask[2 * k] = (__mmask16)ok;
-        mask[2 * k + 1] = (__mmask16)(ok >> 16);
-      }
+  int64_t kt = kh * kw;
+  for (int64_t r = 0, k = 0; r < kh; r++)
+    for (int64_t s = 0; s < kw; s++, k++) {
+      uint32_t ok = row_ok[r] & col_ok[s];
+      off[k] = q0 + (r - pt) * ow + (s - pl);
+      mask[2 * k] = (__mmask16)ok;
+      mask[2 * k + 1] = (__mmask16)(ok >> 16);
+    }
+  for (int64_t k = kt; k < channels * kt; k++) { /* the other channels': the first's, a plane further each */
+    off[k] = off[k - kt] + plane;
+    mask[2 * k] = mask[2 * (k - kt)];
+    mask[2 * k + 1] = mask[2 * (k - kt) + 1];
+  }
 }
 #endif
 
