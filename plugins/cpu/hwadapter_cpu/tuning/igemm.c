@@ -374,10 +374,13 @@ static void ig_grid_taps(int64_t q0, int64_t cols, int64_t channels, int64_t pla
       mask[2 * k] = (__mmask16)ok;
       mask[2 * k + 1] = (__mmask16)(ok >> 16);
     }
-  for (int64_t k = kt; k < channels * kt; k++) { /* the other channels': the first's, a plane further each */
-    off[k] = off[k - kt] + plane;
-    mask[2 * k] = mask[2 * (k - kt)];
-    mask[2 * k + 1] = mask[2 * (k - kt) + 1];
+  uint32_t *restrict pairs = (uint32_t *)mask; /* a tap's two masks as one word */
+  for (int64_t c = 1; c < channels; c++) { /* the other channels': the first's, c planes further */
+    int64_t *restrict dst = off + c * kt;
+    for (int64_t t = 0; t < kt; t++) {
+      dst[t] = off[t] + c * plane;
+      pairs[c * kt + t] = pairs[t];
+    }
   }
 }
 #endif
