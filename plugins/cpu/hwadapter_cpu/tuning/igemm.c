@@ -280,6 +280,17 @@ static inline __attribute__((always_inline)) void ig_store(vec acc[IG_ROWS][2], 
   }
 }
 
+/* One tap of a tile: sums[i][v] += a_k[i] b_v for the tile's rows i, over one vector (b0) or two (b0, b1); macros,
+ * not functions, so that the sums stay in registers */
+#define IG_TAP1(sums, ak, b0) \
+  _Pragma("GCC unroll 16") for (int i = 0; i < IG_ROWS; i++) sums[i][0] = VFMA(VSET1((ak)[i]), b0, sums[i][0])
+#define IG_TAP2(sums, ak, b0, b1)                        \
+  _Pragma("GCC unroll 16") for (int i = 0; i < IG_ROWS; i++) { \
+    vec ai = VSET1((ak)[i]);                             \
+    sums[i][0] = VFMA(ai, b0, sums[i][0]);               \
+    sums[i][1] = VFMA(ai, b1, sums[i][1]);               \
+  }
+
 /* One register tile: rows x cols of out (row stride ld) += a ([kc][IG_ROWS]) b ([kc] rows, ldb floats apart). */
 static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b, int64_t ldb, float *out,
                     int64_t ld, int64_t rows, int64_t cols, int first, int last, const float *bias, const float *res,
@@ -290,19 +301,13 @@ static void ig_tile(int64_t kc, const float *restrict a, const float *restrict b
     for (int64_t k = 0; k < kc; k++) {
       vec b0 = VLOAD(b + k * ldb);
       __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
-#pragma GCC unroll 16
-      for (int i = 0; i < IG_ROWS; i++) acc[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, acc[i][0]);
+      IG_TAP1(acc, a + k * IG_ROWS, b0);
     }
   } else {
     for (int64_t k = 0; k < kc; k++) {
       vec b0 = VLOAD(b + k * ldb), b1 = VLOAD(b + k * ldb + IG_LANES);
       __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
-#pragma GCC unroll 16
-      for (int i = 0; i < IG_ROWS; i++) {
-        vec ai = VSET1(a[k * IG_ROWS + i]);
-        acc[i][0] = VFMA(ai, b0, acc[i][0]);
-        acc[i][1] = VFMA(ai, b1, acc[i][1]);
-      }
+      IG_TAP2(acc, a + k * IG_ROWS, b0, b1);
     }
   }
   ig_store(acc, out, ld, rows, cols, first, last, bias, res, act);
@@ -325,20 +330,14 @@ static void ig_tile_grid(int64_t kc, const float *restrict a, const float *x, co
     for (int64_t k = 0; k < kc; k++) {
       vec b0 = _mm512_maskz_loadu_ps(mask[2 * k], x + off[k]);
       __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
-#pragma GCC unroll 16
-      for (int i = 0; i < IG_ROWS; i++) r[i][0] = VFMA(VSET1(a[k * IG_ROWS + i]), b0, r[i][0]);
+      IG_TAP1(r, a + k * IG_ROWS, b0);
     }
   } else {
     for (int64_t k = 0; k < kc; k++) {
       const float *p = x + off[k];
       vec b0 = _mm512_maskz_loadu_ps(mask[2 * k], p), b1 = _mm512_maskz_loadu_ps(mask[2 * k + 1], p + IG_LANES);
       __builtin_prefetch(a + (k + IG_AHEAD) * IG_ROWS);
-#pragma GCC unroll 16
-      for (int i = 0; i < IG_ROWS; i++) {
-        vec ai = VSET1(a[k * IG_ROWS + i]);
-        r[i][0] = VFMA(ai, b0, r[i][0]);
-        r[i][1] = VFMA(ai, b1, r[i][1]);
-      }
+      IG_TAP2(r, a + k * IG_ROWS, b0, b1);
     }
   }
 #pragma GCC unroll 16
