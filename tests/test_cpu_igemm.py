@@ -171,10 +171,9 @@ def test_the_avx2_tile_is_built_and_matches_the_reference(tmp_path):
     flags and run on one thread through ctypes, where this CPU can run AVX2."""
     import ctypes
     import subprocess
-    from pathlib import Path
+    from hwadapter_cpu.tuning.blas import cpu_flags
     backend = get("cpu").codegen
-    flags = open("/proc/cpuinfo").read() if Path("/proc/cpuinfo").exists() else ""
-    if backend is None or not ({"avx2", "fma"} <= set(flags.split())):
+    if backend is None or not {"avx2", "fma"} <= cpu_flags():
         pytest.skip("no C compiler, or a CPU without AVX2 and FMA: the AVX2 tile cannot run here")
     source = tmp_path / "all.c"
     source.write_text("\n".join(path.read_text() for path in blasconv.SOURCES))

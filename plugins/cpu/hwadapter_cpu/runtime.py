@@ -7,15 +7,20 @@ import platform
 from hwadapter.plugin import DeviceProperties, HostBufferRuntime
 
 
-def _cpu_name() -> str:
+def cpuinfo(field: str) -> str:
+    """The first value of `field` in /proc/cpuinfo ("model name", "flags"), or "" where it does not say."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
-                if line.startswith("model name"):
+                if line.split(":", 1)[0].strip() == field:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return ""
+
+
+def _cpu_name() -> str:
+    return cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def _total_memory() -> int:

@@ -25,6 +25,8 @@ import threading
 
 from hwadapter.plugin import InvalidArgumentError
 
+from ..runtime import cpuinfo
+
 log = logging.getLogger(__name__)
 
 #: products below this many multiply-adds run as one task: sharing them costs more than it saves
@@ -45,14 +47,7 @@ def split(n: int, parts: int, least: int = 1) -> list:
 
 def cpu_flags() -> frozenset:
     """The CPU's feature flags as Linux names them (empty where /proc/cpuinfo does not say)."""
-    try:
-        with open("/proc/cpuinfo") as info:
-            for line in info:
-                if line.startswith("flags"):
-                    return frozenset(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return frozenset()
+    return frozenset(cpuinfo("flags").split())
 
 
 def blas_setting(environ=os.environ) -> str:
@@ -116,6 +111,16 @@ def corename(dll) -> str:
     return ""
 
 
+def cblas_sgemm(dll):
+    """(the function, ilp64) of a BLAS library's cblas_sgemm, or None; ilp64: its integers are 64-bit (a "64_"
+    symbol suffix)."""
+    for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "scipy_cblas_sgemm", "cblas_sgemm"):
+        fn = getattr(dll, name, None)
+        if fn is not None:
+            return fn, name.endswith("64_")
+    return None
+
+
 def cores() -> int:
     """The cores this process may run on."""
     try:
@@ -157,10 +162,9 @@ class SingleBlas:
                 log.info("the kernels' products run on a private one-thread copy of numpy's OpenBLAS on %s's kernels "
                          "(numpy's runs %s's; HWADAPTER_CPU_BLAS=numpy: numpy's)", corename(private), core)
                 dll, self.private = private, True
-            for name in ("scipy_cblas_sgemm64_", "cblas_sgemm64_", "scipy_cblas_sgemm", "cblas_sgemm"):
-                fn = getattr(dll, name, None)
-                if fn is not None:
-                    return ctypes.cast(fn, ctypes.c_void_p).value, name.endswith("64_")
+            found = cblas_sgemm(dll)
+            if found is not None:
+                return ctypes.cast(found[0], ctypes.c_void_p).value, found[1]
         return None
 
     def _controllers(self) -> list:
