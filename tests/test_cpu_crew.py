@@ -127,6 +127,37 @@ def test_the_native_crew_runs_every_range_once_across_runs_and_callers():
     assert len(threads) > 3  # the crew's helpers took ranges, not only the three callers
 
 
+def test_a_helper_on_the_callers_cpu_moves_off_it_and_stays_free_to_move():
+    """hwa_leave_cpu (a helper woken onto its caller's CPU, or spinning there, moves to another): the thread is on
+    another CPU afterwards and may again run on every CPU it could before; with no other CPU allowed it stays."""
+    import ctypes
+    import os
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if len(allowed) < 2:
+        pytest.skip(f"{len(allowed)} CPU(s) for this process: there is no other CPU to move to")
+    lib = _native_crew()[0]
+    lib.hwa_leave_cpu.restype, lib.hwa_leave_cpu.argtypes = None, [ctypes.c_int]
+    getcpu = ctypes.CDLL(None).sched_getcpu
+    seen = {}
+
+    def probe():
+        first = min(allowed)
+        os.sched_setaffinity(0, {first})  # this thread only: one CPU, nowhere to go
+        lib.hwa_leave_cpu(first)
+        seen["alone"] = (getcpu(), os.sched_getaffinity(0))
+        os.sched_setaffinity(0, allowed)
+        cpu = getcpu()
+        lib.hwa_leave_cpu(cpu)
+        seen["moved"] = (cpu, getcpu(), os.sched_getaffinity(0))
+        lib.hwa_leave_cpu(-1)  # no caller's CPU known: nothing to do
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(30)
+    assert seen["alone"] == (min(allowed), {min(allowed)})
+    was, now, mask = seen["moved"]
+    assert now != was and now in allowed and mask == allowed
+
+
 @pytest.mark.parametrize("text, want", [(None, SPIN_NS), ("0", 0), ("2.5", 2_500_000)])
 def test_the_crews_spin_comes_from_hwadapter_cpu_spin_ms(monkeypatch, text, want):
     if text is None:

@@ -5,8 +5,9 @@
  * A call posts (task function, parameters, ranges); each thread claims the next range until none is left. The
  * claim word holds the call's number in its high half, so a thread that saw an earlier call can never claim
  * a range of a later one. A thread that is descheduled holds back only the range it took. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime, posix_memalign under -std=c99 */
+#define _GNU_SOURCE /* clock_gettime, posix_memalign under -std=c99; sched_getcpu, sched_setaffinity */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -24,12 +25,14 @@ typedef struct {
   pthread_mutex_t lock;
   pthread_cond_t posted, finished;
   int64_t helpers, started, spin_ns, wait_ns;
+  int64_t sleepers;         /* helpers asleep on `posted` */
   int64_t busy;             /* a call is running: another caller at the same time runs its tasks alone */
   uint64_t claim;           /* call number << 32 | next range */
   int64_t left;             /* ranges of the current call not yet done */
   hwa_task task;
   const int64_t *params, *ranges;
   int64_t count;
+  int cpu;                  /* the CPU the caller posted the current call from, or -1 */
   pid_t pid;                /* the process that made it: a forked child has none of its threads */
 } hwa_crew;
 
@@ -49,6 +52,31 @@ static void test_pause(int64_t times) {
 #else
 #define test_pause(times) ((void)0)
 #endif
+
+/* The CPU this thread runs on, or -1 where the system does not say. */
+static int this_cpu(void) {
+#ifdef __linux__
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
+/* A helper woken onto the caller's CPU moves to another it may run on. Linux may wake a thread onto its waker's CPU
+ * while the other is idle (a virtual machine's idle CPU can look busy to the guest); the two then take turns there in
+ * scheduler ticks, and a model's call ran at a third of its speed until the balancer moved one. */
+void hwa_leave_cpu(int cpu) {
+#ifdef __linux__
+  cpu_set_t allowed, others;
+  if (cpu < 0 || cpu >= CPU_SETSIZE || this_cpu() != cpu || sched_getaffinity(0, sizeof allowed, &allowed)) return;
+  others = allowed;
+  CPU_CLR(cpu, &others);
+  if (CPU_COUNT(&others) == 0 || sched_setaffinity(0, sizeof others, &others)) return;
+  sched_setaffinity(0, sizeof allowed, &allowed); /* moved now; free again to go where the scheduler sends it */
+#else
+  (void)cpu;
+#endif
+}
 
 /* Runs the ranges of call `call` until none is left; a later call's ranges are never taken. */
 static void work(hwa_crew *c, uint64_t call) {
@@ -75,16 +103,22 @@ static void *serve(void *arg) {
     int64_t end = now_ns() + c->spin_ns;
     uint64_t call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32;
     for (int64_t i = 1; call == seen; i++, call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32) {
-      if ((i & 255) == 0 && now_ns() >= end) { /* nothing came: sleep until a call is posted */
-        pthread_mutex_lock(&c->lock);
-        while ((call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32) == seen)
-          pthread_cond_wait(&c->posted, &c->lock);
-        pthread_mutex_unlock(&c->lock);
-        break;
+      if ((i & 255) == 0) {
+        hwa_leave_cpu(__atomic_load_n(&c->cpu, __ATOMIC_RELAXED)); /* spinning on the caller's CPU takes its turns */
+        if (now_ns() >= end) { /* nothing came: sleep until a call is posted */
+          pthread_mutex_lock(&c->lock);
+          c->sleepers++;
+          while ((call = __atomic_load_n(&c->claim, __ATOMIC_ACQUIRE) >> 32) == seen)
+            pthread_cond_wait(&c->posted, &c->lock);
+          c->sleepers--;
+          pthread_mutex_unlock(&c->lock);
+          break;
+        }
       }
       RELAX();
     }
     seen = call;
+    hwa_leave_cpu(__atomic_load_n(&c->cpu, __ATOMIC_RELAXED));
     work(c, call);
   }
   return NULL;
@@ -96,7 +130,7 @@ static void reset(hwa_crew *c) {
   pthread_mutex_init(&c->lock, NULL);
   pthread_cond_init(&c->posted, NULL);
   pthread_cond_init(&c->finished, NULL);
-  c->started = c->busy = 0;
+  c->started = c->busy = c->sleepers = 0;
   c->pid = getpid();
 }
 
@@ -131,12 +165,15 @@ void hwa_crew_run(hwa_crew *c, hwa_task task, const int64_t *params, const int64
   c->ranges = ranges;
   c->count = count;
   c->left = count;
+  __atomic_store_n(&c->cpu, this_cpu(), __ATOMIC_RELAXED);
   test_pause(4);
   uint64_t call = (__atomic_load_n(&c->claim, __ATOMIC_RELAXED) >> 32) + 1;
   pthread_mutex_lock(&c->lock);
   __atomic_store_n(&c->claim, call << 32, __ATOMIC_RELEASE);
+  int woken = c->sleepers > 0;
   pthread_cond_broadcast(&c->posted);
   pthread_mutex_unlock(&c->lock);
+  if (woken) sched_yield(); /* a helper woken onto this CPU runs now and moves (hwa_leave_cpu), not at the next tick */
   work(c, call);
   int64_t end = now_ns() + c->wait_ns;
   for (int64_t i = 1; __atomic_load_n(&c->left, __ATOMIC_ACQUIRE) > 0; i++) {
