@@ -15,14 +15,15 @@ from .api import dtypes, errors  # hw.dtypes, hw.errors: public names for the bo
 from .api.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
 from .api.errors import (CollectiveError, CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError,  # noqa: F401
                          InvalidArgumentError, InvalidDeviceError, KernelExecutionError, KernelNotFoundError,
-                         OutOfMemoryError, PluginError, PluginLoadError, TracingError, UnsupportedDTypeError)
+                         LoopLimitError, OutOfMemoryError, PluginError, PluginLoadError, TracingError,
+                         UnsupportedDTypeError)
 
 __version__ = "0.1.0"
 bool = bool_  # noqa: A001  paddle's name for the boolean dtype
 
 #: Packages `hw.<name>` imports on its own, without loading the frontend's other names.
 _PACKAGES = ("graph", "onnx", "host", "plugin", "io", "optimizer", "random", "metric", "hapi", "autograd", "trace",
-             "jit", "serialize", "distributed")
+             "static", "jit", "serialize", "distributed")
 
 
 def _frontend() -> dict:

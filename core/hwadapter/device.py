@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 
-from .api.config import FALLBACK_MODES, Config, config
+from .api.config import FALLBACK_MODES, Config, config, loop_limit
 from .api.errors import InvalidArgumentError
 from .runtime.available import available
 from .runtime.device import Device, _current, devices
@@ -108,8 +108,11 @@ def reset_plugins() -> None:
 
 
 def configure(*, fallback: str | None = None, strict: bool | None = None, fallback_device: str | None = None,
-              plugins=None, disable_plugins=None) -> Config:
-    """Change settings for this process; `strict=True` is `fallback="error"`. Returns the settings."""
+              plugins=None, disable_plugins=None, max_loop_iters: int | None = None) -> Config:
+    """Change settings for this process; `strict=True` is `fallback="error"`; `max_loop_iters`: how many iterations
+    a while_loop without its own limit may run. Returns the settings."""
+    if max_loop_iters is not None:
+        config.max_loop_iters = loop_limit(max_loop_iters)
     if strict is not None:
         fallback = "error" if strict else "warn"
     if fallback is not None and fallback not in FALLBACK_MODES:

@@ -176,7 +176,10 @@ class Tracer:
     def __init__(self, base: Device):
         self.device = TracingDevice(base, self)
         self.nodes, self.values, self.inputs, self.constants = [], {}, [], {}
-        self._scalars, self._lifted, self._count = {}, {}, 0
+        self._scalars, self._lifted, self._count, self._made = {}, {}, 0, 0
+        #: value name -> the autograd state of the tensor holding it (a parameter, a result that needs a gradient):
+        #: what a control node's operands carry, so that its result needs a gradient when they do
+        self.grad_states: dict = {}
         # device state (tensors with autograd state: parameters, buffers, optimizer state, grads): read as extra
         # graph inputs each call, and what the traced call set them to written back after it
         self.state: list = []  # (input name, tensor) read
@@ -225,7 +228,7 @@ class Tracer:
                 self.inputs.append(name)
                 self.state.append((name, tensor))
                 lifted = _make(_symbol(self.device, name, tensor.shape, tensor.dtype), self.device)
-                lifted._ag = tensor._ag
+                lifted._ag = self.grad_states[name] = tensor._ag
             else:
                 lifted = _make(self.constant(tensor.numpy()), self.device)
             hit = self._lifted[id(tensor)] = (tensor, lifted)  # holds tensor: its id stays its
@@ -288,7 +291,7 @@ class Tracer:
             raise TracingError(f"{path}:{line}: op {op!r} has no shape rule (hwadapter.api.meta), so it cannot be "
                                f"traced. Fix: call it outside the traced function, or give it a rule",
                                fix="call it outside the traced function")
-        index = len(self.nodes)
+        index, self._made = self._made, self._made + 1  # unique across branches and bodies too
         outs = []
         for shape, dtype in due:
             name = self._name()
@@ -297,6 +300,60 @@ class Tracer:
         self.nodes.append(Node(f"{op}_{index}", op, tuple(s.name for s in syms), tuple(s.name for s in outs),
                                dict(attrs)))
         return outs if op in meta.MULTI_OUTPUT or len(outs) != 1 else outs[0]  # several: a fused backward kernel
+
+    def placeholder(self, shape, dtype) -> Tensor:
+        """A symbolic value nothing produces: a loop variable's stand-in inside a while_loop's cond and body."""
+        name = self._name()
+        self.values[name] = Value(name, tuple(shape), np.dtype(dtype))
+        return _make(_symbol(self.device, name, shape, dtype), self.device)
+
+    def region(self, fn, args: tuple, what: str):
+        """Run `fn(*args)` recording into a list of its own: (its nodes, its output names, their structure). `what`
+        names the branch or body in errors. Device state may not change inside (it would change on either path)."""
+        saved, self.nodes = self.nodes, []
+        writes, grads = len(self.writes), len(self.grads)
+        try:
+            result = fn(*args)
+            leaves: list = []
+            structure = flatten(result, "out", leaves)
+            outputs = [self.output(t) for _, t in leaves]
+            nodes = self.nodes
+        finally:
+            self.nodes = saved
+        if len(self.writes) != writes or len(self.grads) != grads:
+            path, line, _ = user_frame()
+            fix = "update parameters and gradients outside the branch or loop (after it returns)"
+            raise TracingError(f"{path}:{line}: {what} changes a tensor's value or gradient (set_value, an optimizer "
+                               f"step, backward); under to_static only straight-line code may. Fix: {fix}", fix=fix)
+        return nodes, outputs, structure
+
+    def body(self, nodes: list, bound: list, outputs: list, operands: list) -> Graph:
+        """The graph of a region's `nodes` taking `bound` (a loop's stand-ins) then `operands` (the outer values it
+        reads), giving `outputs`; the constants it reads are its own."""
+        names = set(bound) | set(operands) | set(outputs)
+        for n in nodes:
+            names.update(n.inputs)
+            names.update(n.outputs)
+        consts = {k: self.constants[k] for k in names if k in self.constants and k not in operands}
+        return Graph(list(nodes), {k: self.values[k] for k in names}, list(bound) + list(operands), list(outputs),
+                     consts).validate()
+
+    def reads(self, nodes: list, outputs: list, bound: list) -> list:
+        """The values a region reads from outside it, in order of first use: neither made inside, nor `bound`, nor
+        constants (which the region's graph holds itself)."""
+        made = set(bound) | {o for n in nodes for o in n.outputs}
+        out: dict = {}
+        for name in [i for n in nodes for i in n.inputs] + list(outputs):
+            if name not in made and name not in self.constants:
+                out.setdefault(name, None)
+        return list(out)
+
+    def symbolic(self, name: str) -> Tensor:
+        """A tensor of value `name` carrying its autograd state, as an input of a control node."""
+        v = self.values[name]
+        t = _make(_symbol(self.device, name, v.shape, v.dtype), self.device)
+        t._ag = self.grad_states.get(name)
+        return t
 
     def output(self, tensor: Tensor) -> str:
         """The graph value name of a returned tensor (a concrete one becomes a constant)."""

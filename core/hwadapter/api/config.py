@@ -19,6 +19,26 @@ class Config:
     fallback_device: str = field(default_factory=lambda: os.environ.get("HWADAPTER_FALLBACK_DEVICE", "cpu"))
     plugins: tuple = field(default_factory=lambda: _csv(os.environ.get("HWADAPTER_PLUGINS")))
     disable_plugins: tuple = field(default_factory=lambda: _csv(os.environ.get("HWADAPTER_DISABLE_PLUGINS")))
+    #: iterations a while_loop without its own max_iters may run before it is stopped with LoopLimitError
+    max_loop_iters: int = field(default_factory=lambda: loop_limit(os.environ.get("HWADAPTER_MAX_LOOP_ITERS")))
+
+
+#: HWADAPTER_MAX_LOOP_ITERS unset: a loop this long is taken for one that never ends
+MAX_LOOP_ITERS = 1_000_000
+
+
+def loop_limit(text) -> int:
+    """An iteration limit from its text (None: MAX_LOOP_ITERS); InvalidArgumentError unless an int >= 1."""
+    if text is None:
+        return MAX_LOOP_ITERS
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidArgumentError(f"HWADAPTER_MAX_LOOP_ITERS / max_loop_iters={text!r} is not a whole number >= 1",
+                                   fix=f"unset it (default {MAX_LOOP_ITERS}) or give a count, e.g. 10000")
+    return value
 
 
 config = Config()

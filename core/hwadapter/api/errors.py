@@ -68,6 +68,10 @@ class TracingError(HwAdapterError, RuntimeError):
     """A traced function (hwadapter.jit.to_static) read a tensor's values, which do not exist while tracing."""
 
 
+class LoopLimitError(HwAdapterError, RuntimeError):
+    """A while_loop ran past its iteration limit (its max_iters, else hwadapter.configure(max_loop_iters=...))."""
+
+
 def short_repr(obj, limit: int = 80) -> str:
     """repr() cut to `limit` characters, and safe from objects whose repr raises: for quoting input in messages."""
     try:

@@ -12,6 +12,7 @@ import numpy as np
 
 from .errors import InvalidArgumentError
 from .admit import refusal
+from .control import graphs_of
 from .meta import result_meta
 
 
@@ -150,6 +151,13 @@ class Graph:
         return self
 
     def _check_meta(self, n, where, bad) -> None:
+        for key, sub in graphs_of(n):  # a branch or body: a graph of its own, well formed first
+            if not isinstance(sub, Graph):
+                raise bad(where, f"its attribute {key!r} is {type(sub).__name__}, not a graph")
+            try:
+                sub.validate()
+            except InvalidArgumentError as err:
+                raise bad(where, f"its {key} graph: {err}") from None
         shapes = tuple(self.values[i].shape for i in n.inputs)
         dtypes = tuple(self.values[i].dtype for i in n.inputs)
         refused = refusal(n.op, dtypes)  # what the frontend never emits (ops/admit.py): kernels need not take it
@@ -167,6 +175,10 @@ class Graph:
             raise bad(where, f"outputs are declared as {_show_metas(got)} but {n.op} of "
                              f"{_show_inputs(shapes, dtypes)} gives {_show_metas(due)}")
 
+    def __repr__(self) -> str:
+        """`Graph(<structural hash>)`: what a node's signature shows of a branch or body graph."""
+        return f"Graph({self.hash()})"
+
     def __str__(self) -> str:
         """Readable text: inputs, constants, one line per node (`%3 = add(%1, %2) : float32[4,5]`), outputs."""
         def typed(name):
@@ -180,6 +192,9 @@ class Graph:
             attrs = ", ".join(f"{k}={_show_attr(v)}" for k, v in n.attrs.items())
             args = ", ".join(f"%{i}" for i in n.inputs)
             lines.append(f"  {outs} = {n.op}({args}){f' {{{attrs}}}' if attrs else ''} : {types}  # {n.name}")
+            for key, sub in graphs_of(n):  # a branch or body, indented under its node
+                lines.append(f"    {key}:")
+                lines += ["    " + line for line in str(sub).splitlines()]
         lines.append(f"  return {', '.join(f'%{o}' for o in self.outputs)}")
         lines.append("}")
         return "\n".join(lines)
@@ -296,6 +311,8 @@ def _canonical_attr(v, local: dict):
         return v.name
     if isinstance(v, np.generic):
         return v.item()
+    if isinstance(v, Graph):  # a branch or body: by structure, whatever its values are called
+        return {"graph": v.hash()}
     return v if isinstance(v, (int, float, bool, type(None))) else repr(v)
 
 
@@ -329,6 +346,8 @@ def _show_inputs(shapes, dtypes) -> str:
 def _show_attr(v) -> str:
     if isinstance(v, np.dtype):
         return v.name
+    if isinstance(v, Graph):
+        return f"<graph of {len(v.nodes)} nodes>"
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -342,6 +361,8 @@ def _preview(arr) -> str:
 
 
 def _enc(v):
+    if isinstance(v, Graph):
+        return {"graph": v.to_json()}
     if isinstance(v, tuple):
         return {"tuple": [_enc(x) for x in v]}
     if isinstance(v, list):
@@ -353,7 +374,7 @@ def _enc(v):
 
 def _dec(v):
     if isinstance(v, dict):
-        return tuple(_dec(x) for x in v["tuple"])
+        return Graph.from_json(v["graph"]) if "graph" in v else tuple(_dec(x) for x in v["tuple"])
     return [_dec(x) for x in v] if isinstance(v, list) else v
 
 

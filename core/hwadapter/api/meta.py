@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from . import shapes as _shapes, vjp_meta
+from . import control as _control, shapes as _shapes, vjp_meta
 from .collectives import COLLECTIVE_OPS
 from .errors import InvalidArgumentError, UnsupportedDTypeError
 
@@ -355,7 +355,8 @@ def _fused(shapes, dtypes, attrs):
 #: and tests/test_kernel_results.py hold to the reference kernels), but graphs that carry them are typed by these.
 #: conv2d's optional "activation" attribute (None, "relu", "sigmoid", "tanh", "gelu", "relu6", "silu": applied after
 #: the bias, an epilogue a pass folds in) changes nothing in its rule.
-GRAPH_RULES: dict = {"fused": _fused}
+#: cond and while_loop (api/control.py) hold their branches and body as graphs, typed by those graphs.
+GRAPH_RULES: dict = {"fused": _fused, **_control.RULES}
 
 
 def result_meta(op: str, shapes: tuple, dtypes: tuple, attrs: dict | None = None) -> tuple | None:

@@ -146,6 +146,8 @@ def record(op: str, inputs: tuple, attrs, result):
         if result._dtype.kind != "f":  # comparisons, argmax, integer results: no gradient flows
             return None
         result._ag = GradState(False, Node(op, inputs, attrs, tuple(needs), (result._data,)), 0)
+        if tracer is not None:  # a traced value that needs a gradient: a control node reading it passes it on
+            tracer.grad_states[result._data.name] = result._ag
         return None
     if not any(o._dtype.kind == "f" for o in result):
         return None
@@ -153,6 +155,8 @@ def record(op: str, inputs: tuple, attrs, result):
     for i, o in enumerate(result):
         if o._dtype.kind == "f":
             o._ag = GradState(stop=False, node=node, index=i)
+            if tracer is not None:
+                tracer.grad_states[o._data.name] = o._ag
     return None
 
 

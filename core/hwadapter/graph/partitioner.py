@@ -5,6 +5,7 @@ import heapq
 import logging
 
 from ..api.config import config
+from ..api.control import CONTROL
 from ..dispatch.dispatcher import native_route
 from ..api.errors import InvalidArgumentError
 from ..runtime.device import devices as _devices
@@ -62,6 +63,9 @@ def _assign(graph, devs, fallback, pin, forbid) -> tuple[dict, dict]:
         banned = set(_override(forbid, node, "forbid"))
         if pinned:
             where[node.name], how[node.name] = pinned[0], "pinned"
+            continue
+        if node.op in CONTROL:  # its step runs plans of its own over the devices; it keeps its values on the first
+            where[node.name], how[node.name] = next((d for d in devs if d not in banned), fallback), "control"
             continue
         for d in devs:
             if d in banned:
@@ -203,7 +207,11 @@ def partition(graph, devices=None, *, min_subgraph: int = 2, pin=None, forbid=No
     where, how = _assign(graph, devs, fallback, pin, forbid)
     if disabled is not None and mod is not None and hasattr(mod, "fuse") and "fuse" not in disabled:
         graph, where, how = _fused(mod, graph, where, how, disabled, reports)
-    return _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled)
+
+    def nested(sub):  # a branch or body of a control node: planned alike, over the same devices
+        return partition(sub, [str(d) for d in devs], min_subgraph=min_subgraph, pin=pin, forbid=forbid,
+                         passes=passes)
+    return _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled, nested)
 
 
 def _fused(mod, graph, where, how, disabled, reports):
@@ -219,7 +227,7 @@ def _fused(mod, graph, where, how, disabled, reports):
     return new, where, how
 
 
-def _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled) -> Plan:
+def _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled, nested=None) -> Plan:
     """Group, order, insert copies and plan memory."""
     preds, succs = _edges(graph)
     key = [(where[n.name], "sg") if how[n.name] == "subgraph" else None for n in graph.nodes]
@@ -267,7 +275,7 @@ def _build(graph, devs, fallback, where, how, min_subgraph, reports, disabled) -
         fallbacks += [n.name for n in graph.nodes if how[n.name] not in ("fallback", "pinned")
                       and where[n.name] is fallback]
     on = {n: _devices.get(d) for n, d in assignment.items()}
-    resolved = resolve.kernels(final, on, subgraphs)  # the one resolution: the memory plan and the steps use it
+    resolved = resolve.kernels(final, on, subgraphs, nested)  # the one resolution: the memory plan and the steps use it
     writers = resolve.writers(final, on, resolved) if "inplace" not in (disabled or ()) else ()
     memory = plan_memory(final, writers=writers, opaque=resolve.opaque(final, subgraphs))
     return Plan(final, assignment, subgraphs, copies, memory, reports,

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api.errors import InvalidArgumentError
+from ..api.config import config
+from ..api.control import CONTROL
+from ..api.errors import InvalidArgumentError, LoopLimitError
 from ..dispatch.dispatcher import dispatch
 from ..dispatch.tensor import unwrap, wrap
 from ..runtime.device import devices
@@ -19,9 +21,34 @@ def run(graph, inputs: dict, device="cpu") -> dict:
         env.setdefault(k, _tensor(arr, dev))
     for n in graph.nodes:
         ins = tuple(env[i] for i in n.inputs)
-        out = run_fused(n, ins) if n.op == "fused" else dispatch(n.op, ins, n.attrs)
+        if n.op in CONTROL:
+            out = run_control(n, ins, device)
+        else:
+            out = run_fused(n, ins) if n.op == "fused" else dispatch(n.op, ins, n.attrs)
         env.update(zip(n.outputs, out if isinstance(out, (tuple, list)) else (out,)))
     return {o: env[o] for o in graph.outputs}
+
+
+def run_control(node, tensors: tuple, device) -> list:
+    """A cond or while_loop node: its branch, or its body while its cond graph says so, run node by node."""
+    def call(graph, args):
+        out = run(graph, dict(zip(graph.inputs, args)), device)
+        return [out[o] for o in graph.outputs]
+
+    def truth(t):
+        return bool(np.asarray(t.numpy()).reshape(-1)[0])
+    if node.op == "cond":
+        return call(node.attrs["then" if truth(tensors[0]) else "else"], tensors[1:])
+    k = node.attrs["carried"]
+    limit = node.attrs.get("max_iters")
+    limit = config.max_loop_iters if limit is None else limit
+    carried, operands, done = list(tensors[:k]), list(tensors[k:]), 0
+    while truth(call(node.attrs["cond"], carried + operands)[0]):
+        if done == limit:
+            raise LoopLimitError(f"while_loop {node.name!r}: its condition still held after {limit} iterations",
+                                 fix="make the loop's condition turn false, or raise its limit")
+        carried, done = call(node.attrs["body"], carried + operands), done + 1
+    return carried
 
 
 def run_fused(node, tensors: tuple) -> tuple:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..api import meta
+from ..api.control import CONTROL
 from ..dispatch.dispatcher import route
 from ..runtime.fused import fused_kernel
+from . import control
 from .hostchain import host_chain
 from .memory import may_run_in_place
 from .steps import Run
@@ -21,9 +23,12 @@ def takes_out(fn, device) -> bool:
     return bool(getattr(fn, "writes_out", False)) or (fn.__class__ is _ufunc and device.host_memory)
 
 
-def resolve(device, node, values) -> tuple:
+def resolve(device, node, values, nested=None) -> tuple:
     """(kernel, Run) for a node outside subgraphs: a fused node's host chain (small, on a host: numpy calls beat a
-    program's call) or compiled program, else its op's route (`dispatch.route`: fallback resolved as when it runs)."""
+    program's call) or compiled program, a control node's plans (`nested`: graph -> Plan), else its op's route
+    (`dispatch.route`: fallback resolved as when it runs)."""
+    if node.op in CONTROL:
+        return control.step_call(node, device, nested), Run.CONTROL
     if node.op == "fused":
         chain = host_chain(device, node, values)
         return (chain, Run.HOST_CHAIN) if chain is not None else (fused_kernel(device, node.attrs), Run.PROGRAM)
@@ -32,11 +37,11 @@ def resolve(device, node, values) -> tuple:
     return fn, (Run.KERNEL if single else Run.KERNELS)
 
 
-def kernels(graph, where: dict, subgraphs) -> dict:
+def kernels(graph, where: dict, subgraphs, nested=None) -> dict:
     """node name -> (kernel, Run) for every node that is neither a copy nor inside a subgraph (`where`: node ->
-    Device)."""
+    Device; `nested`: graph -> Plan, for the branches and bodies of control nodes)."""
     inside = {name for sg in subgraphs for name in sg.nodes}
-    return {n.name: resolve(where[n.name], n, graph.values) for n in graph.nodes
+    return {n.name: resolve(where[n.name], n, graph.values, nested) for n in graph.nodes
             if n.name not in inside and n.op != "copy"}
 
 
@@ -54,6 +59,7 @@ def writers(graph, where: dict, resolved: dict) -> set:
 
 
 def opaque(graph, subgraphs) -> set:
-    """Values made by subgraph programs: their memory is the program's, never written over by another step."""
+    """Values made by subgraph programs and control nodes: their memory is the program's (or a branch's, which may
+    hand out one of its inputs), never written over by another step."""
     inside = {name for sg in subgraphs for name in sg.nodes}
-    return {v for n in graph.nodes if n.name in inside for v in n.outputs}
+    return {v for n in graph.nodes if n.name in inside or n.op in CONTROL for v in n.outputs}

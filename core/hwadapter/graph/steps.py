@@ -14,6 +14,7 @@ class Run(enum.Enum):
     SUBGRAPH = "subgraph"      # a subgraph backend's compiled Executable: call(*arrays) -> list
     COPY = "copy"              # data moved to another device: call(array) -> [array]
     SEGMENT = "segment"        # kernel steps a device runs as one call (segments.py): call(*arrays) -> list
+    CONTROL = "control"        # a cond or while_loop node running the plans of its branches or body: -> list
 
 
 @dataclass(frozen=True, slots=True)
