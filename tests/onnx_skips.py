@@ -21,6 +21,7 @@ GROUPS: dict[str, str] = {
         test_compress_bfloat16 test_einsum_batch_matmul_bfloat16 test_einsum_sum_bfloat16
         test_einsum_transpose_bfloat16 test_onehot_with_bfloat16_values test_range_bfloat16_type_positive_delta
         test_reversesequence_bfloat16 test_unique_bfloat16_sorted_without_axis
+        test_range_bfloat16_type_positive_delta_expanded
     """,
     'dtype float4e2m1 has no hwadapter dtype': """
         test_cast_FLOAT16_to_FLOAT4E2M1 test_cast_FLOAT4E2M1_to_FLOAT test_cast_FLOAT4E2M1_to_FLOAT16
@@ -220,10 +221,11 @@ GROUPS: dict[str, str] = {
     'op HannWindow: signal processing (complex values, windows) is not converted': """
         test_hannwindow test_hannwindow_symmetric
     """,
-    ('op If: control flow: its subgraphs (If/Loop/Scan bodies) are not converted; hwadapter graphs are '
-     'static'): """
-        test_affine_grid_2d_align_corners_expanded test_affine_grid_2d_expanded
-        test_affine_grid_3d_align_corners_expanded test_affine_grid_3d_expanded test_if test_if_opt test_if_seq
+    ('an If or Loop carries sequence or optional values, which are not hwadapter tensors'): """
+        test_if_opt test_if_seq test_loop13_seq test_loop16_seq_none test_sequence_map_add_1_sequence_1_tensor_expanded
+        test_sequence_map_add_2_sequences_expanded test_sequence_map_extract_shapes_expanded
+        test_sequence_map_identity_1_sequence_1_tensor_expanded test_sequence_map_identity_1_sequence_expanded
+        test_sequence_map_identity_2_sequences_expanded
     """,
     'op ImageDecoder: image decoding (encoded bytes in, pixels out) is not a tensor op': """
         test_image_decoder_decode_bmp_rgb test_image_decoder_decode_jpeg2k_rgb test_image_decoder_decode_jpeg_bgr
@@ -243,15 +245,6 @@ GROUPS: dict[str, str] = {
         test_linear_attention_gated_delta_mqa test_linear_attention_gated_per_head_decay
         test_linear_attention_linear test_linear_attention_linear_t1_no_past
         test_linear_attention_no_past_explicit_zeros test_linear_attention_prefill_with_past
-    """,
-    ('op Loop: control flow: its subgraphs (If/Loop/Scan bodies) are not converted; hwadapter graphs are '
-     'static'): """
-        test_loop11 test_loop13_seq test_loop16_seq_none test_range_bfloat16_type_positive_delta_expanded
-        test_range_float16_type_positive_delta_expanded test_range_float_type_positive_delta_expanded
-        test_range_int32_type_negative_delta_expanded test_sequence_map_add_1_sequence_1_tensor_expanded
-        test_sequence_map_add_2_sequences_expanded test_sequence_map_extract_shapes_expanded
-        test_sequence_map_identity_1_sequence_1_tensor_expanded test_sequence_map_identity_1_sequence_expanded
-        test_sequence_map_identity_2_sequences_expanded
     """,
     ('op LpPool: its input has 5 axes (3 spatial); hwadapter converts 1-D and 2-D LpPool only (N, C, L) or '
      '(N, C, H, W)'): """
@@ -296,17 +289,6 @@ GROUPS: dict[str, str] = {
     """,
     'op RoiAlign: no converter: regions of interest are sampled at data-dependent positions': """
         test_roialign_aligned_false test_roialign_aligned_true test_roialign_mode_max
-    """,
-    ('op Scan: control flow: its subgraphs (If/Loop/Scan bodies) are not converted; hwadapter graphs are '
-     'static'): """
-        test_linear_attention_decode_step_expanded test_linear_attention_delta_expanded
-        test_linear_attention_explicit_scale_expanded test_linear_attention_fp16_expanded
-        test_linear_attention_gated_delta_beta_scalar_expanded test_linear_attention_gated_delta_expanded
-        test_linear_attention_gated_delta_gqa_expanded test_linear_attention_gated_delta_mqa_expanded
-        test_linear_attention_gated_expanded test_linear_attention_gated_per_head_decay_expanded
-        test_linear_attention_linear_expanded test_linear_attention_linear_t1_no_past_expanded
-        test_linear_attention_no_past_explicit_zeros_expanded test_linear_attention_prefill_with_past_expanded
-        test_scan9_multi_state test_scan9_scalar test_scan9_sum test_scan_sum
     """,
     'op SequenceInsert: sequence and optional values are not hwadapter tensors': """
         test_sequence_insert_at_back test_sequence_insert_at_front

@@ -52,8 +52,8 @@ class Conversion:
 class Context:
     """What converters build with: refs (graph value names) for ONNX names, constants, and nodes added by `op`."""
 
-    def __init__(self, opset: int):
-        self.opset = opset
+    def __init__(self, opset: int, model=None):
+        self.opset, self.model = opset, model
         self.values: dict = {}
         self.constants: dict = {}
         self.nodes: list = []
@@ -136,7 +136,7 @@ class Context:
 
     def _small_input_behind(self, ref):
         """The first small graph input that the (not constant) `ref` is computed from, or None."""
-        producer = {out: n for n in self.nodes for out in n.outputs}
+        producer = {out: n for n in self.all_nodes() for out in n.outputs}
         todo, seen = [ref], set()
         while todo:
             r = todo.pop()
@@ -150,6 +150,10 @@ class Context:
             if r in producer:
                 todo.extend(producer[r].inputs)
         return None
+
+    def all_nodes(self) -> list:
+        """The nodes that make the values this context sees (a branch's or body's scope sees its outer ones too)."""
+        return self.nodes
 
     def constant(self, array, dtype=None) -> str:
         """A new constant ref holding `array`."""
@@ -222,7 +226,6 @@ class Context:
         return f"{prefix}{stem}_{self._count}"
 
 
-_CONTROL_FLOW = "control flow: its subgraphs (If/Loop/Scan bodies) are not converted; hwadapter graphs are static"
 _SEQUENCE = "sequence and optional values are not hwadapter tensors"
 _DATA_SHAPE = "its output shape depends on the input values, and hwadapter graphs have static shapes"
 _RANDOM = "random numbers: hwadapter has no random generator matching onnx's"
@@ -235,7 +238,6 @@ _GRADIENT = ("it differentiates the part of the model's graph its xs/zs/y attrib
 
 #: Why hwadapter does not convert an op type at all ("domain:op" for other domains): the reason in the error.
 WHY_NOT: dict = {
-    **dict.fromkeys(["If", "Loop", "Scan"], _CONTROL_FLOW),
     **dict.fromkeys(["SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
                      "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
                      "OptionalGetElement", "OptionalHasElement"], _SEQUENCE),
@@ -275,21 +277,34 @@ def _why_not(domain: str, op_type: str) -> str:
 def check_supported(model) -> None:
     """Raise UnsupportedOpError listing every op of the model without a converter, before anything is built."""
     converters = load_all()
-    missing = {}
-    for i, n in enumerate(model.graph.node):
-        name = n.name or f"{n.op_type}_{i}"
-        if op_key(n.domain, n.op_type) not in converters:
-            missing.setdefault((n.domain or "ai.onnx", n.op_type), name)
-        elif any(a.type in (a.GRAPH, a.GRAPHS) for a in n.attribute):
-            attr = next(a.name for a in n.attribute if a.type in (a.GRAPH, a.GRAPHS))
-            raise UnsupportedOpError(f"onnx: node {name!r} ({n.op_type}, opset {opset_of(model, n.domain)}) has a "
-                                     f"subgraph attribute {attr!r}, which hwadapter does not convert",
-                                     fix="remove the attribute: hwadapter graphs have no control flow")
+    missing: dict = {}
+    _check_nodes(model, model.graph.node, converters, missing)
     if missing:
         listed = ", ".join(f"{t} (domain {d}, opset {opset_of(model, d)}; first at node {name!r}): {_why_not(d, t)}"
                            for (d, t), name in sorted(missing.items()))
         raise UnsupportedOpError(f"onnx: the model uses ops hwadapter cannot convert: {listed}",
                                  fix="docs/onnx.md lists what is supported and why the rest is not")
+
+
+#: ops whose graph attributes (branches, bodies) are converted: their nodes are checked too
+GRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+
+
+def _check_nodes(model, nodes, converters, missing: dict) -> None:
+    """Fill `missing` ({(domain, op): first node}) with the ops of `nodes` (and of their branches and bodies) that
+    have no converter; a graph attribute of any other op is refused."""
+    for i, n in enumerate(nodes):
+        name = n.name or f"{n.op_type}_{i}"
+        graphs = [a for a in n.attribute if a.type in (a.GRAPH, a.GRAPHS)]
+        if op_key(n.domain, n.op_type) not in converters:
+            missing.setdefault((n.domain or "ai.onnx", n.op_type), name)
+        elif graphs and (n.domain not in DEFAULT_DOMAINS or n.op_type not in GRAPH_OPS):
+            raise UnsupportedOpError(f"onnx: node {name!r} ({n.op_type}, opset {opset_of(model, n.domain)}) has a "
+                                     f"subgraph attribute {graphs[0].name!r}, which hwadapter does not convert",
+                                     fix="remove the attribute: only If, Loop and Scan take graphs")
+        for a in graphs:
+            for g in ([a.g] if a.type == a.GRAPH else list(a.graphs)):
+                _check_nodes(model, g.node, converters, missing)
 
 
 _CONSTANT_VALUES = ("value", "value_float", "value_floats", "value_int", "value_ints", "value_string",
@@ -413,10 +428,9 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
     a graph input not in `values` is not called: the Conversion then names that input (`need`) instead of a graph.
     The model's functions are inlined and its graph, ops and opset checked already (OnnxModel does that once, not per
     signature)."""
-    converters = load_all()
     opset = opset_of(model)
     values = values or {}
-    ctx = Context(opset)
+    ctx = Context(opset, model)
     g = model.graph
     for init in g.initializer:
         to_dtype(init.data_type, f"initializer {init.name!r}")
@@ -438,29 +452,9 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
         ctx.values[vi.name] = Value(vi.name, tuple(shapes[vi.name]), dt)
         ctx.graph_inputs.add(vi.name)
         inputs.append(vi.name)
-    for i, proto in enumerate(g.node):
-        node = OnnxNode(proto, i, opset if proto.domain in DEFAULT_DOMAINS else opset_of(model, proto.domain))
-        ctx.node = node
-        for name in node.inputs:
-            if name and name not in ctx.names:
-                ctx.fail(node, f"reads {name!r}, which no earlier node, input or initializer makes",
-                         fix="the model is malformed or not topologically sorted: check it with onnx.checker")
-        try:
-            need = _value_need(ctx, node)
-            if need is not None:
-                return Conversion(None, need)
-            out = converters[op_key(node.domain, node.op_type)](ctx, node)
-        except HwAdapterError:
-            raise
-        except Exception as err:  # noqa: BLE001 - last resort: a case the converter's checks miss names the node
-            raise _unexpected(node, err) from err
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        for name, ref in zip(node.outputs, outs):
-            if name and ref is None:  # a converter passing an omitted input through (Identity of '')
-                ctx.fail(node, f"its output {name!r} would be an input it omits (named '' or absent)",
-                         fix="give the node that input: only inputs the ONNX operator marks optional may be omitted")
-            if name:
-                ctx.names[name] = ref
+    need = convert_nodes(ctx, g.node)
+    if need is not None:
+        return Conversion(None, need)
     ctx.node = None
     for o in g.output:
         value_dtype(o, f"graph output {o.name!r}")
@@ -469,6 +463,49 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
                                        fix="the model is malformed: check it with onnx.checker.check_model")
     outputs = [ctx.names[o.name] for o in g.output]
     return Conversion(_prune(ctx, inputs, outputs))
+
+
+class ValueNeeded(Exception):
+    """A converter inside a branch or body met a ValueNeed: carried out to `convert`, which returns it."""
+
+    def __init__(self, need: ValueNeed):
+        super().__init__(need.message)
+        self.need = need
+
+
+def convert_nodes(ctx: Context, protos) -> ValueNeed | None:
+    """Convert the NodeProtos `protos` in order into `ctx` (ctx.names then maps their outputs); the ValueNeed of the
+    first that waits for an input's value, else None."""
+    converters = load_all()
+    try:
+        for i, proto in enumerate(protos):
+            opset = ctx.opset if proto.domain in DEFAULT_DOMAINS else opset_of(ctx.model, proto.domain)
+            node = OnnxNode(proto, i, opset)
+            ctx.node = node
+            for name in node.inputs:
+                if name and name not in ctx.names:
+                    ctx.fail(node, f"reads {name!r}, which no earlier node, input or initializer makes",
+                             fix="the model is malformed or not topologically sorted: check it with onnx.checker")
+            try:
+                need = _value_need(ctx, node)
+                if need is not None:
+                    return need
+                out = converters[op_key(node.domain, node.op_type)](ctx, node)
+            except (HwAdapterError, ValueNeeded):
+                raise
+            except Exception as err:  # noqa: BLE001 - last resort: a case the converter's checks miss names the node
+                raise _unexpected(node, err) from err
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            for name, ref in zip(node.outputs, outs):
+                if name and ref is None:  # a converter passing an omitted input through (Identity of '')
+                    ctx.fail(node, f"its output {name!r} would be an input it omits (named '' or absent)",
+                             fix="give the node that input: only inputs the ONNX operator marks optional may be "
+                                 "omitted")
+                if name:
+                    ctx.names[name] = ref
+    except ValueNeeded as wait:
+        return wait.need
+    return None
 
 
 def _unexpected(node: OnnxNode, err: Exception) -> InvalidArgumentError:

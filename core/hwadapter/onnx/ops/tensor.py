@@ -182,8 +182,9 @@ def range_op(ctx, node):
     # its output's shape is its inputs' values: known at conversion (per value, when they are graph inputs)
     start, limit, delta = (ctx.require_const(node, i, what) for i, what in enumerate(("start", "limit", "delta")))
     for what, arr in (("start", start), ("limit", limit), ("delta", delta)):
-        if np.asarray(arr).ndim != 0:
+        if np.asarray(arr).size != 1:  # one element of any shape, as onnx's reference takes it (a function's (1,))
             ctx.fail(node, f"its {what} has shape {np.shape(arr)}; Range takes scalars")
+    start, limit, delta = (np.asarray(a).reshape(()) for a in (start, limit, delta))
     return ctx.constant(np.asarray(run(start, limit, delta)))
 
 
