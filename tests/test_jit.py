@@ -199,7 +199,7 @@ def test_reading_values_while_tracing_is_a_tracing_error_naming_the_line(read):
     def f(x):
         s = x.sum()
         if read == "bool":
-            return x if s else -x  # READ-LINE
+            return x if bool(s) else -x  # READ-LINE
         if read == "float":
             return x * float(s)  # READ-LINE
         if read == "int":
@@ -215,16 +215,19 @@ def test_reading_values_while_tracing_is_a_tracing_error_naming_the_line(read):
     message = str(err.value)
     lines = [i for i, text in enumerate(open(__file__), 1) if "# READ-LINE" in text]
     assert any(f"{__file__}:{n} " in message for n in lines), message
-    assert "hw.where" in err.value.fix and "out of the traced function" in err.value.fix
+    assert "hw.where" in err.value.fix and "hw.static.nn.cond" in err.value.fix
 
 
-def test_value_dependent_if_names_the_user_line_and_the_fix():
-    with pytest.raises(hw.TracingError, match=rf"test_jit.py:{_line('VALUE-IF-LINE')} .*if x.sum\(\) > 0") as err:
-        hw.jit.to_static(_value_if)(hw.to_tensor(_arr(3)))
+def test_a_value_dependent_if_is_converted_and_one_a_lambda_hides_names_the_user_line():
+    static = hw.jit.to_static(_value_if)
+    for sign in (1.0, -1.0):
+        x = hw.to_tensor(np.full(3, sign, "float32"))
+        np.testing.assert_allclose(static(x).numpy(), _value_if(x).numpy())
+    assert static.cache_info()["traces"] == 1
+    pick = lambda x: x if bool(x.sum() > 0) else -x  # noqa: E731  LAMBDA-LINE: no source to convert
+    with pytest.raises(hw.TracingError, match=rf"test_jit.py:{_line('LAMBDA-LINE')} ") as err:
+        hw.jit.to_static(pick)(hw.to_tensor(_arr(3)))
     assert "Python bool" in str(err.value) and isinstance(err.value, hw.HwAdapterError)
-    with pytest.raises(hw.TracingError):  # get_graph traces the same way
-        hw.jit.get_graph(_value_if, hw.to_tensor(_arr(3)))
-    np.testing.assert_allclose(_value_if(hw.to_tensor(np.ones(3, "float32"))).numpy(), 1.0)  # eager: fine
 
 
 def test_where_is_the_traceable_choice():

@@ -8,6 +8,7 @@ import logging
 import numbers
 import os
 import threading
+import types
 import weakref
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from .autograd.engine import is_grad_enabled
 from .runtime.device import current
 from .runtime.memory import check_fits
 from .tensor import Tensor, to_tensor
+from .dy2static import converted, not_to_static  # noqa: F401  hw.jit.not_to_static, paddle's name
 
-__all__ = ["to_static", "get_graph", "save", "StaticFunction"]
+__all__ = ["to_static", "not_to_static", "get_graph", "save", "StaticFunction"]
 
 
 log = logging.getLogger("hwadapter")
@@ -111,9 +113,11 @@ class StaticFunction:
     then run as a graph. Tensors the function reads from elsewhere (closures, attributes) are captured as constants
     when it is traced: call `clear_cache()` after changing them."""
 
-    def __init__(self, fn, cache_size: int = CACHE_SIZE):
+    def __init__(self, fn, cache_size: int = CACHE_SIZE, traced=None):
         functools.update_wrapper(self, fn)
         self._fn = fn
+        #: what is traced: `fn` with its Python control flow on tensors converted (hwadapter.dy2static)
+        self._traced = traced if traced is not None else _converted(fn)
         self.cache_size = cache_size  # traces kept; the least recently called is dropped past it
         self._cache: dict = {}
         self._instances: dict = {}  # id(instance) -> (its bound StaticFunction, weakref or the instance)
@@ -132,7 +136,7 @@ class StaticFunction:
             ref = weakref.ref(instance, lambda _: instances.pop(key, None))
         except TypeError:  # no weak references (__slots__): kept alive by this cache
             ref = functools.partial(_identity, instance)
-        bound = StaticFunction(_method(self._fn, ref), self.cache_size)
+        bound = StaticFunction(_method(self._fn, ref), self.cache_size, traced=_method(_converted(self._fn), ref))
         self._instances[key] = (bound, ref)
         return _Bound(bound, instance)
 
@@ -151,7 +155,7 @@ class StaticFunction:
         _trace.flatten((args, kwargs), "", leaves)
         tensors = [t for _, t in leaves]
         if any(_trace.is_symbolic(t) for t in tensors):  # called inside another traced function: inlined
-            return self._fn(*args, **kwargs)
+            return self._traced(*args, **kwargs)
         entry = self._entry(args, kwargs, tensors)
         if entry.state.probes and not entry.state.matches():
             entry = self._variant(entry, args, kwargs, tensors)
@@ -166,7 +170,7 @@ class StaticFunction:
             with self._lock:
                 variant = entry.variants.get(presence)
                 if variant is None:
-                    graph, structure, state = _trace.trace(self._fn, args, kwargs, entry.device)
+                    graph, structure, state = _trace.trace(self._traced, args, kwargs, entry.device)
                     variant = entry.variants[presence] = _Entry(graph, structure, entry.device, state, entry.eager)
                     self._traces += 1
         return variant
@@ -191,7 +195,7 @@ class StaticFunction:
             with self._lock:
                 entry = self._cache.get(key)
                 if entry is None:
-                    graph, structure, state = _trace.trace(self._fn, args, kwargs, device)
+                    graph, structure, state = _trace.trace(self._traced, args, kwargs, device)
                     self._make_room(name)
                     eager = None
                     if state.needs_grad and is_grad_enabled():
@@ -242,6 +246,14 @@ class StaticFunction:
 
     def __repr__(self):
         return f"<to_static {getattr(self._fn, '__qualname__', self._fn)!r}: {self.cache_info()['traces']} trace(s)>"
+
+
+def _converted(fn):
+    """`fn` (a function or a bound method) with its control flow converted for tracing; `fn` when it is not."""
+    if isinstance(fn, types.MethodType):
+        func = converted(fn.__func__)
+        return fn if func is fn.__func__ else types.MethodType(func, fn.__self__)
+    return converted(fn)
 
 
 def _identity(x):

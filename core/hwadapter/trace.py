@@ -65,7 +65,12 @@ def user_frame():
         frame = frame.f_back
     if frame is None:
         return "<unknown>", 0, "?"
-    return frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name
+    name, outer = frame.f_code.co_name, frame
+    while name.startswith("__hw_") and outer.f_back is not None:  # a branch or body function to_static wrote
+        outer = outer.f_back
+        if outer.f_code.co_filename == frame.f_code.co_filename and not outer.f_code.co_name.startswith("__hw_"):
+            name = outer.f_code.co_name
+    return frame.f_code.co_filename, frame.f_lineno, name
 
 
 def _how() -> str:
@@ -82,9 +87,10 @@ def read_error(symbol: Symbol | None = None) -> TracingError:
     path, line, func = user_frame()
     code = linecache.getline(path, line).strip()
     value = f" (%{symbol.name}: {symbol.dtype.name}{list(symbol.shape)})" if symbol is not None else ""
-    fix = ("compute with tensor ops instead of Python control flow (hw.where(cond, a, b) chooses per element), or "
-           "move the value-dependent decision out of the traced function (decide before calling it, or split it in "
-           "two); control flow on shapes (x.shape, len(x), x.ndim) is fine")
+    fix = ("to_static converts `if`, `while` and `for ... in range` on tensors in functions it can read the source of "
+           "(not in lambdas, or functions marked not_to_static): write the branch as one of those, or call "
+           "hw.static.nn.cond / while_loop, or hw.where(cond, a, b) to choose per element; control flow on shapes "
+           "(x.shape, len(x), x.ndim) is fine")
     code = f"`{code}` " if code else ""
     err = TracingError(f"{path}:{line} (in {func}): {code}{_how()}{value} while tracing with "
                        f"hwadapter.jit.to_static. A traced tensor has a shape and a dtype but no values yet. "

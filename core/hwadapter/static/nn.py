@@ -54,11 +54,16 @@ def cond(pred, true_fn=None, false_fn=None, name=None, return_names=None):
     _same_structure(tracer, where, t_struct, f_struct, t_outs, f_outs)
     if not t_outs:
         return t_struct  # nothing to compute: both give None (or the same non-tensor value)
+    return _trace.unflatten(t_struct, record_cond(tracer, pred, (t_nodes, t_outs), (f_nodes, f_outs)))
+
+
+def record_cond(tracer, pred, then: tuple, other: tuple) -> list:
+    """The output tensors of one cond node over two traced regions ((nodes, output names) each, alike outputs)."""
+    (t_nodes, t_outs), (f_nodes, f_outs) = then, other
     operands = list(dict.fromkeys(tracer.reads(t_nodes, t_outs, []) + tracer.reads(f_nodes, f_outs, [])))
     attrs = {"then": tracer.body(t_nodes, [], t_outs, operands), "else": tracer.body(f_nodes, [], f_outs, operands)}
     out = dispatch("cond", (pred, *(tracer.symbolic(o) for o in operands)), attrs)
-    outs = list(out) if isinstance(out, (list, tuple)) else [out]
-    return _trace.unflatten(t_struct, outs)
+    return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
 def _same_structure(tracer, where: str, t_struct, f_struct, t_outs, f_outs) -> None:
