@@ -4,7 +4,7 @@ Importing it binds Tensor's autograd methods (backward, clear_grad, detach, set_
 from __future__ import annotations
 
 from ..dispatch import tensor as _tensor
-from . import rules_collective, rules_math, rules_nn, rules_shape  # noqa: F401  the vjp rules register themselves
+from . import rules_collective, rules_control, rules_math, rules_nn, rules_shape  # noqa: F401  the rules register
 from .engine import (backward, enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled,  # noqa: F401
                      tensor_backward)
 from .inplace import (add_, clear_grad, detach, fill_, multiply_, scale_, set_value, subtract_,  # noqa: F401

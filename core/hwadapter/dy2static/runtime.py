@@ -3,7 +3,6 @@ values are concrete (then it is Python's own `if`, `while`, `for`, `and`, `or`, 
 hw.static.nn.cond / while_loop record graph control flow)."""
 from __future__ import annotations
 
-import functools
 import types
 
 import numpy as np
@@ -298,6 +297,10 @@ def call(fn):
         return fn if conv is fn.__func__ else types.MethodType(conv, fn.__self__)
     if isinstance(fn, types.FunctionType):
         return converted(fn)
-    if isinstance(fn, functools.partial):
-        return fn
+    from ..nn.layer import Layer  # lazy: converted code may never call a layer
+    if isinstance(fn, Layer) and type(fn).__call__ is Layer.__call__:  # its __call__ is forward: convert that
+        forward = getattr(type(fn), "forward", None)
+        if isinstance(forward, types.FunctionType) and "forward" not in vars(fn):
+            conv = converted(forward)
+            return fn if conv is forward else types.MethodType(conv, fn)
     return fn
