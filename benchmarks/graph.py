@@ -3,6 +3,9 @@
 * a 6-layer MLP (256 wide, relu) at batch 1: eager vs `hw.jit.to_static`, medians of interleaved rounds (each round
   times N calls of each variant, then the device's synchronize). Targets: to_static >= 1.5x eager on cpu and >= 3x
   eager on opencl:0 (eager pays the per-op overhead there); cuda:0, where there is one, is measured without one.
+* a branching MLP at batch 1 (issue 27): the same layers, whose middle takes one of two paths by the mean of its
+  activations (a Python `if` on a tensor: to_static converts it into one cond node). Targets: to_static >= eager on
+  cpu and >= 2x eager on opencl:0.
 * a small CNN (three conv-bn-relu blocks, max pooling, global average pooling, a linear head), the same comparison.
 * kernel launches per conv-bn-relu block: the steps the profiler records for one to_static block (copies not
   counted). Target: 1 (conv + batch norm + relu fused into one conv with an epilogue).
@@ -34,6 +37,7 @@ CNN_BATCH, CNN_SIZE, CNN_CHANNELS = 4, 32, (3, 16, 32, 64)
 ROUNDS = int(os.environ.get("HWADAPTER_BENCH_ROUNDS", 9))
 MIN_ROUND = 0.05  # seconds each variant runs per round, at least
 TARGETS = {"cpu": 1.5, "opencl": 3.0}  # MLP: to_static / eager speed-up
+BRANCH_TARGETS = {"cpu": 1.0, "opencl": 2.0}  # branching MLP: to_static / eager speed-up
 LAUNCH_TARGET = 1  # steps per conv-bn-relu block
 MEMORY_TARGET = 0.6  # planned / naive allocator peak
 
@@ -110,6 +114,26 @@ def mlp_model(device: str):
             if i < MLP_LAYERS - 1:
                 x = F.relu(x)
         return x
+    x = hw.to_tensor(rng.standard_normal((1, MLP_WIDTH), np.float32), device=device)
+    return forward, x
+
+
+def branching_model(device: str):
+    """(forward(x), input x): two dense layers, then two more with relu or one halved by the mean of the activations
+    (a data-dependent branch), then the head."""
+    rng = np.random.default_rng(2)
+    ws = [hw.to_tensor(rng.standard_normal((MLP_WIDTH, MLP_WIDTH), np.float32) / 16, device=device) for _ in range(6)]
+    bs = [hw.to_tensor(rng.standard_normal(MLP_WIDTH, np.float32) / 16, device=device) for _ in range(6)]
+
+    def forward(x):
+        h = F.relu(F.linear(x, ws[0], bs[0]))
+        h = F.relu(F.linear(h, ws[1], bs[1]))
+        if h.mean() > 0.1:
+            h = F.relu(F.linear(h, ws[2], bs[2]))
+            h = F.relu(F.linear(h, ws[3], bs[3]))
+        else:
+            h = F.linear(h, ws[4], bs[4]) * 0.5
+        return F.linear(h, ws[5], bs[5])
     x = hw.to_tensor(rng.standard_normal((1, MLP_WIDTH), np.float32), device=device)
     return forward, x
 
@@ -192,8 +216,9 @@ def bench_speed(jit, devices: list[str]) -> None:
     rows, verdicts = [], []
     with Progress(console=console, transient=True) as progress:
         for device in devices:
-            for model in ("MLP", "CNN"):
-                forward, x = (mlp_model(device) if model == "MLP" else cnn_model(device)[:2])
+            for model in ("MLP", "branching MLP", "CNN"):
+                forward, x = {"MLP": mlp_model, "branching MLP": branching_model,
+                              "CNN": lambda d: cnn_model(d)[:2]}[model](device)
                 static = jit.to_static(forward)
                 label = f"{model} on {device}"
                 task = progress.add_task(f"{label}: tracing and timing", total=ROUNDS)
@@ -210,9 +235,9 @@ def bench_speed(jit, devices: list[str]) -> None:
                 ratio = _median(ratios)
                 rows.append([label, f"{_median(times['eager']) * 1e6:.1f}", f"{_median(times['to_static']) * 1e6:.1f}",
                              f"{ratio:.2f}x", f"{min(ratios):.2f}-{max(ratios):.2f}x"])
-                target = TARGETS.get(device.split(":")[0])
-                if model == "MLP" and target is not None:
-                    verdicts.append(f"target: MLP batch 1 on {device}: to_static >= {target:g}x eager: "
+                target = {"MLP": TARGETS, "branching MLP": BRANCH_TARGETS}.get(model, {}).get(device.split(":")[0])
+                if target is not None:
+                    verdicts.append(f"target: {model} batch 1 on {device}: to_static >= {target:g}x eager: "
                                     f"{_verdict(ratio >= target)} ({ratio:.2f}x)")
     if rows:
         _table(f"eager vs to_static (median µs per call of {ROUNDS} interleaved rounds)",

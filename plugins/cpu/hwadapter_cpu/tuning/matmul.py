@@ -42,6 +42,15 @@ DOT_ROWS = 4
 EXACT = frozenset({"relu", "relu6"})
 
 
+def _tiny(x, y, transpose_x: bool, transpose_y: bool) -> bool:
+    """Whether x @ y is a float32 product of a 2-D right operand of at most TINY multiply-adds."""
+    if x.dtype != np.float32 or y.dtype != np.float32 or y.ndim != 2 or x.ndim < 2:
+        return False
+    k = x.shape[-2] if transpose_x else x.shape[-1]
+    n = y.shape[0] if transpose_y else y.shape[1]
+    return k > 0 and (x.size // k) * k * n <= TINY
+
+
 def matmul_kernel(transforms, tasks=None):
     """matmul on `transforms`' library and crew (blasconv.py's): float32 products with a 2-D right operand split into
     bands, batched ones (`tasks`: rows.py's Rows) as one product per batch item shared by the crew, the rest as the
@@ -51,6 +60,14 @@ def matmul_kernel(transforms, tasks=None):
         bias, transpose_x, transpose_y = reference.old_positional(bias, transpose_x, transpose_y)
         if bias is None and activation is None:
             return product(x, y, transpose_x, transpose_y)[0]
+        if _tiny(x, y, transpose_x, transpose_y) and activation in EXACT | {None} and \
+                (bias is None or bias.dtype == np.float32 and bias.shape == (y.shape[0 if transpose_y else 1],)):
+            # a product OpenBLAS runs alone anyway: its epilogue in numpy too, as the unfused kernels compute it
+            # (the crew's epilogue phase cost several times the product here: a batch-1 linear layer)
+            out = reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y)
+            if bias is not None:
+                out = np.add(out, bias, out=out)
+            return out if activation is None else reference.conv_epilogue(activation)(out)
         if x.dtype != np.float32 or y.dtype != np.float32 or (bias is not None and bias.dtype != np.float32) or \
                 transforms.lib() is None or transforms.crew() is None:
             return reference.matmul(x, y, bias, transpose_x=transpose_x, transpose_y=transpose_y,
