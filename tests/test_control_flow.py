@@ -269,3 +269,35 @@ def test_a_body_that_changes_a_loop_variables_shape_is_an_error_at_the_users_lin
 
     with pytest.raises(TracingError, match=r"test_control_flow.py:\d+.*loop variable 0 enters as float32\[2\]"):
         grow(hw.to_tensor(np.ones(2, F32)))
+
+
+@pytest.mark.skipif(len(DEVICES) < 2, reason="needs a second device (opencl:0)")
+def test_a_branch_reading_a_tensor_of_another_device_is_an_error_at_the_users_line():
+    other = hw.to_tensor(np.ones(2, F32), device="opencl:0")
+
+    @hw.jit.to_static
+    def f(x):
+        return hw.static.nn.cond(x.sum() > 0, lambda: x + other, lambda: x)  # OTHER-DEVICE
+
+    line = next(i for i, text in enumerate(open(__file__), 1) if "# OTHER-DEVICE" in text and "next(" not in text)
+    with pytest.raises(InvalidArgumentError, match=rf"test_control_flow.py:{line}: op 'add': inputs are on different"):
+        f(hw.to_tensor(np.ones(2, F32), device="cpu"))
+
+
+@pytest.mark.skipif(len(DEVICES) < 2, reason="needs a second device (opencl:0)")
+def test_a_branch_is_partitioned_like_any_graph_and_its_device_claims_it():
+    then = Graph([Node("m", "mul", ("x", "y"), ("t",)), Node("e", "exp", ("t",), ("u",)),
+                  Node("a", "add", ("u", "x"), ("o",))],
+                 {"x": _v("x"), "y": _v("y"), "t": _v("t"), "u": _v("u"), "o": _v("o")}, ["x", "y"], ["o"])
+    g = Graph([Node("c", "cond", ("p", "x", "y"), ("r",), {"then": then, "else": _branches()[1]})],
+              {"p": _v("p", (), BOOL), "x": _v("x"), "y": _v("y"), "r": _v("r")}, ["p", "x", "y"], ["r"])
+    plan = partition(g, ["opencl:0", "cpu"])
+    step = plan.schedule.steps[0]
+    assert step.op == "cond" and set(step.call.then.plan.how.values()) == {"subgraph"}
+    x, y = np.arange(4, dtype=F32) / 4, np.full(4, 2, F32)
+    np.testing.assert_allclose(plan.run([np.array(True), x, y])[0].numpy(), np.exp(x * y) + x, rtol=1e-5)
+
+
+def test_the_plans_picture_names_the_branches(tmp_path):
+    text = open(partition(cond_graph(), ["cpu"]).save_svg(tmp_path / "plan.svg")).read()
+    assert "cond: then 1, else 1" in text

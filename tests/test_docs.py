@@ -13,13 +13,16 @@ import pytest
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
-# Runs one page's Python blocks in order in one namespace; a traceback names the page and the block.
+# Runs one page's Python blocks in order in one namespace; a traceback names the page and the block. Each block's
+# source is in linecache, as a notebook's cells are (to_static reads a function's source to convert it).
 RUNNER = """
-import re, sys
+import linecache, re, sys
 text = open(sys.argv[1], encoding="utf-8").read()
 namespace = {"__name__": "__main__"}
 for i, block in enumerate(re.findall(r"^```python\\n(.*?)^```", text, flags=re.S | re.M)):
-    exec(compile(block, f"{sys.argv[1]} python block {i}", "exec"), namespace)
+    name = f"{sys.argv[1]} python block {i}"
+    linecache.cache[name] = (len(block), None, block.splitlines(True), name)
+    exec(compile(block, name, "exec"), namespace)
 """
 
 

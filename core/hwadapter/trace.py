@@ -165,6 +165,11 @@ class TracingDevice(Device):
     def empty(self, shape, dtype):
         raise InvalidArgumentError(f"{self}: uninitialised memory cannot be traced. Fix: use hw.zeros or hw.full")
 
+    def where(self) -> str:
+        """file:line of the user's code being traced now."""
+        path, line, _ = user_frame()
+        return f"{path}:{line}"
+
     def lift(self, tensor: Tensor) -> Tensor:
         """A concrete tensor of the real device that meets symbolic ones (a closure weight) as a graph constant."""
         return self.tracer.lift(tensor)

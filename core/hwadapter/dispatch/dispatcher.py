@@ -122,6 +122,9 @@ def _mixed(op: str, tensors: tuple, attrs):
         dev = tracing.pop()
         if all(t._device is dev or t._device is dev.base for t in tensors):
             return dispatch(op, tuple(t if t._device is dev else dev.lift(t) for t in tensors), attrs)
+        err = _mismatch(op, tensors)
+        err.args = (f"{dev.where()}: {err.args[0]}",)  # while tracing: the user's line, not a kernel's
+        raise err
     raise _mismatch(op, tensors)
 
 

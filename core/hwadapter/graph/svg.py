@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from xml.sax.saxutils import escape
 
+from ..api.control import graphs_of
+
 log = logging.getLogger("hwadapter")
 PALETTE = ["#8ecae6", "#ffb703", "#90be6d", "#f28482", "#cdb4db", "#f6bd60", "#84a59d", "#e9c46a"]
 _W, _H, _GAP_X, _GAP_Y, _PAD = 150, 36, 30, 50, 20
@@ -18,6 +20,14 @@ def colours(plan) -> dict:
     return {d: PALETTE[i % len(PALETTE)] for i, d in enumerate(devs)}
 
 
+def op_text(n) -> str:
+    """A node's op as drawn: a control node's with the size of its branches or body."""
+    graphs = graphs_of(n)
+    if not graphs:
+        return n.op
+    return f"{n.op}: " + ", ".join(f"{key} {len(g.nodes)}" for key, g in graphs)
+
+
 def to_dot(plan) -> str:
     """The plan in Graphviz's language: one cluster per subgraph, edges along values."""
     fill = colours(plan)
@@ -27,7 +37,7 @@ def to_dot(plan) -> str:
     def node_line(n) -> str:
         dev = plan.assignment[n.name]
         shape = ', shape=diamond, style="dashed,filled"' if n.op == "copy" else ""
-        label = f"copy to {n.attrs.get('device', dev)}" if n.op == "copy" else f"{n.name}\n{n.op} [{dev}]"
+        label = f"copy to {n.attrs.get('device', dev)}" if n.op == "copy" else f"{n.name}\n{op_text(n)} [{dev}]"
         return f'  "{_q(n.name)}" [label="{_q(label)}", fillcolor="{fill[dev]}"{shape}];'
     for sg in plan.subgraphs:
         lines.append(f'  subgraph "cluster_{_q(sg.name)}" {{ label="{_q(sg.name)} on {_q(sg.device)}"; '
@@ -121,8 +131,8 @@ def layout_svg(plan) -> str:
             text = f"copy to {n.attrs.get('device', dev)}"
         else:
             out.append(f'<rect x="{x}" y="{y}" width="{_W}" height="{_H}" rx="6" fill="{fill[dev]}" stroke="#333"/>')
-            text = f"{n.name} ({n.op})"
-        out.append(f'<title>{escape(n.name)}: {escape(n.op)} on {escape(dev)}</title>'
+            text = f"{n.name} ({op_text(n)})"
+        out.append(f'<title>{escape(n.name)}: {escape(op_text(n))} on {escape(dev)}</title>'
                    f'<text x="{x + _W / 2}" y="{y + _H / 2 + 4}" text-anchor="middle">{escape(text[:26])}</text></g>')
     out.append("</svg>")
     return "\n".join(out)
