@@ -86,11 +86,32 @@ def _convert(fn):
     inner = next(c for c in factory_code.co_consts if isinstance(c, types.CodeType) and c.co_name == fn_def.name)
     # the function shares the original's closure cells: a closure variable changed later is seen by a later trace
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    closure = tuple(cells[n] if n in cells else types.CellType(runtime if n == "_jst" else _owner(fn))
+    closure = tuple(cells[n] if n in cells else types.CellType(HELPERS if n == "_jst" else _owner(fn))
                     for n in inner.co_freevars)
     new = types.FunctionType(inner, fn.__globals__, fn.__name__, fn.__defaults__, closure)
     new.__kwdefaults__, new.__qualname__ = fn.__kwdefaults__, fn.__qualname__
     return new
+
+
+def call(fn):
+    """`fn` as converted code calls it (`_jst.call(fn)(...)`): converted when it is a user's Python function, a
+    method of one, or a layer whose forward is one (not opted out)."""
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        conv = converted(fn.__func__)
+        return fn if conv is fn.__func__ else types.MethodType(conv, fn.__self__)
+    if isinstance(fn, types.FunctionType):
+        return converted(fn)
+    from ..nn.layer import Layer  # lazy: converted code may never call a layer, and nn is heavy to import
+    if isinstance(fn, Layer) and type(fn).__call__ is Layer.__call__:  # its __call__ is forward: convert that
+        forward = getattr(type(fn), "forward", None)
+        if isinstance(forward, types.FunctionType) and "forward" not in vars(fn):
+            conv = converted(forward)
+            return fn if conv is forward else types.MethodType(conv, fn)
+    return fn
+
+
+#: what converted code names `_jst`: the runtime's helpers and `call`
+HELPERS = types.SimpleNamespace(**{k: getattr(runtime, k) for k in runtime.HELPERS}, call=call)
 
 
 def _uses_super(fn_def) -> bool:

@@ -3,8 +3,6 @@ values are concrete (then it is Python's own `if`, `while`, `for`, `and`, `or`, 
 hw.static.nn.cond / while_loop record graph control flow)."""
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
 from ..api.control import is_predicate
@@ -13,6 +11,10 @@ from ..ops.api import logical_and, logical_not, logical_or
 from ..static import nn as static_nn
 from ..tensor import Tensor, to_tensor
 from .. import trace as _trace
+
+
+#: the functions converted code calls (convert.py adds `call`)
+HELPERS = ("load", "ifelse", "ifexp", "while_", "in_range", "and_", "or_", "not_")
 
 
 class Undefined:
@@ -286,21 +288,3 @@ def not_(value):
 
 def _truthy(value) -> bool:
     return _as_bool(value, "") if isinstance(value, Tensor) else bool(value)
-
-
-# --- calls ----------------------------------------------------------------------------------------------------------
-def call(fn):
-    """`fn`, converted when it is a user's Python function (or a method of one) that is not opted out."""
-    from .convert import converted  # lazy: convert imports this module's name for the code it writes
-    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-        conv = converted(fn.__func__)
-        return fn if conv is fn.__func__ else types.MethodType(conv, fn.__self__)
-    if isinstance(fn, types.FunctionType):
-        return converted(fn)
-    from ..nn.layer import Layer  # lazy: converted code may never call a layer
-    if isinstance(fn, Layer) and type(fn).__call__ is Layer.__call__:  # its __call__ is forward: convert that
-        forward = getattr(type(fn), "forward", None)
-        if isinstance(forward, types.FunctionType) and "forward" not in vars(fn):
-            conv = converted(forward)
-            return fn if conv is forward else types.MethodType(conv, fn)
-    return fn

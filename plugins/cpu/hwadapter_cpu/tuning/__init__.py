@@ -20,7 +20,8 @@ def register(kernels, compiled: frozenset) -> None:
     kernel primitives)."""
     device = kernels.device
     memory.keep_freed_memory()
-    conv = blasconv.conv_kernel(device)
+    # one crew per device: kernels registered again for it (a second registrar) reuse its Transforms and threads
+    conv = blasconv.conv_kernel(device, transforms=threads.shared(device))
     threads.share(device, conv.transforms)  # compiled programs run on the same crew, whatever kernels register
     matmul = matmul_kernel(conv.transforms, rows.Rows(device))
     faster = {"conv2d": conv, "matmul": matmul, "resize": resize_kernel(matmul), **pool.kernels(device),

@@ -609,10 +609,10 @@ def _few_pixels(x_shape, w_shape, stride, padding, groups) -> bool:
         n * h * w <= DOT_PIXELS
 
 
-def conv_kernel(device, native: bool = True):
-    """conv2d for `device`: float32 convolutions through its Transforms, the rest through the reference kernel.
-    native=False: the tasks run in Python even where the crew could run them."""
-    transforms = Transforms(device, native)
+def conv_kernel(device, native: bool = True, transforms=None):
+    """conv2d for `device`: float32 convolutions through its Transforms (`transforms`, else new ones), the rest through
+    the reference kernel. native=False: the tasks run in Python even where the crew could run them."""
+    transforms = transforms if transforms is not None else Transforms(device, native)
 
     def conv2d_kernel(x, w, bias=None, residual=None, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1),
                       groups=1, activation=None):

@@ -23,6 +23,11 @@ def share(device, transforms) -> None:
     _transforms_of[device] = transforms
 
 
+def shared(device):
+    """The Transforms `device`'s kernels were registered with, or None before they were."""
+    return _transforms_of.get(device)
+
+
 def transforms_of(device):
     """The Transforms (blasconv.py) whose crew and library `device`'s tuned kernels share, or None."""
     device.kernels  # noqa: B018 - registers the device's kernels first: tuning.register shares the crew
