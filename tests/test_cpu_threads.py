@@ -91,3 +91,21 @@ def test_compiled_programs_load_no_openmp_runtime():
     """)
     assert out.returncode == 0, out.stderr
     assert "no gomp" in out.stdout, "a compiled program loaded libgomp: OpenMP threads beside the crew"
+
+
+def test_kernels_registered_again_for_a_device_keep_its_one_crew():
+    """A second registrar for the same device (a test's, a host's) reuses the device's crew: compiled programs that
+    found it before still share it, and no second set of threads starts."""
+    from hwadapter_cpu import CpuPlugin
+    from hwadapter_cpu.tuning.threads import Threads
+    device = _device()
+    before = device.codegen.threads._crew()[1]
+
+    class Registrar:
+        def __init__(self):
+            self.device = device
+
+        def register(self, op, fn, dtypes=None):
+            pass
+    CpuPlugin().register_kernels(Registrar())
+    assert before is not None and Threads(device)._crew()[1] == before == device.codegen.threads._crew()[1]
