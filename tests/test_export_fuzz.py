@@ -195,6 +195,34 @@ def _norm(kind):
     return recipe
 
 
+def _same_unary(rng, x):
+    """A unary op (drawn) that eager runs on x giving x's shape and dtype, as a function; None if the draw fails."""
+    name = sorted([*export.UNARY, "rsqrt", "gelu", "bitwise_not"])[int(rng.integers(0, len(export.UNARY) + 3))]
+    fn = getattr(hw, name)
+    try:
+        y = fn(x)
+    except HwAdapterError:
+        return None
+    return fn if y.shape == x.shape and y.dtype == x.dtype else None
+
+
+def _cond(rng, x, new):
+    """A cond on a bool input: the unary op of x in one branch, x itself (unchanged) in the other."""
+    fn, p, swap = _same_unary(rng, x), new((), "bool"), bool(rng.random() < 0.5)
+    if fn is None:
+        return None
+    return lambda t, ys: hw.static.nn.cond(ys[p], *((lambda: t, lambda: fn(t)) if swap else (lambda: fn(t), lambda: t)))
+
+
+def _while(rng, x, new):
+    """A while_loop applying the unary op 0-3 times, or none when a bool input says so (read from the outer graph)."""
+    fn, go, k = _same_unary(rng, x), new((), "bool"), int(rng.integers(0, 4))
+    if fn is None:
+        return None
+    return lambda t, ys: hw.static.nn.while_loop(lambda i, v: (i < k) & ys[go], lambda i, v: [i + 1, fn(v)],
+                                                 [hw.to_tensor(0), t])[1]
+
+
 BINARY = {"add": hw.add, "sub": hw.subtract, "mul": hw.multiply, "div": hw.divide, "pow": hw.pow,
           "maximum": hw.maximum, "minimum": hw.minimum, "mod": hw.remainder, "equal": hw.equal,
           "not_equal": hw.not_equal, "less": hw.less_than, "less_equal": hw.less_equal, "greater": hw.greater_than,
@@ -224,6 +252,7 @@ RECIPES.update({
     "adaptive_avg_pool2d": _nchw(lambda rng, x, new: lambda t, ys: F.adaptive_avg_pool2d(t, 1)),
     "adaptive_max_pool2d": _nchw(lambda rng, x, new: lambda t, ys: F.adaptive_max_pool2d(t, 1)),
     "lrn": _nchw(lambda rng, x, new: lambda t, ys: F.local_response_norm(t, 3)),
+    "cond": _cond, "while_loop": _while,
 })
 
 

@@ -6,19 +6,22 @@ custom kernel-primitive op, a pass-made node, an attribute value ONNX cannot say
 onnxruntime's kernel takes, even widened) raises `ExportError` naming the node and op before anything is written.
 Each ONNX node is written in a type its schema allows (export_writer); where onnxruntime's own op computes
 something else than eager (nan in max, integer overflow, x % 0), eager's form is written (export_nan, export_int).
+cond and while_loop nodes become If and Loop, their branches and bodies written by the same writers (export_control).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 
 import numpy as np
 
 from .. import __version__
+from ..api.control import graphs_of
 from ..api.errors import HwAdapterError
-from ..api.ir import Node
-from . import export_int, export_nan
+from ..api.ir import Graph, Node
+from . import export_control, export_int, export_nan
 from .export_types import OPSET
 from .export_writer import ExportError, Writer, refuse_checked  # noqa: F401 - export.ExportError, as before
 
@@ -447,27 +450,9 @@ def _in_float32(w, n) -> None:
         w.node("Cast", [f], [o], to=w.onnx.helper.np_dtype_to_tensor_dtype(f16))
 
 
-def _value_info(helper, graph, name: str, as_name: str | None = None):
-    v = graph.values[name]
-    return helper.make_tensor_value_info(as_name or name, helper.np_dtype_to_tensor_dtype(np.dtype(v.dtype)),
-                                         list(v.shape))
-
-
-def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
-    """The Graph as an ONNX ModelProto (opset OPSET), checked by onnx.checker; ExportError for an op without an
-    ONNX form."""
-    # lazy: onnx is an optional package, and jit.save imports this module before it checks onnx is installed
-    import onnx
-    helper = onnx.helper
-    w = Writer(graph, onnx)
-    unsupported = sorted({n.op for n in graph.nodes if n.op not in WRITERS})
-    if unsupported:
-        first = next(n for n in graph.nodes if n.op not in WRITERS)
-        w.current = first
-        why = ("a node made by the graph passes (export the graph of hwadapter.jit.get_graph, taken before them)"
-               if first.op == "fused" else "it has no ONNX form in hwadapter's exporter")
-        w.fail(f"cannot export op(s) {', '.join(map(repr, unsupported))}: {why}")
-    for node in graph.nodes:
+def write_nodes(w, nodes) -> None:
+    """Write hwadapter `nodes` (of w's graph, or a branch or body) as ONNX nodes into the writer w."""
+    for node in nodes:
         w.current = node
         try:
             if node.op in _FORMULAS and np.dtype("float16") in {w.dtype(i) for i in node.inputs}:
@@ -479,17 +464,40 @@ def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
         except Exception as err:  # an attribute or dtype the writer did not foresee: ours, naming the node
             w.fail(f"its attributes or dtypes have no ONNX form here ({type(err).__name__}: {err})")
     w.current = None
+
+
+# control flow: a branch or body is written by write_nodes, which the control writers are handed (no import cycle)
+WRITERS["cond"] = functools.partial(export_control.cond, write=write_nodes)
+WRITERS["while_loop"] = functools.partial(export_control.while_loop, write=write_nodes)
+
+
+def _walk(graph, where: str = ""):
+    """(node, where it is) of every node of the graph, its branches and bodies included, in writing order."""
+    for n in graph.nodes:
+        yield n, where
+        for key, sub in graphs_of(n):
+            if isinstance(sub, Graph):
+                yield from _walk(sub, f"{where}node {n.name!r} (op {n.op!r}), its {key} graph: ")
+
+
+def to_model(graph, name: str = "hwadapter", producer_version: str = ""):
+    """The Graph as an ONNX ModelProto (opset OPSET), checked by onnx.checker; ExportError for an op without an
+    ONNX form."""
+    # lazy: onnx is an optional package, and jit.save imports this module before it checks onnx is installed
+    import onnx
+    helper = onnx.helper
+    w = Writer(graph, onnx)
+    missing = [(n, where) for n, where in _walk(graph) if n.op not in WRITERS]
+    if missing:
+        first, where = missing[0]
+        why = ("a node made by the graph passes (export the graph of hwadapter.jit.get_graph, taken before them)"
+               if first.op == "fused" else "it has no ONNX form in hwadapter's exporter")
+        ops = ", ".join(map(repr, sorted({n.op for n, _ in missing})))
+        w.fail(f"cannot export op(s) {ops}: {why}", node=first, where=where)
+    write_nodes(w, graph.nodes)
     inits = [onnx.numpy_helper.from_array(np.asarray(a), k) for k, a in graph.constants.items()]
-    outputs, seen = [], set(graph.inputs) | set(graph.constants)
-    for i, o in enumerate(graph.outputs):
-        if o in seen:  # an input, a constant or an output listed twice: ONNX outputs are each made by a node
-            alias = f"output_{i}"
-            w.node("Identity", [o], [alias])
-            outputs.append(_value_info(helper, graph, o, alias))
-        else:
-            outputs.append(_value_info(helper, graph, o))
-        seen.add(o)
-    g = helper.make_graph(w.nodes, name, [_value_info(helper, graph, i) for i in graph.inputs], outputs,
+    outputs = w.outputs(graph.outputs, lambda i: f"output_{i}")
+    g = helper.make_graph(w.nodes, name, [w.value_info(i) for i in graph.inputs], outputs,
                           initializer=inits + w.inits)
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="hwadapter",
                               producer_version=producer_version)

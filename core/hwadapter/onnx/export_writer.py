@@ -1,6 +1,7 @@
 """The ONNX writer of the exporter: nodes each in a type its schema allows and onnxruntime runs, and ExportError."""
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
@@ -15,20 +16,90 @@ class ExportError(InvalidArgumentError):
 
 
 class Writer:
-    """Collects ONNX nodes and initializers; `node` adds one node, `const` one initializer."""
+    """Collects ONNX nodes and initializers: `node` adds a node, `const` an initializer, `child` a subgraph's writer."""
 
-    def __init__(self, graph, onnx):
-        self.graph, self.onnx, self.nodes, self.inits, self._count = graph, onnx, [], [], 0
+    # A writer of a branch or loop body shares its root's names, initializers and node owners: every name is unique
+    # in the model (nothing in a subgraph shadows an outer name), and every initializer is the main graph's, which
+    # subgraphs read by name.
+    def __init__(self, graph, onnx, parent: "Writer | None" = None, where: str = ""):
+        self.graph, self.onnx, self.nodes = graph, onnx, []
+        self.root = parent.root if parent is not None else self
+        if parent is None:
+            self.inits, self._count = [], 0
+            self.owner = {}  # ONNX node name -> (the hwadapter node it was written for, where that node is)
+            self.taken = set(graph.values) | set(graph.inputs) | set(graph.constants)  # every name in the model
+            self._hoisted = None  # digest of an array -> the initializer holding it (subgraphs' constants)
+        else:
+            self.inits, self.owner, self.taken = parent.inits, parent.owner, parent.taken
+        self.where = (parent.where if parent is not None else "") + where  # the branch or body, for errors
         self.current = None  # the hwadapter node being written (names and errors)
-        self.owner = {}  # ONNX node name -> the hwadapter node it was written for
         self.types = {k: np.dtype(v.dtype) for k, v in graph.values.items()}  # every ONNX value's dtype
         self.types.update({k: np.asarray(a).dtype for k, a in graph.constants.items()})
         self.shapes = {}  # the static shape of a value made by the exporter that stands for a graph value
         self._casts = {}  # (ref, dtype) -> the value `cast` made: a value widened for several nodes is cast once
 
+    def child(self, graph, where: str) -> "Writer":
+        """A writer of a subgraph over `graph` (its names already unique in the model)."""
+        return Writer(graph, self.onnx, self, where)
+
     def fresh(self, stem: str) -> str:
-        self._count += 1
-        return f"{self.current.name if self.current else 'export'}/{stem}_{self._count}"
+        return self._numbered(f"{self.current.name if self.current else 'export'}/{stem}")
+
+    def unique(self, stem: str) -> str:
+        """A name no value or node of the model has yet: `stem`, else `stem_<n>`."""
+        if stem in self.root.taken:
+            return self._numbered(stem)
+        self.root.taken.add(stem)
+        return stem
+
+    def _numbered(self, stem: str) -> str:
+        root = self.root
+        while True:
+            root._count += 1
+            name = f"{stem}_{root._count}"
+            if name not in root.taken:
+                root.taken.add(name)
+                return name
+
+    def hoist(self, array) -> str:
+        """The main graph's initializer holding `array` (one per distinct array): a branch's or body's constant."""
+        root, arr = self.root, np.asarray(array)
+        if root._hoisted is None:
+            root._hoisted = {_digest(a): k for k, a in root.graph.constants.items()}
+        key = _digest(arr)
+        if key not in root._hoisted:
+            name = root._hoisted[key] = self.unique("const")
+            root.inits.append(self.onnx.numpy_helper.from_array(arr, name))
+        return root._hoisted[key]
+
+    def adopt(self, graph) -> None:
+        """Know the dtypes and shapes of `graph`'s values, written into this writer's graph (a loop's first test)."""
+        for name, v in graph.values.items():
+            if name not in self.types:
+                self.types[name], self.shapes[name] = np.dtype(v.dtype), tuple(v.shape)
+
+    def value_info(self, ref: str):
+        """The typed ValueInfoProto of `ref` (a graph output, a subgraph's input or output)."""
+        helper = self.onnx.helper
+        dtype = helper.np_dtype_to_tensor_dtype(self.dtype(ref))
+        return helper.make_tensor_value_info(ref, dtype, list(self.shape(ref)))
+
+    def outputs(self, refs, alias) -> list:
+        """Value infos of the graph outputs `refs`, each made by a node of this writer (else an Identity `alias(i)`)."""
+        # an input, a constant, an outer graph's value or an output listed twice: ONNX outputs are each made by a node
+        made = {o for node in self.nodes for o in node.output}
+        infos, seen = [], set()
+        for i, ref in enumerate(refs):
+            if ref in seen or ref not in made:
+                name = self.unique(alias(i))
+                self.types[name] = self.dtype(ref)
+                self.shapes[name] = self.shape(ref)
+                self._emit("Identity", [ref], [name], {})
+                infos.append(self.value_info(name))
+            else:
+                infos.append(self.value_info(ref))
+            seen.add(ref)
+        return infos
 
     def node(self, op_type: str, inputs, outputs=None, **attrs) -> str:
         """Add an ONNX node computing in a type its schema allows (inputs widened, outputs cast back); its (first)
@@ -69,8 +140,12 @@ class Writer:
 
     def _emit(self, op_type: str, inputs, outputs, attrs) -> None:
         name = self.fresh(op_type)
-        self.owner[name] = self.current
+        self.owner[name] = (self.current, self.where)
         self.nodes.append(self.onnx.helper.make_node(op_type, inputs, outputs, name=name, **attrs))
+
+    def control(self, op_type: str, inputs, outputs, **attrs) -> None:
+        """An If or Loop node: its values keep their types (they are the branches' or body's), nothing is widened."""
+        self._emit(op_type, list(inputs), list(outputs), attrs)
 
     def cast(self, ref: str, dt) -> str:
         """ref as dtype dt (a new value, made once per ref and dtype)."""
@@ -101,10 +176,11 @@ class Writer:
     def shape(self, ref) -> tuple:
         return self.shapes[ref] if ref in self.shapes else tuple(self.graph.values[ref].shape)
 
-    def fail(self, why: str, fix: str = "", node=None) -> None:
-        """Raise the ExportError of the node being written (or `node`)."""
+    def fail(self, why: str, fix: str = "", node=None, where: str | None = None) -> None:
+        """Raise the ExportError of the node being written (or `node`, in the branch or body `where`)."""
         n = node or self.current
-        raise ExportError(f"onnx export: node {n.name!r} (op {n.op!r}): {why}",
+        where = self.where if where is None else where
+        raise ExportError(f"onnx export: {where}node {n.name!r} (op {n.op!r}): {why}",
                           fix=fix or "export the function without this op, or write it with ops that have an ONNX "
                                      "form (docs/onnx.md lists them)")
 
@@ -112,12 +188,19 @@ class Writer:
 def refuse_checked(w, err: Exception) -> None:
     """onnx.checker's error as an ExportError naming the hwadapter node whose ONNX node it rejects."""
     text = str(err)
-    culprit = next((w.owner[t] for t in re.findall(r"[\w./:-]+", text) if w.owner.get(t) is not None), None)
+    culprit = next((w.owner[t] for t in re.findall(r"[\w./:-]+", text) if w.owner.get(t, (None,))[0] is not None),
+                   None)
     if culprit is None:
         raise ExportError(f"onnx export: onnx.checker rejects the written model: {text}",
                           fix="report this as a bug of hwadapter's exporter, with the function exported") from err
     try:
         w.fail(f"onnx.checker rejects the ONNX written for it: {text}",
-               fix="report this as a bug of hwadapter's exporter; meanwhile export without this op", node=culprit)
+               fix="report this as a bug of hwadapter's exporter; meanwhile export without this op", node=culprit[0],
+               where=culprit[1])
     except ExportError as ours:
         raise ours from err
+
+
+def _digest(arr) -> tuple:
+    arr = np.asarray(arr, order="C")
+    return arr.dtype.str, arr.shape, hashlib.sha256(arr.tobytes()).hexdigest()
