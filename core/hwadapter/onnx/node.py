@@ -17,6 +17,7 @@ REQUIRED = object()
 
 # AttributeProto types (onnx.AttributeProto.AttributeType), as the messages name them
 _UNDEFINED, _FLOAT, _INT, _STRING, _TENSOR, _GRAPH, _FLOATS, _INTS, _STRINGS = 0, 1, 2, 3, 4, 5, 6, 7, 8
+_TYPE_PROTO = 13
 _TYPE_NAMES = {0: "of no type", 1: "a float", 2: "an int", 3: "a string", 4: "a tensor", 5: "a graph",
                6: "a list of floats", 7: "a list of ints", 8: "a list of strings", 9: "a list of tensors",
                10: "a list of graphs", 11: "a sparse tensor", 12: "a list of sparse tensors", 13: "a type",
@@ -109,6 +110,14 @@ class OnnxNode:
             return default
         self._want(a, (_GRAPH,), "a graph")
         return a.g
+
+    def type_proto(self, name: str, default=REQUIRED):
+        """A TYPE_PROTO attribute (Optional's `type`) as its TypeProto; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_TYPE_PROTO,), "a type")
+        return a.tp
 
     def bad(self, name: str, why: str, fix: str = "") -> None:
         """Raise InvalidArgumentError: attribute `name` of this node `why` (what it got and what it must be)."""
