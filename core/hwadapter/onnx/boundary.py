@@ -35,7 +35,7 @@ class ValueType:
 
     def __str__(self) -> str:
         what = {"tensor": "a tensor", "sequence": "a sequence of tensors"}
-        return f"an optional of {what[self.inner][2:]}" if self.kind == "optional" else what[self.kind]
+        return f"an optional of {what[self.inner]}" if self.kind == "optional" else what[self.kind]
 
 
 @dataclass(frozen=True)

@@ -177,14 +177,15 @@ def loop(ctx, node):
         ctx.fail(node, "its scan outputs' length depends on values known only when it runs (its trip count or "
                        f"condition, or more than {UNROLL} iterations), and hwadapter graphs have static shapes",
                  fix="give the Loop a constant trip count and a condition that stays true, or no scan outputs")
-    lists = [k for k, r in enumerate(v) if r is None or not is_tensor(r)]
-    if lists:
-        k = lists[0]
-        ctx.fail(node, f"its loop-carried value {k} ({node.inputs[2 + k]!r}) is "
-                       f"{describe(v[k]) if v[k] is not None else 'omitted'}, and it runs a number of iterations known "
-                       f"only when it runs (or more than {UNROLL}): a loop carries sequences and optionals only when "
-                       "it is unrolled", fix="give the Loop a trip count known at conversion and a condition that stays "
-                                             f"true, with at most {UNROLL} iterations")
+    for k, r in enumerate(v):
+        if r is None:
+            ctx.fail(node, f"its loop-carried value {k} is omitted", fix="give the Loop every loop-carried value")
+        if not is_tensor(r):
+            ctx.fail(node, f"its loop-carried value {k} ({node.inputs[2 + k]!r}) is {describe(r)}, and it runs a "
+                           f"number of iterations known only when it runs (or more than {UNROLL}): a loop carries "
+                           "sequences and optionals only when it is unrolled",
+                     fix=f"give the Loop a trip count known at conversion, at most {UNROLL}, and a condition that "
+                         "stays true")
     return _while(ctx, node, proto, m_ref, c_ref, v)
 
 
