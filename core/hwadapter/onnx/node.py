@@ -1,5 +1,5 @@
 """One ONNX node as converters read it (`OnnxNode`: attributes typed and checked in one place), and the reading
-of tensors and value types every converter shares."""
+of tensors and element types every converter shares (a graph input's or output's whole type: boundary.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -196,16 +196,3 @@ def to_dtype(elem_type: int, what: str) -> np.dtype:
         raise UnsupportedDTypeError(f"onnx: {what} has element type {name}, which hwadapter has no dtype for",
                                     fix="hwadapter supports " + ", ".join(d.name for d in dtypes.ALL))
     return dt
-
-
-def value_dtype(vi, what: str) -> np.dtype:
-    """The dtype of a graph input or output (a ValueInfoProto); sequences, maps and optionals are refused."""
-    kind = vi.type.WhichOneof("value")
-    if kind != "tensor_type":
-        raise UnsupportedOpError(f"onnx: {what} is {_KINDS.get(kind, kind or 'of no type')}, and hwadapter "
-                                 "converts tensors only", fix="export the model with tensor inputs and outputs")
-    return to_dtype(vi.type.tensor_type.elem_type, what)
-
-
-_KINDS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
-          "sparse_tensor_type": "a sparse tensor"}
