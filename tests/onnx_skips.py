@@ -135,12 +135,6 @@ GROUPS: dict[str, str] = {
         test_less_equal_uint64_expanded test_less_uint64 test_max_uint64 test_min_uint64 test_mod_uint64
         test_mul_uint64 test_pow_types_float32_uint64 test_sub_uint64 test_top_k_uint64
     """,
-    'a sequence as a graph input: hwadapter converts tensors only': """
-        test_identity_sequence
-    """,
-    'an optional as a graph input: hwadapter converts tensors only': """
-        test_identity_opt
-    """,
     'op AffineGrid: no converter: sampling grids (spatial transformers) are not implemented': """
         test_affine_grid_2d test_affine_grid_2d_align_corners test_affine_grid_3d test_affine_grid_3d_align_corners
     """,
@@ -221,12 +215,6 @@ GROUPS: dict[str, str] = {
     'op HannWindow: signal processing (complex values, windows) is not converted': """
         test_hannwindow test_hannwindow_symmetric
     """,
-    ('an If or Loop carries sequence or optional values, which are not hwadapter tensors'): """
-        test_if_opt test_if_seq test_loop13_seq test_loop16_seq_none test_sequence_map_add_1_sequence_1_tensor_expanded
-        test_sequence_map_add_2_sequences_expanded test_sequence_map_extract_shapes_expanded
-        test_sequence_map_identity_1_sequence_1_tensor_expanded test_sequence_map_identity_1_sequence_expanded
-        test_sequence_map_identity_2_sequences_expanded
-    """,
     'op ImageDecoder: image decoding (encoded bytes in, pixels out) is not a tensor op': """
         test_image_decoder_decode_bmp_rgb test_image_decoder_decode_jpeg2k_rgb test_image_decoder_decode_jpeg_bgr
         test_image_decoder_decode_jpeg_grayscale test_image_decoder_decode_jpeg_rgb
@@ -270,17 +258,6 @@ GROUPS: dict[str, str] = {
      'must be constant)'): """
         test_nonzero_example
     """,
-    'op OptionalGetElement: sequence and optional values are not hwadapter tensors': """
-        test_optional_get_element_optional_sequence test_optional_get_element_optional_tensor
-        test_optional_get_element_sequence test_optional_get_element_tensor
-    """,
-    'op OptionalHasElement: sequence and optional values are not hwadapter tensors': """
-        test_optional_has_element_empty_no_input_name_optional_input
-        test_optional_has_element_empty_no_input_name_tensor_input
-        test_optional_has_element_empty_no_input_optional_input
-        test_optional_has_element_empty_no_input_tensor_input test_optional_has_element_empty_optional_input
-        test_optional_has_element_optional_input test_optional_has_element_tensor_input
-    """,
     "op RandomUniformLike: random numbers: hwadapter has no random generator matching onnx's": """
         test_bernoulli_double_expanded test_bernoulli_expanded test_bernoulli_seed_expanded
     """,
@@ -289,17 +266,6 @@ GROUPS: dict[str, str] = {
     """,
     'op RoiAlign: no converter: regions of interest are sampled at data-dependent positions': """
         test_roialign_aligned_false test_roialign_aligned_true test_roialign_mode_max
-    """,
-    'op SequenceInsert: sequence and optional values are not hwadapter tensors': """
-        test_sequence_insert_at_back test_sequence_insert_at_front
-    """,
-    'op SequenceMap: sequence and optional values are not hwadapter tensors': """
-        test_sequence_map_add_1_sequence_1_tensor test_sequence_map_add_2_sequences test_sequence_map_extract_shapes
-        test_sequence_map_identity_1_sequence test_sequence_map_identity_1_sequence_1_tensor
-        test_sequence_map_identity_2_sequences
-    """,
-    'op SplitToSequence: sequence and optional values are not hwadapter tensors': """
-        test_split_to_sequence_1 test_split_to_sequence_2 test_split_to_sequence_nokeepdims
     """,
     'op STFT: signal processing (complex values, windows) is not converted': """
         test_stft test_stft_with_window

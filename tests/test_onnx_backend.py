@@ -233,13 +233,16 @@ def test_an_input_of_a_dtype_hwadapter_lacks_is_named():
         backend.prepare(m)
 
 
-def test_sequence_inputs_are_refused_as_not_tensors():
-    seq = helper.make_tensor_sequence_value_info("s", F, [2])
-    g = helper.make_graph([helper.make_node("SequenceLength", ["s"], ["n"])], "g", [seq],
-                          [helper.make_tensor_value_info("n", TensorProto.INT64, [])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises((UnsupportedOpError, UnsupportedDTypeError), match="SequenceLength|sequence"):
-        backend.prepare(m)
+def test_map_inputs_and_sequences_of_sequences_are_refused_as_not_tensors():
+    """Sequences of tensors convert (tests/test_onnx_sequences.py); maps and nested sequences do not."""
+    as_map = helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(F, [2]))
+    nested = helper.make_sequence_type_proto(helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, [2])))
+    for tp, kind in ((as_map, "a map"), (nested, "a sequence of sequences")):
+        g = helper.make_graph([helper.make_node("Identity", ["s"], ["n"])], "g", [helper.make_value_info("s", tp)],
+                              [helper.make_value_info("n", tp)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        with pytest.raises(UnsupportedOpError, match=f"graph input 's' is {kind}"):
+            backend.prepare(m).run([[]])
 
 
 def test_legacy_broadcasting_of_old_opsets_is_refused_with_the_upgrade():

@@ -18,8 +18,10 @@ from ..api.ir import Graph, Node, Value
 from ..api import admit, meta
 from ..api.shapes import normalize_axes
 from ..graph.passes.fold import evaluate
-from .node import OnnxNode, UnsupportedOpError, tensor_array, to_dtype, value_dtype
+from .boundary import bind_input, output_value, value_type
+from .node import OnnxNode, UnsupportedOpError, tensor_array, to_dtype
 from .ops import DEFAULT_DOMAINS, TRAINING_DOMAIN, VALUE_INPUTS, load_all, op_key
+from .values import Seq, describe, flatten, is_tensor
 
 # DEFAULT_DOMAINS: the default ONNX domain, spelled "" or "ai.onnx"; of the other domains only TRAINING_DOMAIN's
 # optimizers have converters (keyed "domain:op", ops.op_key)
@@ -44,9 +46,12 @@ class ValueNeed:
 
 @dataclass(frozen=True)
 class Conversion:
-    """What `convert` gives: `graph`, the hwadapter Graph, or (graph None) `need`, the input value it waits for."""
+    """What `convert` gives: `graph`, the hwadapter Graph, or (graph None) `need`, the input value it waits for;
+    `outputs`, per graph output of the model, its value over the graph's outputs: a ref, or a values.Seq or
+    values.Opt of them (the graph's outputs are those refs, each once)."""
     graph: Graph | None
     need: ValueNeed | None = None
+    outputs: tuple = ()
 
 
 class Context:
@@ -64,10 +69,31 @@ class Context:
 
     # --- refs ----------------------------------------------------------------------------------------------
     def input(self, node: OnnxNode, i: int):
-        """The ref of the node's i-th input, or None when it is omitted (absent or '')."""
+        """The ref of the node's i-th input, or None when it is omitted (absent or ''); an error naming the node when
+        it is a sequence or optional (`value` takes those)."""
+        v = self.value(node, i)
+        if v is not None and not is_tensor(v):
+            raise InvalidArgumentError(f"onnx: {node.where()}: its input {i} ({node.inputs[i]!r}) is {describe(v)}; "
+                                       f"{node.op_type} takes a tensor there", fix="take a tensor out of it first "
+                                       "(SequenceAt, ConcatFromSequence, OptionalGetElement)")
+        return v
+
+    def value(self, node: OnnxNode, i: int):
+        """The node's i-th input of any kind: a ref, a values.Seq or values.Opt; None when it is omitted."""
         if i >= len(node.inputs) or not node.inputs[i]:
             return None
         return self.names[node.inputs[i]]
+
+    def sequence(self, node: OnnxNode, i: int) -> Seq:
+        """The node's i-th input, a sequence; an error naming the node when it is anything else or omitted."""
+        v = self.value(node, i)
+        if not isinstance(v, Seq):
+            what = "omitted" if v is None else describe(v)
+            raise InvalidArgumentError(f"onnx: {node.where()}: its input {i} "
+                                       f"({node.inputs[i] if i < len(node.inputs) else ''!r}) is {what}; "
+                                       f"{node.op_type} takes a sequence there",
+                                       fix="give it a sequence (SequenceConstruct, SplitToSequence, SequenceEmpty)")
+        return v
 
     def inputs(self, node: OnnxNode) -> list:
         """Refs of all the node's inputs (None for omitted ones)."""
@@ -84,6 +110,11 @@ class Context:
         if ref is None:
             self.fail(self.node, "an input its conversion needs is omitted (named '' or absent)",
                       fix="give the node that input: only inputs the ONNX operator marks optional may be omitted")
+        if not is_tensor(ref):  # a sequence or optional where a converter (or ctx.op) needs a tensor
+            where = self.node.where() if self.node is not None else "the model"
+            raise InvalidArgumentError(f"onnx: {where}: {describe(ref)} is used where a tensor is needed",
+                                       fix="take a tensor out of it first (SequenceAt, ConcatFromSequence, "
+                                           "OptionalGetElement)")
         return self.values[ref]
 
     def const(self, ref):
@@ -226,7 +257,6 @@ class Context:
         return f"{prefix}{stem}_{self._count}"
 
 
-_SEQUENCE = "sequence and optional values are not hwadapter tensors"
 _DATA_SHAPE = "its output shape depends on the input values, and hwadapter graphs have static shapes"
 _RANDOM = "random numbers: hwadapter has no random generator matching onnx's"
 _QUANT = "quantized arithmetic (scales, zero points) is not converted"
@@ -238,9 +268,6 @@ _GRADIENT = ("it differentiates the part of the model's graph its xs/zs/y attrib
 
 #: Why hwadapter does not convert an op type at all ("domain:op" for other domains): the reason in the error.
 WHY_NOT: dict = {
-    **dict.fromkeys(["SequenceAt", "SequenceConstruct", "SequenceEmpty", "SequenceErase", "SequenceInsert",
-                     "SequenceLength", "SequenceMap", "SplitToSequence", "ConcatFromSequence", "Optional",
-                     "OptionalGetElement", "OptionalHasElement"], _SEQUENCE),
     **dict.fromkeys(["NonZero", "Unique", "NonMaxSuppression", "Compress"], _DATA_SHAPE),
     **dict.fromkeys(["RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Bernoulli",
                      "Multinomial"], _RANDOM),
@@ -287,7 +314,7 @@ def check_supported(model) -> None:
 
 
 #: ops whose graph attributes (branches, bodies) are converted: their nodes are checked too
-GRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def _check_nodes(model, nodes, converters, missing: dict) -> None:
@@ -301,7 +328,7 @@ def _check_nodes(model, nodes, converters, missing: dict) -> None:
         elif graphs and (n.domain not in DEFAULT_DOMAINS or n.op_type not in GRAPH_OPS):
             raise UnsupportedOpError(f"onnx: node {name!r} ({n.op_type}, opset {opset_of(model, n.domain)}) has a "
                                      f"subgraph attribute {graphs[0].name!r}, which hwadapter does not convert",
-                                     fix="remove the attribute: only If, Loop and Scan take graphs")
+                                     fix="remove the attribute: only If, Loop, Scan and SequenceMap take graphs")
         for a in graphs:
             for g in ([a.g] if a.type == a.GRAPH else list(a.graphs)):
                 _check_nodes(model, g.node, converters, missing)
@@ -423,11 +450,12 @@ def opset_of(model, domain: str = "") -> int:
 
 
 def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
-    """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: shape}); `values` ({name:
-    array}) turns those inputs into constants. A converter that reads an input's value (`VALUE_INPUTS`) computed from
-    a graph input not in `values` is not called: the Conversion then names that input (`need`) instead of a graph.
-    The model's functions are inlined and its graph, ops and opset checked already (OnnxModel does that once, not per
-    signature)."""
+    """The model's graph as a hwadapter Graph, for graph inputs of `shapes` ({name: signature}: a shape; for a
+    sequence input a boundary.SeqShape, whose tensors become graph inputs `name[i]`; None for an empty optional);
+    `values` ({graph input: array}) turns those inputs into constants. A converter that reads an input's value
+    (`VALUE_INPUTS`) computed from a graph input not in `values` is not called: the Conversion then names that input
+    (`need`) instead of a graph. The model's functions are inlined and its graph, ops and opset checked already
+    (OnnxModel does that once, not per signature)."""
     opset = opset_of(model)
     values = values or {}
     ctx = Context(opset, model)
@@ -442,27 +470,21 @@ def convert(model, shapes: dict, values: dict | None = None) -> Conversion:
     for vi in g.input:
         if vi.name in ctx.constants:
             continue  # an initializer listed as an input (before IR version 4): a constant
-        dt = value_dtype(vi, f"graph input {vi.name!r}")
-        ctx.names[vi.name] = vi.name
-        if vi.name in values:
-            arr = np.asarray(values[vi.name], dt)
-            ctx.values[vi.name] = Value(vi.name, tuple(arr.shape), dt)
-            ctx.constants[vi.name] = arr
-            continue
-        ctx.values[vi.name] = Value(vi.name, tuple(shapes[vi.name]), dt)
-        ctx.graph_inputs.add(vi.name)
-        inputs.append(vi.name)
+        vt = value_type(vi.type, f"graph input {vi.name!r}")
+        ctx.names[vi.name] = bind_input(ctx, vi.name, vt, shapes[vi.name], values, inputs)
     need = convert_nodes(ctx, g.node)
     if need is not None:
         return Conversion(None, need)
     ctx.node = None
+    layout = []
     for o in g.output:
-        value_dtype(o, f"graph output {o.name!r}")
+        vt = value_type(o.type, f"graph output {o.name!r}")
         if o.name not in ctx.names:
             raise InvalidArgumentError(f"onnx: graph output {o.name!r} is made by no node, input or initializer",
                                        fix="the model is malformed: check it with onnx.checker.check_model")
-    outputs = [ctx.names[o.name] for o in g.output]
-    return Conversion(_prune(ctx, inputs, outputs))
+        layout.append(output_value(o.name, vt, ctx.names[o.name]))
+    outputs = list(dict.fromkeys(r for v in layout for r in flatten(v)))  # each ref once: a sequence may repeat one
+    return Conversion(_prune(ctx, inputs, outputs), outputs=tuple(layout))
 
 
 class ValueNeeded(Exception):

@@ -1,5 +1,5 @@
 """One ONNX node as converters read it (`OnnxNode`: attributes typed and checked in one place), and the reading
-of tensors and value types every converter shares."""
+of tensors and element types every converter shares (a graph input's or output's whole type: boundary.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -17,6 +17,7 @@ REQUIRED = object()
 
 # AttributeProto types (onnx.AttributeProto.AttributeType), as the messages name them
 _UNDEFINED, _FLOAT, _INT, _STRING, _TENSOR, _GRAPH, _FLOATS, _INTS, _STRINGS = 0, 1, 2, 3, 4, 5, 6, 7, 8
+_TYPE_PROTO = 13
 _TYPE_NAMES = {0: "of no type", 1: "a float", 2: "an int", 3: "a string", 4: "a tensor", 5: "a graph",
                6: "a list of floats", 7: "a list of ints", 8: "a list of strings", 9: "a list of tensors",
                10: "a list of graphs", 11: "a sparse tensor", 12: "a list of sparse tensors", 13: "a type",
@@ -110,6 +111,14 @@ class OnnxNode:
         self._want(a, (_GRAPH,), "a graph")
         return a.g
 
+    def type_proto(self, name: str, default=REQUIRED):
+        """A TYPE_PROTO attribute (Optional's `type`) as its TypeProto; `default` when absent."""
+        a = self._proto(name, default)
+        if a is None:
+            return default
+        self._want(a, (_TYPE_PROTO,), "a type")
+        return a.tp
+
     def bad(self, name: str, why: str, fix: str = "") -> None:
         """Raise InvalidArgumentError: attribute `name` of this node `why` (what it got and what it must be)."""
         raise InvalidArgumentError(f"onnx: {self.where()}: attribute {name!r} {why}",
@@ -187,16 +196,3 @@ def to_dtype(elem_type: int, what: str) -> np.dtype:
         raise UnsupportedDTypeError(f"onnx: {what} has element type {name}, which hwadapter has no dtype for",
                                     fix="hwadapter supports " + ", ".join(d.name for d in dtypes.ALL))
     return dt
-
-
-def value_dtype(vi, what: str) -> np.dtype:
-    """The dtype of a graph input or output (a ValueInfoProto); sequences, maps and optionals are refused."""
-    kind = vi.type.WhichOneof("value")
-    if kind != "tensor_type":
-        raise UnsupportedOpError(f"onnx: {what} is {_KINDS.get(kind, kind or 'of no type')}, and hwadapter "
-                                 "converts tensors only", fix="export the model with tensor inputs and outputs")
-    return to_dtype(vi.type.tensor_type.elem_type, what)
-
-
-_KINDS = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional",
-          "sparse_tensor_type": "a sparse tensor"}

@@ -4,7 +4,12 @@ A branch or body converts in a Scope of its own (it sees the outer values; its n
 becomes a cond node, or its branch inline when the condition is known. A Loop or Scan whose trip count is known at
 conversion (a constant, or a graph input the model is converted per value of) and that cannot stop early is
 unrolled up to UNROLL iterations, so each iteration's number is a constant its body may slice with; any other Loop
-becomes a while_loop node (its carried values keep their shapes; scan outputs then need a known trip count)."""
+becomes a while_loop node (its carried values keep their shapes; scan outputs then need a known trip count).
+
+Sequences and optionals (values.Seq, values.Opt) are lists known at conversion: a Loop carrying one is unrolled (its
+trip count and condition read as values), and an If whose branches give them with a run-time condition needs
+branches of one structure (the cond node chooses between their tensors); branches of different lengths make the model
+convert per value of the condition, or are refused when it is computed at run time."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,6 +17,7 @@ import numpy as np
 from ...api.ir import Graph
 from ..convert import Context, ValueNeeded, convert_nodes
 from ..node import tensor_array, to_dtype
+from ..values import describe, flatten, is_tensor, rebuild, structure
 from . import converter
 from .tensor import reshape, slice_axes
 
@@ -117,29 +123,44 @@ def if_op(ctx, node):
         return tuple(outs)
     pred = _scalar(ctx, node, pred, _BOOL, "condition")
     done = {label: body(ctx, g, label, {}) for label, g in branches.items()}
-    (t_scope, t_outs), (e_scope, e_outs) = done["then"], done["else"]
+    (t_scope, t_values), (e_scope, e_values) = done["then"], done["else"]
+    if list(map(structure, t_values)) != list(map(structure, e_values)):
+        need = ctx.value_need(node, 0)
+        if need is not None:  # known per value of a graph input: convert per value, then one branch is inlined
+            raise ValueNeeded(need)
+        ctx.fail(node, f"its branches give values of different kinds or lengths (then: "
+                       f"{', '.join(map(describe, t_values))}; else: {', '.join(map(describe, e_values))}), and its "
+                       "condition is computed when it runs: sequences and optionals are lists known at conversion",
+                 fix="make both branches give sequences of one length (or optionals both empty or both not)")
+    t_outs = [r for v in t_values for r in flatten(v)]
+    e_outs = [r for v in e_values for r in flatten(v)]
     if _metas(t_scope, t_outs) != _metas(e_scope, e_outs):
         ctx.fail(node, f"its branches give different outputs (then: {_show(_metas(t_scope, t_outs))}; else: "
                        f"{_show(_metas(e_scope, e_outs))}), and hwadapter graphs have static shapes")
+    if not t_outs:  # empty sequences or optionals only: nothing to choose when it runs
+        return tuple(t_values)
     captures = list(dict.fromkeys(reads(t_scope, [], t_outs) + reads(e_scope, [], e_outs)))
     attrs = {"then": graph_of(t_scope, [], t_outs, captures), "else": graph_of(e_scope, [], e_outs, captures)}
     out = ctx.op("cond", pred, *captures, n_outputs=len(t_outs), **attrs)
-    return out if isinstance(out, tuple) else (out,)
+    chosen = iter(out if isinstance(out, tuple) else (out,))
+    return tuple(rebuild(v, chosen) for v in t_values)
 
 
 def _loop_values(ctx, node) -> tuple:
     """The inputs whose values a Loop's converter reads: its trip count and first condition when it has scan outputs
-    (their length must be known); none otherwise (a while_loop takes them at run time)."""
+    (their length must be known) or carries a sequence or optional (unrolled only); none otherwise (a while_loop takes
+    them at run time)."""
     carried = max(len(node.inputs) - 2, 0)
     scans = len(node.graph("body").output) - 1 - carried
-    return tuple(i for i in (0, 1) if scans > 0 and ctx.input(node, i) is not None)
+    lists = any(v is not None and not is_tensor(v) for v in (ctx.value(node, i) for i in range(2, len(node.inputs))))
+    return tuple(i for i in (0, 1) if (scans > 0 or lists) and ctx.input(node, i) is not None)
 
 
 @converter("Loop", values=_loop_values)
 def loop(ctx, node):
     proto = node.graph("body")
     m_ref, c_ref = ctx.input(node, 0), ctx.input(node, 1)
-    v = [ctx.input(node, i) for i in range(2, len(node.inputs))]
+    v = [ctx.value(node, i) for i in range(2, len(node.inputs))]  # sequences and optionals too: unrolled only
     scans = len(proto.output) - 1 - len(v)
     if len(proto.input) != 2 + len(v) or scans < 0:
         ctx.fail(node, f"its body takes {len(proto.input)} inputs and gives {len(proto.output)} outputs for "
@@ -156,6 +177,15 @@ def loop(ctx, node):
         ctx.fail(node, "its scan outputs' length depends on values known only when it runs (its trip count or "
                        f"condition, or more than {UNROLL} iterations), and hwadapter graphs have static shapes",
                  fix="give the Loop a constant trip count and a condition that stays true, or no scan outputs")
+    for k, r in enumerate(v):
+        if r is None:
+            ctx.fail(node, f"its loop-carried value {k} is omitted", fix="give the Loop every loop-carried value")
+        if not is_tensor(r):
+            ctx.fail(node, f"its loop-carried value {k} ({node.inputs[2 + k]!r}) is {describe(r)}, and it runs a "
+                           f"number of iterations known only when it runs (or more than {UNROLL}): a loop carries "
+                           "sequences and optionals only when it is unrolled",
+                     fix=f"give the Loop a trip count known at conversion, at most {UNROLL}, and a condition that "
+                         "stays true")
     return _while(ctx, node, proto, m_ref, c_ref, v)
 
 
@@ -164,6 +194,8 @@ def _unrolled(ctx, node, proto, count: int, v: list, scans: int):
     may stop early (its condition computed at run time) or runs longer than UNROLL."""
     if count > UNROLL:
         return None
+    if count == 0 and not scans:  # it never runs: its body is not converted (it may index an empty sequence)
+        return tuple(v)
     mark = len(ctx.nodes)
     carried, stacked, true = list(v), [[] for _ in range(scans)], ctx.constant(np.array(True))
     for i in range(max(count, 1)):  # one iteration at least: a loop of none still needs its scan outputs' shapes
@@ -178,6 +210,9 @@ def _unrolled(ctx, node, proto, count: int, v: list, scans: int):
         inline(ctx, scope)
         carried = outs[1:1 + len(v)]
         for k in range(scans):
+            if not is_tensor(outs[1 + len(v) + k]):
+                ctx.fail(node, f"its body's scan output {k} is {describe(outs[1 + len(v) + k])}; scan outputs are "
+                               "tensors")
             stacked[k].append(outs[1 + len(v) + k])
         if not bool(cond.reshape(-1)[0]):
             break
@@ -205,6 +240,8 @@ def _while(ctx, node, proto, m_ref, c_ref, v: list):
     carried = start + list(v)
     formals = [_formal(ctx, r) for r in carried]
     scope, outs = body(ctx, proto, "body", dict(enumerate(formals)))
+    if not all(map(is_tensor, outs)):
+        ctx.fail(node, f"its body gives {', '.join(map(describe, outs))}: a while_loop carries tensors only")
     one = scope.constant(np.array(1, _I64))
     step = [scope.op("add", formals[0], one), _scalar(scope, node, outs[0], _BOOL, "body's condition output")]
     if _metas(scope, outs[1:]) != _metas(ctx, v):

@@ -118,7 +118,7 @@ def constant(ctx, node):
 
 @converter("Identity")
 def identity(ctx, node):
-    return ctx.input(node, 0)
+    return ctx.value(node, 0)  # a tensor, sequence or optional alike
 
 
 @converter("ConstantOfShape", values=(0,))
