@@ -42,11 +42,8 @@ def _host_array(data, dtype) -> np.ndarray:
     if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and arr.dtype == np.float64 \
             and not isinstance(data, (np.generic, Tensor)):
         arr = _dt.fitted("to_tensor", arr, _dt.DEFAULT_FLOAT)  # Python floats default to float32, as in paddle
-    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:  # uint16/32/64 (and other byte orders)
-        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise UnsupportedDTypeError(f"to_tensor: {arr.dtype} values above {np.iinfo(np.int64).max} do not fit "
-                                        f"in int64, the widest supported integer. Fix: convert to float64 first")
-        arr = arr.astype(_dt.DEFAULT_INT)
+    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:  # another byte order: the same values, native
+        arr = arr.astype(arr.dtype.newbyteorder("="))
     if arr.dtype not in _dt.ALL:
         if arr.size == 0 and arr.dtype.kind in "OUS":
             arr = arr.astype(_dt.DEFAULT_FLOAT)

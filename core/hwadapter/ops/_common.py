@@ -99,7 +99,7 @@ def _promote(op: str, *xs):
     if not tensors:
         raise InvalidArgumentError(f"{op}: at least one input must be a Tensor. Fix: wrap one with "
                                    f"hwadapter.to_tensor")
-    dt = _dt.result_type(*(t._dtype for t in tensors))
+    dt = _dt.result_type(*(t._dtype for t in tensors), op=op)
     out = []
     for x in xs:
         if isinstance(x, Tensor):
@@ -110,7 +110,7 @@ def _promote(op: str, *xs):
         else:
             raise InvalidArgumentError(f"{op}: cannot use {type(x).__name__} as an operand. Fix: use a Tensor or a "
                                        f"number")
-    dt = _dt.result_type(*(t._dtype for t in out))
+    dt = _dt.result_type(*(t._dtype for t in out), op=op)
     return [t if t._dtype == dt else cast(t, dt) for t in out]
 
 
