@@ -91,6 +91,14 @@ def test_to_tensor_keeps_uint64_beyond_int64(device):
     assert t.dtype == np.uint64 and t.numpy().tolist() == [2 ** 63 + 1, 5]
     with pytest.raises(InvalidArgumentError, match="does not fit in uint64"):
         hw.to_tensor([-1], dtype="uint64", device=device)
+    # Python ints are int64 (numpy would make uint64 of these): beyond it, an error saying what to pass
+    for big in (2 ** 63, [2 ** 63, 2 ** 64 - 1]):
+        with pytest.raises(InvalidArgumentError, match="value 92233720368547758.. does not fit in int64.*uint64"):
+            hw.to_tensor(big, device=device)
+    held = hw.to_tensor([1, 2 ** 63 + 1], dtype="uint64", device=device)  # numpy's float64 of the list would round
+    assert held.dtype == np.uint64 and held.numpy().tolist() == [1, 2 ** 63 + 1]
+    with pytest.raises(InvalidArgumentError, match="does not fit in int64"):
+        hw.to_tensor([[1], [2 ** 63 + 1]], dtype="int64", device=device)
 
 
 # --- moving between devices -------------------------------------------------------------------------------------

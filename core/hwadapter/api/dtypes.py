@@ -127,7 +127,8 @@ def value_range(d: np.dtype) -> tuple:
 
 def _wider(d: np.dtype) -> str:
     """Advice for a value `d` cannot hold."""
-    wider = "int64" if d.kind in "iu" and d.itemsize < 8 else "float64" if d != float64 else None
+    wider = "int64" if d.kind in "iu" and d.itemsize < 8 else "uint64 for integers up to 2^64 - 1, or float64" \
+        if d == int64 else "float64" if d != float64 else None
     return f"use a dtype that holds it (e.g. {wider}), or bring the value into range first" if wider else \
         "bring the value into range first"
 
