@@ -42,6 +42,13 @@ def _unary(w, n):
         w.node("Reciprocal", [w.node("Sqrt", [x])], [out])
     elif n.op == "gelu":
         _gelu(w, x, out, bool(n.attrs.get("approximate", False)))
+    elif n.op in ("relu", "abs", "neg") and w.dtype(x).kind == "u":
+        # ONNX Neg takes no unsigned type, nor Relu uint64 (no wider type holds it): on unsigned values relu and abs
+        # are the identity, and neg is 0 - x, which wraps as eager's does
+        if n.op == "neg":
+            w.node("Sub", [w.const(np.zeros((), w.dtype(x))), x], [out])
+        else:
+            w.node("Identity", [x], [out])
     else:
         w.node(UNARY[n.op], [x], [out])
 
