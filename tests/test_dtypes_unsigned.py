@@ -186,6 +186,36 @@ def test_matmul_and_data_movement_like_numpy(dev, dtype):
     same(hw.nn.functional.pad(t, [1, 2], value=7), np.pad(a, ((0, 0), (1, 2)), constant_values=7))
 
 
+# --- unsigned indices ----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dev", DEVICES)
+def test_unsigned_indices_gather_and_beyond_int64_are_out_of_range(dev):
+    """An index is int64 inside; a uint64 one above 2^63 is out of range, never wrapped to a negative index (which
+    would count from the end and pick an element)."""
+    x = mk(np.arange(10.0, dtype=np.float32), dev)
+    for dtype in UNSIGNED:
+        same(hw.gather(x, mk(np.array([9, 0, 3], dtype), dev)), np.array([9.0, 0.0, 3.0], np.float32))
+    with pytest.raises(InvalidArgumentError, match="out of range"):
+        hw.gather(x, mk(np.array([2 ** 64 - 1], np.uint64), dev)).numpy()
+    logits = mk(np.zeros((2, 3), np.float32), dev)
+    with pytest.raises(InvalidArgumentError, match="out of range|class"):  # -100 is ignore_index: not that either
+        hw.nn.functional.cross_entropy(logits, mk(np.array([0, 2 ** 64 - 100], np.uint64), dev)).numpy()
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_onnx_one_hot_of_uint64_indices_beyond_int64_is_all_off(dev):
+    from onnx import TensorProto, helper
+    from hwadapter.onnx import backend
+    depth = helper.make_tensor("depth", TensorProto.INT64, [], [4])
+    graph = helper.make_graph([helper.make_node("OneHot", ["i", "depth", "v"], ["y"])], "one_hot",
+                              [helper.make_tensor_value_info("i", TensorProto.UINT64, [5]),
+                               helper.make_tensor_value_info("v", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 4])], [depth])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    i = np.array([0, 3, 4, 2 ** 64 - 1, 2 ** 63], np.uint64)  # the last two would be -1 and int64's min as int64
+    (y,) = backend.prepare(model, dev).run([i, np.array([0.0, 1.0], np.float32)])
+    np.testing.assert_array_equal(y, (i[:, None] == np.arange(4, dtype=np.uint64)).astype(np.float32))
+
+
 # --- beyond the ops: ONNX, saving ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dev", DEVICES)
 def test_onnx_div_and_mod_of_uint64_are_exact_over_the_whole_range(dev):

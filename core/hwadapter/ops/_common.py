@@ -89,6 +89,17 @@ def cast(x, dtype):
     return dispatch("cast", (x,), {"dtype": dt.name})
 
 
+def index_int64(index: Tensor) -> Tensor:
+    """An integer index tensor as int64. uint64 values beyond int64 are held at its largest (outside every axis, so
+    the op's range check refuses them) rather than wrapped to negative indices, which would count from the end."""
+    if index._dtype == _dt.uint64:
+        index = dispatch("minimum", (index, _scalar(_INT64_MAX, index, _dt.uint64)), {})
+    return index if index._dtype == _dt.int64 else cast(index, _dt.int64)
+
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
 def _as_float(x: Tensor) -> Tensor:
     return x if x._dtype in _FLOAT else cast(x, _dt.DEFAULT_FLOAT)
 
