@@ -97,6 +97,12 @@ def test_three_way_promotion():
     assert dtypes.result_type(u8, i8, f16) == f16
     assert dtypes.result_type(np.dtype(bool), u8, i8) == np.dtype("int16")
     assert dtypes.result_type(np.dtype("int32")) == np.dtype("int32")
+    u64, i16, f32 = np.dtype("uint64"), np.dtype("int16"), np.dtype("float32")
+    for order in ((u64, i16, f32), (u64, f32, i16), (f32, i16, u64)):  # a float present: uint64 and int16 never meet
+        assert dtypes.result_type(*order) == f32
+    for order in ((u64, u8, i16), (i16, u8, u64)):
+        with pytest.raises(UnsupportedDTypeError, match="cannot combine uint64 with int16"):
+            dtypes.result_type(*order)
 
 
 # Python scalars are weak: they take the tensor's dtype when they are of the same kind.
