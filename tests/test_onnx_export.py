@@ -418,6 +418,21 @@ def test_integer_mod_by_zero_is_zero_as_eager_and_int_min_by_minus_one_does_not_
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("dtype", ["uint32", "uint64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_unsigned_max_and_min_reductions_keep_every_value(tmp_path, dtype, op):
+    """onnxruntime has no uint32/uint64 ReduceMax; widened to int64 (1.31.1) it lost values from 2^31 up (it compares
+    the low halves of int64s as signed): the export folds elementwise Max/Min in the dtype itself."""
+    x = np.full((3, 2, 3), 7, dtype)
+    x[1, :, 2] = [2 ** 32 - 1, 3]
+    x[2, :, 1] = [5, 2 ** 31]
+    x[0, :, 0] = [2 ** 31 + 1, 2 ** 31 + 2]
+    expected, got = _save_and_run(tmp_path, lambda a: getattr(hw, op)(a, axis=1), x)
+    np.testing.assert_array_equal(expected, getattr(np, op)(x, axis=1))
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("name,fn,shapes", [
     ("relu", F.relu, [(4,)]), ("neg", lambda a: -a, [(4,)]), ("abs", hw.abs, [(4,)]),
     ("matmul", lambda a, b: a @ b, [(2, 3), (3, 2)]), ("minimum", hw.minimum, [(4,), (4,)]),

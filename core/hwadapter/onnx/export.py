@@ -23,6 +23,8 @@ from .export_types import OPSET
 from .export_writer import ExportError, Writer, refuse_checked  # noqa: F401 - export.ExportError, as before
 
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+#: onnxruntime has no ReduceMax/ReduceMin for these, and int64's (the wider type) loses values from 2^31 up
+_UNSIGNED_WIDE = frozenset({np.dtype(np.uint32), np.dtype(np.uint64)})
 
 UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
          "sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "erf": "Erf", "sin": "Sin", "cos": "Cos",
@@ -136,7 +138,7 @@ def _reduce(w, n):
     keep, dt = int(bool(n.attrs.get("keepdim", False))), w.dtype(x)
     if n.op in ("max", "min") and dt.kind == "f":
         export_nan.reduce(w, REDUCE[n.op], x, axes, out, keep)
-    elif n.op in ("sum", "prod") and dt.kind in "biu":
+    elif n.op in ("sum", "prod") and dt.kind in "biu" or n.op in ("max", "min") and dt in _UNSIGNED_WIDE:
         export_int.reduce(w, REDUCE[n.op], x, axes, out)
     elif n.op == "mean" and any(w.shape(x)[a] == 0 for a in axes):  # 0 / 0, where ONNX's mean of nothing is 0
         w.node("Identity", [w.const(np.full(w.shape(out), np.nan, dt))], [out])
