@@ -70,7 +70,8 @@ def test_float_unary(op, dtype, shape):
     check(run(op, {"x": x})["out"], oracle(FLOAT_ORACLES[op], x))
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "int8", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int8", "int32", "int64", "uint8", "uint16", "uint32",
+                                   "uint64"])
 @pytest.mark.parametrize("op", sorted(NUMERIC_ORACLES))
 def test_numeric_unary(op, dtype):
     x = values(np.random.default_rng(1), (4, 5), dtype, -50, 50)
