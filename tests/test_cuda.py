@@ -29,7 +29,8 @@ from hwadapter.runtime.discovery import registry
 
 NVCC = shutil.which("nvcc") or ("/usr/local/bin/nvcc" if os.path.exists("/usr/local/bin/nvcc") else None)
 ARCH = "sm_90"
-DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool"]
+DTYPES = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "bool"]
 NOT_INSTALLED = "hwadapter-cuda is not installed: run `.venv/bin/pip install -e plugins/cuda` (make test does)"
 
 

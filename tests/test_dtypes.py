@@ -1,6 +1,7 @@
 """The supported dtypes and type promotion, checked against a table written out here by hand (not computed by
-the code under test): array API lattice within a kind, the float wins over integers, uint8 with int8 gives
-int16, and Python scalars are weak."""
+the code under test): array API lattice within a kind and between signed and unsigned integers (uint8 + int8 ->
+int16, uint16 + int16 -> int32, uint32 + int32 -> int64), uint64 with a signed integer an error, the float wins over
+integers, and Python scalars are weak."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,18 +16,22 @@ import hwadapter as hw
 from hwadapter import InvalidArgumentError, UnsupportedDTypeError
 from hwadapter.api import dtypes
 
-ORDER = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]
-# Row dtype promoted with column dtype, in ORDER. Symmetric.
+ORDER = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+         "float64"]
+# Row dtype promoted with column dtype, in ORDER. Symmetric. "error": no dtype holds both (UnsupportedDTypeError).
 EXPECTED = """
-bool     bool    int8    int16   int32   int64   uint8   float16 float32 float64
-int8     int8    int8    int16   int32   int64   int16   float16 float32 float64
-int16    int16   int16   int16   int32   int64   int16   float16 float32 float64
-int32    int32   int32   int32   int32   int64   int32   float16 float32 float64
-int64    int64   int64   int64   int64   int64   int64   float16 float32 float64
-uint8    uint8   int16   int16   int32   int64   uint8   float16 float32 float64
-float16  float16 float16 float16 float16 float16 float16 float16 float32 float64
-float32  float32 float32 float32 float32 float32 float32 float32 float32 float64
-float64  float64 float64 float64 float64 float64 float64 float64 float64 float64
+bool     bool    int8    int16   int32   int64   uint8   uint16  uint32  uint64  float16 float32 float64
+int8     int8    int8    int16   int32   int64   int16   int32   int64   error   float16 float32 float64
+int16    int16   int16   int16   int32   int64   int16   int32   int64   error   float16 float32 float64
+int32    int32   int32   int32   int32   int64   int32   int32   int64   error   float16 float32 float64
+int64    int64   int64   int64   int64   int64   int64   int64   int64   error   float16 float32 float64
+uint8    uint8   int16   int16   int32   int64   uint8   uint16  uint32  uint64  float16 float32 float64
+uint16   uint16  int32   int32   int32   int64   uint16  uint16  uint32  uint64  float16 float32 float64
+uint32   uint32  int64   int64   int64   int64   uint32  uint32  uint32  uint64  float16 float32 float64
+uint64   uint64  error   error   error   error   uint64  uint64  uint64  uint64  float16 float32 float64
+float16  float16 float16 float16 float16 float16 float16 float16 float16 float16 float16 float32 float64
+float32  float32 float32 float32 float32 float32 float32 float32 float32 float32 float32 float32 float64
+float64  float64 float64 float64 float64 float64 float64 float64 float64 float64 float64 float64 float64
 """
 TABLE = {}
 for _line in EXPECTED.strip().splitlines():
@@ -43,7 +48,9 @@ def mk(arr, device):
 def test_supported_dtypes():
     assert [d.name for d in dtypes.ALL] == ORDER
     assert hw.float32 == np.dtype("float32") and hw.bool_ == np.dtype(bool) and hw.bool == np.dtype(bool)
-    assert [d.name for d in dtypes.INTEGER] == ["int8", "int16", "int32", "int64", "uint8"]
+    assert [d.name for d in dtypes.INTEGER] == ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                                "uint64"]
+    assert hw.uint16 == np.dtype("uint16") and hw.uint64 == np.dtype("uint64")
     assert [d.name for d in dtypes.FLOATING] == ["float16", "float32", "float64"]
 
 
@@ -53,7 +60,11 @@ def test_table_is_symmetric():
 
 def test_result_type():
     for a, b in PAIRS:
-        assert dtypes.result_type(np.dtype(a), np.dtype(b)) == np.dtype(TABLE[a, b]), (a, b)
+        if TABLE[a, b] == "error":
+            with pytest.raises(UnsupportedDTypeError, match="uint64.*Fix"):
+                dtypes.result_type(np.dtype(a), np.dtype(b))
+        else:
+            assert dtypes.result_type(np.dtype(a), np.dtype(b)) == np.dtype(TABLE[a, b]), (a, b)
 
 
 def test_ops_promote_by_the_table(device):
@@ -64,6 +75,11 @@ def test_ops_promote_by_the_table(device):
 
 def _ops_promote(a, b, device):
     x, y = mk(np.ones(2, a), device), mk(np.zeros(2, b), device)
+    if TABLE[a, b] == "error":
+        for fn in (hw.equal, hw.maximum, lambda x, y: hw.concat([x, y])):
+            with pytest.raises(UnsupportedDTypeError, match="cannot combine uint64"):
+                fn(x, y)
+        return
     expected = np.dtype(TABLE[a, b])
     assert hw.equal(x, y).dtype == np.dtype(bool)
     assert hw.concat([x, y]).dtype == expected
@@ -81,6 +97,12 @@ def test_three_way_promotion():
     assert dtypes.result_type(u8, i8, f16) == f16
     assert dtypes.result_type(np.dtype(bool), u8, i8) == np.dtype("int16")
     assert dtypes.result_type(np.dtype("int32")) == np.dtype("int32")
+    u64, i16, f32 = np.dtype("uint64"), np.dtype("int16"), np.dtype("float32")
+    for order in ((u64, i16, f32), (u64, f32, i16), (f32, i16, u64)):  # a float present: uint64 and int16 never meet
+        assert dtypes.result_type(*order) == f32
+    for order in ((u64, u8, i16), (i16, u8, u64)):
+        with pytest.raises(UnsupportedDTypeError, match="cannot combine uint64 with int16"):
+            dtypes.result_type(*order)
 
 
 # Python scalars are weak: they take the tensor's dtype when they are of the same kind.
@@ -156,7 +178,7 @@ def test_as_dtype():
 
 
 def test_as_dtype_rejects():
-    for bad in ["complex64", "uint16", "uint32", "float128", "string", "nope", object, None, 3.5, ("i4", -1),
+    for bad in ["complex64", "bfloat16", "float128", "string", "nope", object, None, 3.5, ("i4", -1),
                 np.dtype(">f4"), "datetime64"]:
         with pytest.raises(UnsupportedDTypeError, match="not supported"):
             dtypes.as_dtype(bad)
@@ -170,7 +192,7 @@ def test_as_dtype_rejects_values_that_numpy_reads_as_dtypes():
 
 
 # --- values that do not fit the dtype ---------------------------------------------------------------------------
-NARROW = ["int8", "uint8", "int16", "int32", "int64", "float16", "float32"]
+NARROW = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32"]
 
 
 def _holds(values: np.ndarray, dtype: str) -> bool:

@@ -56,8 +56,22 @@ static int slow_neg(int d, HwaStream s, const HwaTensor *in, size_t nin, HwaTens
   const float *x = in[0].data; float *o = out->data;
   for (int64_t i = 0; i < out->shape[0]; ++i) o[i] = -x[i];
   return HWA_OK; }
+#ifdef U64_KERNEL  /* HWA_UINT64 came with a later 1.2 header: the 1.1 one (tests/native/v1_1) has no such code */
+static int add_u64(int d, HwaStream s, const HwaTensor *in, size_t nin, HwaTensor *out, size_t nout,
+                   const HwaAttr *a, size_t na) {
+  if (in[0].dtype != HWA_UINT64 || in[1].dtype != HWA_UINT64 || out->dtype != HWA_UINT64) {
+    msg = "add_u64: a tensor is not HWA_UINT64"; return HWA_ERROR; }
+  const uint64_t *x = in[0].data, *y = in[1].data; uint64_t *o = out->data;
+  for (int64_t i = 0; i < out->shape[0]; ++i) o[i] = x[i] + y[i];
+  return HWA_OK; }
+static const int32_t U64_U64[] = {HWA_UINT64, HWA_UINT64};
+#endif
 static const int32_t F32[] = {HWA_FLOAT32};
-static const HwaKernelDef kernels[] = {{KERNEL_OP, 1, F32, broken}, {"neg", 1, F32, slow_neg}};
+static const HwaKernelDef kernels[] = {{KERNEL_OP, 1, F32, broken}, {"neg", 1, F32, slow_neg},
+#ifdef U64_KERNEL
+                                       {"add", 2, U64_U64, add_u64},
+#endif
+};
 static HwaDeviceInterface api = {sizeof(HwaDeviceInterface), MAJOR, MINOR, "ctest",
                                  count, alloc, dealloc, cp, D2H, cp, set, sync_, info};
 const HwaDeviceInterface *hwadapter_get_device_interface(void) {
@@ -69,7 +83,7 @@ const HwaDeviceInterface *hwadapter_get_device_interface(void) {
   api.stream_create = s_new; api.stream_destroy = s_del;
 #endif
 #ifdef KERNELS
-  api.last_error = last; api.num_kernels = 2; api.kernels = kernels;
+  api.last_error = last; api.num_kernels = sizeof(kernels) / sizeof(kernels[0]); api.kernels = kernels;
 #endif
   return &api; }
 """
@@ -213,6 +227,25 @@ def test_a_kernel_failure_carries_the_librarys_message(tmp_path, monkeypatch, re
     x = hw.to_tensor(np.array([-1.0, 2.0], np.float32), device="ctest:0")
     with pytest.raises(hw.KernelExecutionError, match="kernel for relu failed with status 1: the test kernel refuses"):
         hw.relu(x)
+
+
+def test_a_uint64_kernel_gets_its_dtype_code_and_wraps(tmp_path):
+    """HWA_UINT64 (Paddle's C_DataType code 5) reaches the kernel for uint64 tensors; its sums wrap as numpy's."""
+    from hwadapter.api.interfaces import KernelRegistrar, KernelTable
+    from hwadapter.runtime import native_kernels
+    from hwadapter.runtime.memory import DeviceArray
+    lib = load_library(_build(tmp_path, 1, 1, defines=["KERNELS", "U64_KERNEL"]))
+    device = _StubDevice(NativeRuntime(lib, 0))
+    table = KernelTable()
+    native_kernels.register(lib, KernelRegistrar(table, device))
+    u64 = np.dtype(np.uint64)
+    add = table.find("add", (u64, u64))
+    assert table.find("add", (np.dtype(np.int64),) * 2) is None  # registered for uint64 only
+    x = np.array([2 ** 64 - 1, 2 ** 63, 5], np.uint64)
+    y = np.array([2, 2 ** 63 + 1, 7], np.uint64)
+    out = add(DeviceArray.from_numpy(device, x), DeviceArray.from_numpy(device, y))
+    assert out.dtype == u64
+    np.testing.assert_array_equal(out.numpy(), x + y)
 
 
 def test_kernels_run_without_the_gil(tmp_path):

@@ -227,9 +227,9 @@ def test_a_node_with_a_subgraph_attribute_is_refused_even_if_its_op_converts():
 
 
 def test_an_input_of_a_dtype_hwadapter_lacks_is_named():
-    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.UINT16, [2])],
-              [("y", TensorProto.UINT16, [2])])
-    with pytest.raises(UnsupportedDTypeError, match="graph input 'x' has element type UINT16"):
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.BFLOAT16, [2])],
+              [("y", TensorProto.BFLOAT16, [2])])
+    with pytest.raises(UnsupportedDTypeError, match="graph input 'x' has element type BFLOAT16"):
         backend.prepare(m)
 
 

@@ -321,7 +321,7 @@ def test_unary_math(op):
     _check_graph(b, b.op(op, [x]), {"x": _arr((2, 5), low=low, high=high)})
 
 
-@pytest.mark.parametrize("dtype", ["int32", "bool"])
+@pytest.mark.parametrize("dtype", ["int32", "bool", "uint16", "uint64"])
 def test_bitwise(dtype):
     b = GraphBuilder()
     x, y = b.input("x", (6,), dtype), b.input("y", (6,), dtype)
@@ -392,7 +392,7 @@ def _save_and_run(tmp_path, fn, *arrays) -> tuple:
     return expected, got
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
 def test_integer_pow_wraps_and_takes_negative_exponents_as_eager(tmp_path, dtype):
     info = np.iinfo(dtype)
     x = np.array([0, 2, 1, 3, info.max, info.min, 7, 2, 0], dtype)
@@ -405,7 +405,7 @@ def test_integer_pow_wraps_and_takes_negative_exponents_as_eager(tmp_path, dtype
     np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"])
 def test_integer_mod_by_zero_is_zero_as_eager_and_int_min_by_minus_one_does_not_trap(tmp_path, dtype):
     info = np.iinfo(dtype)
     x = np.array([5, 7, 0, info.max, info.min, 9], dtype)
@@ -418,12 +418,27 @@ def test_integer_mod_by_zero_is_zero_as_eager_and_int_min_by_minus_one_does_not_
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.parametrize("dtype", ["uint32", "uint64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_unsigned_max_and_min_reductions_keep_every_value(tmp_path, dtype, op):
+    """onnxruntime has no uint32/uint64 ReduceMax; widened to int64 (1.31.1) it lost values from 2^31 up (it compares
+    the low halves of int64s as signed): the export folds elementwise Max/Min in the dtype itself."""
+    x = np.full((3, 2, 3), 7, dtype)
+    x[1, :, 2] = [2 ** 32 - 1, 3]
+    x[2, :, 1] = [5, 2 ** 31]
+    x[0, :, 0] = [2 ** 31 + 1, 2 ** 31 + 2]
+    expected, got = _save_and_run(tmp_path, lambda a: getattr(hw, op)(a, axis=1), x)
+    np.testing.assert_array_equal(expected, getattr(np, op)(x, axis=1))
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("name,fn,shapes", [
     ("relu", F.relu, [(4,)]), ("neg", lambda a: -a, [(4,)]), ("abs", hw.abs, [(4,)]),
     ("matmul", lambda a, b: a @ b, [(2, 3), (3, 2)]), ("minimum", hw.minimum, [(4,), (4,)]),
     ("maximum", hw.maximum, [(4,), (4,)]), ("sum", lambda a: hw.sum(a, axis=0), [(4,)]),
     ("where", lambda a, b: hw.where(a > b, a, b), [(4,), (4,)])])
-@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "float16"])
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int16", "float16", "uint16", "uint32", "uint64"])
 def test_types_onnx_or_onnxruntime_lack_are_computed_wider_and_cast_back(tmp_path, name, fn, shapes, dtype):
     """uint8 relu/neg/matmul and int16 min/max raised a raw InferenceError or were refused by onnxruntime."""
     lo, hi = (-4, 4) if np.dtype(dtype).kind != "u" else (0, 255)

@@ -483,11 +483,11 @@ def test_cast_dtype_spellings(device):
     x = mk(np.array([1.7, -2.2], np.float64), device)
     for spelling, dt in [("float32", "float32"), (hw.float16, "float16"), (np.int32, "int32"), (float, "float32"),
                          (int, "int64"), (bool, "bool"), ("half", "float16"), ("double", "float64"),
-                         ("bool", "bool"), (np.dtype("uint8"), "uint8")]:
+                         ("bool", "bool"), (np.dtype("uint8"), "uint8"), ("uint16", "uint16"), (np.uint64, "uint64")]:
         assert hw.cast(x, spelling).dtype == np.dtype(dt)
     assert x.astype("int32").numpy().tolist() == [1, -2]
     assert x.to(dtype="float32").dtype == np.float32
-    for bad in ("complex64", "uint16", "not-a-dtype", object, ("i4", -1)):
+    for bad in ("complex64", "bfloat16", "not-a-dtype", object, ("i4", -1)):
         with pytest.raises(UnsupportedDTypeError):
             hw.cast(x, bad)
 

@@ -102,7 +102,7 @@ def test_the_layout_is_aligned_and_little_endian(tmp_path):
     ({"a": [1, 2]}, "'a' is a list"),
     ({"a": {"b": object()}}, "'a/b' is a object"),
     ({"c": np.zeros(2, np.complex64)}, "complex64"),
-    ({"u": np.zeros(2, np.uint16)}, "uint16"),
+    ({"l": np.zeros(2, np.longdouble)}, np.dtype(np.longdouble).name),
     ([np.zeros(1)], "not a dict"),
 ])
 def test_save_refuses_what_it_cannot_store(tmp_path, obj, words):

@@ -23,8 +23,8 @@ TO_TENSOR_CASES = [
     ([1.0, 2], "float32", (2,)), ([[True], [False]], "bool", (2, 1)), ([], "float32", (0,)),
     ([[], []], "float32", (2, 0)), (np.float64(2.5), "float64", ()), (np.int8(3), "int8", ()),
     (np.arange(6, dtype=np.uint8).reshape(2, 3), "uint8", (2, 3)), (np.zeros((0, 4), np.float16), "float16", (0, 4)),
-    (np.array(7, np.int16), "int16", ()), (np.ones(3, np.uint16), "int64", (3,)),
-    (np.ones(2, np.uint32), "int64", (2,)),
+    (np.array(7, np.int16), "int16", ()), (np.ones(3, np.uint16), "uint16", (3,)),
+    (np.ones(2, np.uint32), "uint32", (2,)), (np.array([1, 2], ">u2"), "uint16", (2,)),
 ]
 
 
@@ -42,7 +42,8 @@ def _infers(data, dtype, shape, device):
 
 
 def test_to_tensor_with_dtype_and_round_trip(device):
-    for dtype in ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64"]:
+    for dtype in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+                  "float32", "float64"]:
         _with_dtype(dtype, device)
 
 
@@ -85,10 +86,19 @@ def test_to_tensor_errors(device):
         hw.Tensor([1, 2])
 
 
-def test_to_tensor_uint64_beyond_int64_is_an_error(device):
-    with pytest.raises(UnsupportedDTypeError, match="uint64"):
-        hw.to_tensor(np.array([2 ** 63 + 1], np.uint64), device=device)
-    assert hw.to_tensor(np.array([5], np.uint64), device=device).numpy().tolist() == [5]
+def test_to_tensor_keeps_uint64_beyond_int64(device):
+    t = hw.to_tensor(np.array([2 ** 63 + 1, 5], np.uint64), device=device)
+    assert t.dtype == np.uint64 and t.numpy().tolist() == [2 ** 63 + 1, 5]
+    with pytest.raises(InvalidArgumentError, match="does not fit in uint64"):
+        hw.to_tensor([-1], dtype="uint64", device=device)
+    # Python ints are int64 (numpy would make uint64 of these): beyond it, an error saying what to pass
+    for big in (2 ** 63, [2 ** 63, 2 ** 64 - 1]):
+        with pytest.raises(InvalidArgumentError, match="value 92233720368547758.. does not fit in int64.*uint64"):
+            hw.to_tensor(big, device=device)
+    held = hw.to_tensor([1, 2 ** 63 + 1], dtype="uint64", device=device)  # numpy's float64 of the list would round
+    assert held.dtype == np.uint64 and held.numpy().tolist() == [1, 2 ** 63 + 1]
+    with pytest.raises(InvalidArgumentError, match="does not fit in int64"):
+        hw.to_tensor([[1], [2 ** 63 + 1]], dtype="int64", device=device)
 
 
 # --- moving between devices -------------------------------------------------------------------------------------
@@ -117,7 +127,7 @@ def test_to_unknown_device_is_an_error():
 
 # --- DLPack -----------------------------------------------------------------------------------------------------------
 def test_dlpack_with_numpy():
-    for dtype in ["bool", "int8", "int64", "uint8", "float16", "float32", "float64"]:
+    for dtype in ["bool", "int8", "int64", "uint8", "uint16", "uint64", "float16", "float32", "float64"]:
         _dlpack(dtype)
 
 
@@ -148,8 +158,6 @@ def test_from_dlpack_shares_memory_and_handles_strides():
 def test_dlpack_errors(device):
     with pytest.raises(UnsupportedDTypeError, match="from_dlpack"):
         hw.from_dlpack(np.ones(2, np.complex64))
-    with pytest.raises(UnsupportedDTypeError, match="from_dlpack"):
-        hw.from_dlpack(np.ones(2, np.uint16))
     t = mk(np.ones(3, np.float32), device)
     if device != "cpu:0":  # memory that is not the host's cannot be handed out
         with pytest.raises(InvalidArgumentError, match="cpu"):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import importlib
 
 from .api import dtypes, errors  # hw.dtypes, hw.errors: public names for the bottom of the plugin API
-from .api.dtypes import bool_, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: F401
+from .api.dtypes import (bool_, float16, float32, float64, int8, int16, int32, int64,  # noqa: F401
+                         uint8, uint16, uint32, uint64)
 from .api.errors import (CollectiveError, CompileError, DeviceUnavailableError, DiskFullError, HwAdapterError,  # noqa: F401
                          InvalidArgumentError, InvalidDeviceError, KernelExecutionError, KernelNotFoundError,
                          LoopLimitError, OutOfMemoryError, PluginError, PluginLoadError, TracingError,

@@ -21,12 +21,24 @@ def _device_data(dev, arr: np.ndarray):
     return DeviceArray.from_numpy(dev, arr)
 
 
+def _exact_ints(data, arr: np.ndarray) -> np.ndarray:
+    """Python ints that numpy made float64 (ints beyond int64 beside smaller ones: [1, 2**63 + 1]) as the uint64 array
+    that holds them exactly, when one does; float64 would round them."""
+    if arr.dtype != np.float64 or isinstance(data, (np.ndarray, np.generic)) or not arr.size \
+            or not np.abs(arr).max() >= 2.0 ** 63:
+        return arr
+    exact = np.array(data, dtype=object)
+    if exact.shape != arr.shape or not all(isinstance(v, int) and 0 <= v < 2 ** 64 for v in exact.flat):
+        return arr
+    return exact.astype(np.uint64)
+
+
 def _host_array(data, dtype) -> np.ndarray:
     if isinstance(data, Tensor):
         arr = data.numpy()
     else:
         try:
-            arr = np.asarray(data)
+            arr = _exact_ints(data, np.asarray(data))
         except (ValueError, TypeError, OverflowError) as err:
             raise InvalidArgumentError(f"to_tensor: cannot make an array of {type(data).__name__}: {err}. Fix: pass "
                                        f"numbers, (regular) nested lists of numbers or an array") from None
@@ -42,11 +54,10 @@ def _host_array(data, dtype) -> np.ndarray:
     if arr.dtype.kind == "f" and not isinstance(data, np.ndarray) and arr.dtype == np.float64 \
             and not isinstance(data, (np.generic, Tensor)):
         arr = _dt.fitted("to_tensor", arr, _dt.DEFAULT_FLOAT)  # Python floats default to float32, as in paddle
-    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:  # uint16/32/64 (and other byte orders)
-        if arr.dtype.kind == "u" and arr.dtype.itemsize == 8 and arr.size and arr.max() > np.iinfo(np.int64).max:
-            raise UnsupportedDTypeError(f"to_tensor: {arr.dtype} values above {np.iinfo(np.int64).max} do not fit "
-                                        f"in int64, the widest supported integer. Fix: convert to float64 first")
-        arr = arr.astype(_dt.DEFAULT_INT)
+    elif arr.dtype.kind in "iu" and arr.dtype not in _dt.ALL:  # another byte order: the same values, native
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    elif arr.dtype.kind == "u" and not isinstance(data, (np.ndarray, np.generic, Tensor)):
+        arr = _dt.fitted("to_tensor", arr, _dt.DEFAULT_INT)  # Python ints are int64: numpy made uint64 of big ones
     if arr.dtype not in _dt.ALL:
         if arr.size == 0 and arr.dtype.kind in "OUS":
             arr = arr.astype(_dt.DEFAULT_FLOAT)

@@ -26,8 +26,8 @@ struct NativeFailure {
 constexpr size_t kMinStructSize = offsetof(HwaDeviceInterface, memory_info) + sizeof(void *);
 constexpr size_t kMaxInputs = 64;
 constexpr size_t kMaxUniqueId = 4096;  // bytes of a communicator's unique id (device_api.h)
-constexpr int kKnownDTypes[] = {HWA_BOOL, HWA_UINT8, HWA_INT8, HWA_INT16, HWA_INT32,
-                                HWA_INT64, HWA_FLOAT16, HWA_FLOAT32, HWA_FLOAT64};
+constexpr int kKnownDTypes[] = {HWA_BOOL,  HWA_UINT8, HWA_UINT16,  HWA_UINT32,  HWA_UINT64, HWA_INT8,
+                                HWA_INT16, HWA_INT32, HWA_INT64, HWA_FLOAT16, HWA_FLOAT32, HWA_FLOAT64};
 
 bool known_dtype(int32_t d) {
   for (int k : kKnownDTypes)
@@ -504,6 +504,9 @@ PYBIND11_MODULE(_native, m) {
   py::dict dtypes;
   dtypes["bool"] = int(HWA_BOOL);
   dtypes["uint8"] = int(HWA_UINT8);
+  dtypes["uint16"] = int(HWA_UINT16);
+  dtypes["uint32"] = int(HWA_UINT32);
+  dtypes["uint64"] = int(HWA_UINT64);
   dtypes["int8"] = int(HWA_INT8);
   dtypes["int16"] = int(HWA_INT16);
   dtypes["int32"] = int(HWA_INT32);

@@ -133,7 +133,7 @@ def guarded(name: str, code: str) -> str:
 
 def int_helper(kind: str, d: str, dialect) -> str:
     """Source of an integer floordiv/floormod/ipow helper for dtype ``d``."""
-    T, signed = dialect.ctype(d), d != "uint8"
+    T, signed = dialect.ctype(d), not d.startswith("uint")
     fields = dict(q=dialect.func_qualifier, T=T, d=d,
                   minus_one=(f"\n    if (b == -1) return ({T})(({dialect.utype(d)})0 - ({dialect.utype(d)})a);"
                              f"  /* no trap on MIN / -1 */" if signed else ""),
@@ -141,7 +141,7 @@ def int_helper(kind: str, d: str, dialect) -> str:
                   # C truncates toward zero; numpy floors (unsigned values need no fix)
                   floor_fix="\n    if (a % b != 0 && ((a < 0) != (b < 0))) q -= 1;" if signed else "",
                   mod_fix="\n    if (r != 0 && ((r < 0) != (b < 0))) r += b;" if signed else "",
-                  W=dialect.utype("int64" if d == "int64" else "int32"),
+                  W=dialect.utype(d),
                   negative=("\n    if (exponent < 0) return base == 1 ? 1 : (base == -1 ? ((exponent & 1) ? -1 : 1) : 0);"
                             if signed else ""))
     template = {"floordiv": FLOORDIV_INT, "floormod": FLOORMOD_INT, "ipow": IPOW}[kind]

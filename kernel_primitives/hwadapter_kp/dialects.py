@@ -73,8 +73,8 @@ class Dialect:
         return self.storage.get(d) or self.types[d]
 
     def utype(self, d: str) -> str:
-        """Unsigned type as wide as int32 or int64 (for wrapping arithmetic)."""
-        return self.unsigned[d if d in ("int32", "int64") else "int32"]
+        """Unsigned type as wide as int32, or int64 for 64-bit ``d`` (for wrapping arithmetic)."""
+        return self.unsigned["int64" if d in ("int64", "uint64") else "int32"]
 
     def lit(self, value, d: str) -> str:
         """Literal of ``value`` in register dtype ``d``."""
@@ -89,7 +89,8 @@ class Dialect:
             text = text + "f" if d == "float32" else text
             return f"({text})" if v < 0 or text.startswith("-") else text
         v = int(value)
-        suffix = self.int64_suffix if d == "int64" else ""
+        # unsigned literals carry a U: a uint64 value above 2^63 is no signed literal at all
+        suffix = {"int64": self.int64_suffix, "uint32": "U", "uint64": "U" + self.int64_suffix}.get(d, "")
         info = np.iinfo(d)
         if v == info.min and d in ("int32", "int64"):
             return f"(-{info.max}{suffix} - 1)"
@@ -202,8 +203,8 @@ class Dialect:
         return self.schedule.describe()
 
 
-def _types(f16, f32, f64, i8, i16, i32, i64, u8, b):
-    return dict(zip(dt.DTYPES, (f16, f32, f64, i8, i16, i32, i64, u8, b)))
+def _types(f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, b):
+    return dict(zip(dt.DTYPES, (f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, b)))
 
 
 #: math functions of two arguments (every other vector_math function takes one)
@@ -240,7 +241,8 @@ class CDialect(Dialect):
     index_type = "int64_t"
     int64_suffix = "LL"
     func_qualifier = "static inline "
-    types = _types(None, "float", "double", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "bool")
+    types = _types(None, "float", "double", "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t",
+                   "uint32_t", "uint64_t", "bool")
     storage = {"float16": "uint16_t", "bool": "uint8_t"}
     unsigned = {"int32": "uint32_t", "int64": "uint64_t"}
 
@@ -363,7 +365,7 @@ class OpenCLDialect(Dialect):
     index_type = "long"
     int64_suffix = "L"
     func_qualifier = ""
-    types = _types(None, "float", "double", "char", "short", "int", "long", "uchar", "bool")
+    types = _types(None, "float", "double", "char", "short", "int", "long", "uchar", "ushort", "uint", "ulong", "bool")
     storage = {"float16": "half", "bool": "uchar"}
     unsigned = {"int32": "uint", "int64": "ulong"}
 
@@ -423,7 +425,8 @@ class CUDADialect(Dialect):
     index_type = "long long"
     int64_suffix = "LL"
     func_qualifier = "static __device__ __forceinline__ "
-    types = _types(None, "float", "double", "signed char", "short", "int", "long long", "unsigned char", "bool")
+    types = _types(None, "float", "double", "signed char", "short", "int", "long long", "unsigned char",
+                   "unsigned short", "unsigned int", "unsigned long long", "bool")
     storage = {"float16": "__half", "bool": "unsigned char"}
     unsigned = {"int32": "unsigned int", "int64": "unsigned long long"}
 

@@ -4,11 +4,13 @@ import numpy as np
 
 from .errors import KernelError
 
-DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+          "bool")
 FLOATS = frozenset({"float16", "float32", "float64"})
-INTS = frozenset({"int8", "int16", "int32", "int64", "uint8"})
+UNSIGNED = frozenset({"uint8", "uint16", "uint32", "uint64"})
+INTS = frozenset({"int8", "int16", "int32", "int64"}) | UNSIGNED
 SHORT = {"float16": "f16", "float32": "f32", "float64": "f64", "int8": "i8", "int16": "i16",
-         "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "b"}
+         "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "b"}
 
 
 def is_dtype(name) -> bool:
@@ -51,6 +53,11 @@ def is_float(dtype: str) -> bool:
 def is_int(dtype: str) -> bool:
     """True for the integer dtypes (not bool)."""
     return dtype in INTS
+
+
+def is_unsigned(dtype: str) -> bool:
+    """True for the unsigned integer dtypes."""
+    return dtype in UNSIGNED
 
 
 def is_numeric(dtype: str) -> bool:

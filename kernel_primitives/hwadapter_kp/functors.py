@@ -135,10 +135,11 @@ def _cast(x, dtype):
 # --- C rendering helpers ----------------------------------------------------
 
 def _wrapping(op):
-    """Signed int32/int64 arithmetic goes through unsigned types so overflow wraps like numpy."""
+    """Signed int32/int64 arithmetic goes through unsigned types so overflow wraps like numpy; so does uint16's, which
+    C promotes to int (65535 * 65535 overflows it)."""
     def render(ctx, a, dts, attrs):
         d = dts[0]
-        if d in ("int32", "int64"):
+        if d in ("int32", "int64", "uint16"):
             u = ctx.utype(d)
             return f"({ctx.ctype(d)})(({u}){a[0]} {op} ({u}){a[1]})"
         return f"{a[0]} {op} {a[1]}"
@@ -147,7 +148,7 @@ def _wrapping(op):
 
 def _neg(ctx, a, dts, attrs):
     d = dts[0]
-    if d in ("int32", "int64"):
+    if d in ("int32", "int64") or dt.is_unsigned(d):  # unsigned: -a wraps like numpy, in the dtype
         return f"({ctx.ctype(d)})(({ctx.utype(d)})0 - ({ctx.utype(d)}){a[0]})"
     return f"-{a[0]}"
 
@@ -184,7 +185,7 @@ def _abs(ctx, a, dts, attrs):
     d = dts[0]
     if dt.is_float(d):
         return ctx.call("fabs", d, a[0])
-    if d == "uint8":
+    if dt.is_unsigned(d):
         return a[0]
     return f"{a[0]} < 0 ? {_neg(ctx, a, dts, attrs)} : {a[0]}"
 
@@ -216,7 +217,7 @@ def _gelu(ctx, a, dts, attrs):
 
 
 def _relu(ctx, a, dts, attrs):
-    if dts[0] == "uint8":
+    if dt.is_unsigned(dts[0]):
         return a[0]
     zero = ctx.lit(0, dts[0])
     return _maximum(ctx, [a[0], zero], dts, attrs)
@@ -224,7 +225,7 @@ def _relu(ctx, a, dts, attrs):
 
 def _sign(ctx, a, dts, attrs):
     d = dts[0]
-    if d == "uint8":
+    if dt.is_unsigned(d):
         return f"{a[0]} > 0 ? {ctx.lit(1, d)} : {a[0]}"
     if not dt.is_float(d):
         return f"{a[0]} > 0 ? {ctx.lit(1, d)} : ({a[0]} < 0 ? {ctx.lit(-1, d)} : {a[0]})"
@@ -249,10 +250,14 @@ def _cast_render(ctx, a, dts, attrs):
         return f"{ctx.helper('round_half', 'float32')}({value})"
     if dt.register(target) == source:
         return a[0]
-    if source.startswith("float") and target in ("int8", "int16", "int32", "uint8"):
+    if source.startswith("float") and target in ("int8", "int16", "int32", "uint8", "uint16", "uint32"):
         # float -> narrow int is undefined out of range in C (CUDA clamps, x86 wraps): through int64 it wraps on
         # every device, as numpy does
         return f"({ctx.ctype(dt.register(target))})({ctx.ctype('int64')}){a[0]}"
+    if source.startswith("float") and target == "uint64":
+        # C converts [0, 2^64) to uint64 exactly; a negative value wraps through int64, as numpy's does
+        return (f"({a[0]} < {ctx.lit(0, source)} ? ({ctx.ctype(target)})({ctx.ctype('int64')}){a[0]} : "
+                f"({ctx.ctype(target)}){a[0]})")
     return f"({ctx.ctype(dt.register(target))}){a[0]}"
 
 

@@ -22,7 +22,8 @@ class Reducer:
     def acc_dtype(self, dtype: str) -> str:
         """Logical dtype of the accumulator (and of the reduced value)."""
         if self.name in ("sum", "prod") and (dt.is_int(dtype) or dtype == "bool"):
-            return "int64"    # numpy: sum/prod of small ints and bool accumulate in int64
+            # numpy: sum/prod of small ints and bool accumulate in int64, of unsigned ints in uint64
+            return "uint64" if dt.is_unsigned(dtype) else "int64"
         if self.name == "mean" and not dt.is_float(dtype):
             raise KernelError(f"reduction 'mean' needs a floating dtype, got {dtype}; cast first")
         return dtype

@@ -39,6 +39,15 @@ def values(rng, shape, dtype, low=-3.0, high=3.0):
     return rng.uniform(low, high, shape).astype(dtype)
 
 
+def whole_range(rng, shape, dtype):
+    """Integers over the dtype's whole range, its extremes among them (where they fit): wrapping is exercised."""
+    info = np.iinfo(dtype)
+    out = rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+    flat = out.reshape(-1)
+    flat[:2] = [info.min, info.max][:flat.size]
+    return out
+
+
 def _unary_inputs(rng, op, dtype, shape):
     if op in ("log", "sqrt", "rsqrt"):
         return values(rng, shape, dtype, 0.1, 4.0)
@@ -101,6 +110,26 @@ def cases():
                      ("bool", "float32"), ("float32", "bool"), ("int64", "int8"), ("uint8", "int32"),
                      ("float64", "float16"), ("int8", "bool")):
         add(f"cast-{src}-{dst}", "cast", {"x": values(rng, (3, 4), src, -100, 100)}, dtypes={"U": dst})
+    for dtype in ("uint16", "uint32", "uint64"):  # the whole range: wrapping, the top bit, unsigned literals
+        for op in NUMERIC_UNARY:
+            add(f"{op}-{dtype}", op, {"x": whole_range(rng, (4, 3), dtype)})
+        for op in ARITH + COMPARE:
+            x, y = whole_range(rng, (3, 5), dtype), whole_range(rng, (5,), dtype)
+            if op == "pow":
+                y = values(rng, (5,), dtype, 0, 9)
+            add(f"{op}-{dtype}", op, {"x": x, "y": y})
+        add(f"clip-{dtype}", "clip", {"x": whole_range(rng, (7,), dtype)},
+            {"min": 3, "max": int(np.iinfo(dtype).max) - 5})
+        for op in ("sum", "prod", "max", "min"):
+            add(f"reduce_{op}-{dtype}-1", f"reduce_{op}", {"x": whole_range(rng, (4, 6), dtype)}, {"axis": 1})
+        for dst in ("float16", "float32", "float64", "int8", "int64", "uint8", "uint16", "uint32", "uint64"):
+            if dst != dtype:
+                add(f"cast-{dtype}-{dst}", "cast", {"x": whole_range(rng, (3, 4), dtype)}, dtypes={"U": dst})
+    # floats to unsigned types within their range (outside it the result is unspecified), uint64 beyond 2^63
+    for src, dst, top in (("float32", "uint16", 65535.9), ("float64", "uint32", 4294967295.5),
+                          ("float32", "uint64", 1.8e19), ("float64", "uint64", 1.8446744073709550e19)):
+        x = np.concatenate([[0.0, 0.5, 1.99, top], rng.uniform(0, top, 12)]).astype(src)
+        add(f"cast-{src}-{dst}", "cast", {"x": x}, dtypes={"U": dst})
     add("clip-float32", "clip", {"x": values(rng, (10,), "float32")}, {"min": -1.0, "max": 0.5})
     add("clip-int32", "clip", {"x": values(rng, (2, 5), "int32")}, {"min": -1})
     for op in ("sum", "mean", "max", "min", "prod"):

@@ -70,7 +70,8 @@ def test_float_unary(op, dtype, shape):
     check(run(op, {"x": x})["out"], oracle(FLOAT_ORACLES[op], x))
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "int8", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "int8", "int32", "int64", "uint8", "uint16", "uint32",
+                                   "uint64"])
 @pytest.mark.parametrize("op", sorted(NUMERIC_ORACLES))
 def test_numeric_unary(op, dtype):
     x = values(np.random.default_rng(1), (4, 5), dtype, -50, 50)
@@ -85,7 +86,8 @@ def test_float_specials_propagate():
     check(run("min", {"x": np.float32(1), "y": x})["out"], np.minimum(np.float32(1), x))
 
 
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8"])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint16",
+                                   "uint32", "uint64"])
 @pytest.mark.parametrize("op", sorted(BINARY_ORACLES))
 @pytest.mark.parametrize("shapes", BROADCASTS, ids=str)
 def test_binary(op, dtype, shapes):
@@ -140,8 +142,10 @@ def test_where_broadcasts():
     check(run("where", {"cond": cond, "x": x, "y": y})["out"], np.where(cond, x, y))
 
 
-@pytest.mark.parametrize("src", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"])
-@pytest.mark.parametrize("dst", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "bool"])
+@pytest.mark.parametrize("src", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint16", "uint64",
+                                 "bool"])
+@pytest.mark.parametrize("dst", ["float16", "float32", "float64", "int8", "int32", "int64", "uint8", "uint32", "uint64",
+                                 "bool"])
 def test_cast(src, dst):
     x = values(np.random.default_rng(4), (3, 4), src, 0, 100)
     check(run("cast", {"x": x}, dtypes={"U": dst})["out"], x.astype(dst))

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-#: HwaDType codes (device_api.h; Paddle's C_DataType numbering) and the C++ type phi registers each under.
+#: HwaDType codes (device_api.h; Paddle's C_DataType numbering) and the C++ type phi registers each under. hwadapter's
+#: uint16, uint32 and uint64 (codes 3-5) are not mapped: Paddle has no uint16 integer tensors (paddle.uint16 is
+#: paddle.bfloat16, and a numpy uint16 array becomes a bfloat16 tensor), and paddlepaddle 3.3.1 cannot make a uint32 or
+#: uint64 tensor (paddle.zeros, paddle.cast and paddle.to_tensor refuse them); a library's kernel for one is left to
+#: Paddle's fallback, with why (plan).
 DTYPE_CODES = {"bool": 1, "uint8": 2, "int8": 6, "int16": 7, "int32": 8, "int64": 9, "float16": 10, "float32": 11,
                "float64": 12}
 CODE_NAMES = {code: name for name, code in DTYPE_CODES.items()}

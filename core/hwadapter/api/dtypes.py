@@ -7,11 +7,13 @@ from .errors import InvalidArgumentError, UnsupportedDTypeError
 
 bool_ = np.dtype("bool")
 int8, int16, int32, int64 = (np.dtype(n) for n in ("int8", "int16", "int32", "int64"))
-uint8 = np.dtype("uint8")
+uint8, uint16, uint32, uint64 = (np.dtype(n) for n in ("uint8", "uint16", "uint32", "uint64"))
 float16, float32, float64 = (np.dtype(n) for n in ("float16", "float32", "float64"))
 
-ALL = (bool_, int8, int16, int32, int64, uint8, float16, float32, float64)
-INTEGER = (int8, int16, int32, int64, uint8)
+ALL = (bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float16, float32, float64)
+SIGNED = (int8, int16, int32, int64)
+UNSIGNED = (uint8, uint16, uint32, uint64)
+INTEGER = SIGNED + UNSIGNED
 FLOATING = (float16, float32, float64)
 NUMERIC = INTEGER + FLOATING
 _BY_NAME = {d.name: d for d in ALL}
@@ -49,7 +51,8 @@ def _category(d: np.dtype) -> str:
     return "b" if d == bool_ else ("f" if d.kind == "f" else "i")
 
 
-def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype:
+def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype | None:
+    """a and b promoted; None where no dtype holds both (uint64 with a signed integer)."""
     if a == b:
         return a
     ca, cb = _category(a), _category(b)
@@ -63,20 +66,36 @@ def _promote_pair(a: np.dtype, b: np.dtype) -> np.dtype:
         return a
     if cb == "f":
         return b
-    if a.kind == b.kind:  # both signed (uint8 is the only unsigned type)
+    if a.kind == b.kind:  # both signed or both unsigned: the wider
         return a if a.itemsize >= b.itemsize else b
-    signed = a if a.kind == "i" else b  # uint8 with a signed type: the smallest signed type holding both
-    return signed if signed.itemsize > 1 else int16
+    signed, unsigned = (a, b) if a.kind == "i" else (b, a)
+    # the standard's rule: the smallest signed type wider than the unsigned one (uint8 + int8 -> int16, uint16 +
+    # int16 -> int32, uint32 + int32 -> int64); none is wider than uint64, and the standard leaves that pair to
+    # implementations: numpy's float64 would round values above 2^53, so it is an error here (result_type)
+    wider = next((s for s in SIGNED if s.itemsize > unsigned.itemsize), None)
+    if wider is None:
+        return None
+    return wider if wider.itemsize >= signed.itemsize else signed
 
 
 _TABLE = {(a, b): _promote_pair(a, b) for a in ALL for b in ALL}
 
 
-def result_type(*dts: np.dtype) -> np.dtype:
-    """Promote tensor dtypes by the array API standard's lattice."""
+def result_type(*dts: np.dtype, op: str = "op") -> np.dtype:
+    """Promote tensor dtypes by the array API standard's lattice; uint64 with a signed integer is an error."""
+    floats = [d for d in dts if d.kind == "f"]
+    if floats and len(floats) < len(dts):  # a float wins over every integer: their order cannot matter
+        dts = floats
     out = dts[0]
     for d in dts[1:]:
-        out = _TABLE[out, d]
+        joined = _TABLE[out, d]
+        if joined is None:
+            raise UnsupportedDTypeError(
+                f"{op}: cannot combine uint64 with {(d if out == uint64 else out).name}: no integer dtype holds both "
+                f"(the array API standard leaves this pair to implementations; numpy's float64 would round values "
+                f"above 2^53). Fix: cast one side first, e.g. x.astype('int64') when its values are below 2^63, or "
+                f"both to float64")
+        out = joined
     return out
 
 
@@ -111,7 +130,8 @@ def value_range(d: np.dtype) -> tuple:
 
 def _wider(d: np.dtype) -> str:
     """Advice for a value `d` cannot hold."""
-    wider = "int64" if d.kind in "iu" and d != int64 else "float64" if d != float64 else None
+    wider = "int64" if d.kind in "iu" and d.itemsize < 8 else "uint64 for integers up to 2^64 - 1, or float64" \
+        if d == int64 else "float64" if d != float64 else None
     return f"use a dtype that holds it (e.g. {wider}), or bring the value into range first" if wider else \
         "bring the value into range first"
 
@@ -171,10 +191,14 @@ def _check_integer_range(op: str, arr: np.ndarray, d: np.dtype) -> None:
                 raise _does_not_fit(op, "value", v, d)
 
 
+def _cell(d: np.dtype | None) -> str:
+    return d.name if d is not None else "error"
+
+
 def promotion_table() -> str:
     """The promotion table as Markdown, for the docs."""
     head = "| | " + " | ".join(d.name for d in ALL) + " |"
     rows = [head, "|" + "---|" * (len(ALL) + 1)]
     for a in ALL:
-        rows.append(f"| **{a.name}** | " + " | ".join(_TABLE[a, b].name for b in ALL) + " |")
+        rows.append(f"| **{a.name}** | " + " | ".join(_cell(_TABLE[a, b]) for b in ALL) + " |")
     return "\n".join(rows)

@@ -9,7 +9,7 @@ import numpy as np
 from hwadapter.plugin import shapes as rules  # the shape rules (pool_out)
 
 FLOAT = ("float16", "float32", "float64")
-INTEGER = ("int8", "int16", "int32", "int64", "uint8")
+INTEGER = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 NUMERIC = INTEGER + FLOAT
 ANY = ("bool",) + NUMERIC
 

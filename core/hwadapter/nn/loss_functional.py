@@ -8,7 +8,7 @@ from .. import trace as _trace
 from ..api import shapes
 from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..dispatch.dispatcher import dispatch
-from ..ops._common import _FLOAT, _INTEGER, _tensor, cast, number_arg
+from ..ops._common import _FLOAT, _INTEGER, _tensor, cast, index_int64, number_arg
 from ..ops.creation import arange
 from ..ops.elementwise import (add, divide, equal, greater_equal, less_than, log, logical_and, logical_or, multiply,
                                neg, not_equal, subtract)
@@ -116,7 +116,7 @@ def _hard(op, logp, label, w, eps, ax, ignore_index, reduction):
         raise InvalidArgumentError(f"{op}: labels of shape {list(label.shape)} do not fit input {list(logp.shape)} "
                                    f"with classes on axis {ax}. Fix: pass labels of shape "
                                    f"{[s for a, s in enumerate(logp.shape) if a != ax]} (or {list(want)})")
-    lab = lab if lab.dtype.name == "int64" else cast(lab, "int64")
+    lab = index_int64(lab)
     valid = not_equal(lab, ignore_index)
     _check_range(op, lab, valid, c, ignore_index)
     classes = arange(0, c, dtype="int64", device=logp.device)

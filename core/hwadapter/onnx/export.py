@@ -26,6 +26,8 @@ from .export_types import OPSET
 from .export_writer import ExportError, Writer, refuse_checked  # noqa: F401 - export.ExportError, as before
 
 _INT64_MAX, _INT64_MIN = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+#: onnxruntime has no ReduceMax/ReduceMin for these, and int64's (the wider type) loses values from 2^31 up
+_UNSIGNED_WIDE = frozenset({np.dtype(np.uint32), np.dtype(np.uint64)})
 
 UNARY = {"abs": "Abs", "neg": "Neg", "exp": "Exp", "log": "Log", "sqrt": "Sqrt", "reciprocal": "Reciprocal",
          "sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu", "erf": "Erf", "sin": "Sin", "cos": "Cos",
@@ -45,6 +47,13 @@ def _unary(w, n):
         w.node("Reciprocal", [w.node("Sqrt", [x])], [out])
     elif n.op == "gelu":
         _gelu(w, x, out, bool(n.attrs.get("approximate", False)))
+    elif n.op in ("relu", "abs", "neg") and w.dtype(x).kind == "u":
+        # ONNX Neg takes no unsigned type, nor Relu uint64 (no wider type holds it): on unsigned values relu and abs
+        # are the identity, and neg is 0 - x, which wraps as eager's does
+        if n.op == "neg":
+            w.node("Sub", [w.const(np.zeros((), w.dtype(x))), x], [out])
+        else:
+            w.node("Identity", [x], [out])
     else:
         w.node(UNARY[n.op], [x], [out])
 
@@ -132,7 +141,7 @@ def _reduce(w, n):
     keep, dt = int(bool(n.attrs.get("keepdim", False))), w.dtype(x)
     if n.op in ("max", "min") and dt.kind == "f":
         export_nan.reduce(w, REDUCE[n.op], x, axes, out, keep)
-    elif n.op in ("sum", "prod") and dt.kind in "biu":
+    elif n.op in ("sum", "prod") and dt.kind in "biu" or n.op in ("max", "min") and dt in _UNSIGNED_WIDE:
         export_int.reduce(w, REDUCE[n.op], x, axes, out)
     elif n.op == "mean" and any(w.shape(x)[a] == 0 for a in axes):  # 0 / 0, where ONNX's mean of nothing is 0
         w.node("Identity", [w.const(np.full(w.shape(out), np.nan, dt))], [out])

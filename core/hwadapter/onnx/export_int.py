@@ -5,7 +5,7 @@ import numpy as np
 
 from . import export_types
 
-_STEP = {"ReduceSum": ("Add", 0), "ReduceProd": ("Mul", 1)}
+_STEP = {"ReduceSum": ("Add", 0), "ReduceProd": ("Mul", 1), "ReduceMax": ("Max", "min"), "ReduceMin": ("Min", "max")}
 
 
 def mod(w, a, b, out: str) -> None:
@@ -45,10 +45,14 @@ def power(w, a, b, out: str) -> None:
 
 
 def reduce(w, op_type: str, x, axes, out: str) -> None:
-    """ReduceSum / ReduceProd of an integer tensor as a tree of elementwise Add / Mul, which wrap where onnxruntime's
-    int64 reductions saturate (shapes are static: each axis is halved until one is left)."""
+    """ReduceSum / ReduceProd (ReduceMax / ReduceMin) of an integer tensor as a tree of elementwise Add / Mul (Max /
+    Min), which wrap where onnxruntime's int64 reductions saturate (and run in uint32 and uint64 themselves, where
+    onnxruntime has no such reduction: through int64 its ReduceMax loses values from 2^31 up). Shapes are static: each
+    axis is halved until one is left."""
     step, identity = _STEP[op_type]
     dt, shape = w.dtype(x), list(w.shape(x))
+    if isinstance(identity, str):  # max's identity is the dtype's lowest value, min's its highest
+        identity = getattr(np.iinfo(dt), identity)
     for axis in axes:
         while shape[axis] > 1:
             half = (shape[axis] + 1) // 2

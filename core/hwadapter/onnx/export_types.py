@@ -12,7 +12,7 @@ _NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 _ONNX_NAME = {"float32": "float", "float64": "double"}
 BY_TYPE_STR = {f"tensor({_ONNX_NAME.get(n, n)})": np.dtype(n) for n in _NAMES}
 
-# Narrow types (int8, int16, uint8, bool, float16) are computed in a wider type where the schema allows one: the
+# Narrow types (int8, int16, uint8, uint16, bool, float16) are computed in a wider type where the schema allows one: the
 # types every runtime implements, and what eager does for float16. Ops that only move elements keep any type, and
 # a type a constraint allows alone (And's bool) is taken as it is.
 PORTABLE = frozenset(np.dtype(n) for n in ("int32", "int64", "uint32", "uint64", "float32", "float64"))
@@ -32,7 +32,8 @@ LACKS = {op: frozenset(np.dtype(n) for n in names.split()) for op, names in _LAC
 _I32, _I64, _U32, _U64 = (np.dtype(n) for n in ("int32", "int64", "uint32", "uint64"))
 _F32, _F64 = np.dtype("float32"), np.dtype("float64")
 WIDER = {np.dtype("bool"): (_I32, _I64, _F32), np.dtype("int8"): (_I32, _I64), np.dtype("int16"): (_I32, _I64),
-         np.dtype("uint8"): (_I32, _I64, _U32, _U64), _I32: (_I64,), _U32: (_U64, _I64),
+         np.dtype("uint8"): (_I32, _I64, _U32, _U64), np.dtype("uint16"): (_I32, _I64, _U32, _U64), _I32: (_I64,),
+         _U32: (_U64, _I64),
          np.dtype("float16"): (_F32, _F64), _F32: (_F64,)}
 
 
@@ -51,11 +52,20 @@ def usable(op_type: str, dtype: np.dtype, allowed) -> bool:
     return dtype in allowed and (len(allowed) == 1 or dtype not in LACKS.get(op_type, ()))
 
 
+# Ops that only select or move elements never read their values: an unsigned type may go through the signed type of
+# its width, whose Cast keeps every bit both ways (onnxruntime has no uint64 Where, and no type is wider).
+SELECTS = MOVES | {"Where"}
+SAME_BITS = {np.dtype("uint16"): (np.dtype("int16"),), _U32: (_I32,), _U64: (_I64,)}
+
+
 def choose(op_type: str, dtype: np.dtype, allowed) -> np.dtype | None:
     """The type to compute in: dtype if it is portable, else the first exact wider type usable, else dtype itself
-    where usable (MaxPool has int8 but no int32); None if none is."""
+    where usable (MaxPool has int8 but no int32), else for an op of SELECTS the signed type of dtype's width; None if
+    none is."""
     first = op_type in MOVES or dtype in PORTABLE or len(allowed) == 1
     order = (dtype, *WIDER.get(dtype, ())) if first else (*WIDER.get(dtype, ()), dtype)
+    if op_type in SELECTS:
+        order += SAME_BITS.get(dtype, ())
     return next((d for d in order if usable(op_type, d, allowed)), None)
 
 

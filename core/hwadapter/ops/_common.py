@@ -89,6 +89,17 @@ def cast(x, dtype):
     return dispatch("cast", (x,), {"dtype": dt.name})
 
 
+def index_int64(index: Tensor) -> Tensor:
+    """An integer index tensor as int64. uint64 values beyond int64 are held at its largest (outside every axis, so
+    the op's range check refuses them) rather than wrapped to negative indices, which would count from the end."""
+    if index._dtype == _dt.uint64:
+        index = dispatch("minimum", (index, _scalar(_INT64_MAX, index, _dt.uint64)), {})
+    return index if index._dtype == _dt.int64 else cast(index, _dt.int64)
+
+
+_INT64_MAX = int(np.iinfo(np.int64).max)
+
+
 def _as_float(x: Tensor) -> Tensor:
     return x if x._dtype in _FLOAT else cast(x, _dt.DEFAULT_FLOAT)
 
@@ -99,7 +110,7 @@ def _promote(op: str, *xs):
     if not tensors:
         raise InvalidArgumentError(f"{op}: at least one input must be a Tensor. Fix: wrap one with "
                                    f"hwadapter.to_tensor")
-    dt = _dt.result_type(*(t._dtype for t in tensors))
+    dt = _dt.result_type(*(t._dtype for t in tensors), op=op)
     out = []
     for x in xs:
         if isinstance(x, Tensor):
@@ -110,7 +121,7 @@ def _promote(op: str, *xs):
         else:
             raise InvalidArgumentError(f"{op}: cannot use {type(x).__name__} as an operand. Fix: use a Tensor or a "
                                        f"number")
-    dt = _dt.result_type(*(t._dtype for t in out))
+    dt = _dt.result_type(*(t._dtype for t in out), op=op)
     return [t if t._dtype == dt else cast(t, dt) for t in out]
 
 

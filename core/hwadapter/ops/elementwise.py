@@ -127,8 +127,8 @@ bitwise_or = _binary("bitwise_or", "bitwise", "x | y of integers (or for bool), 
 bitwise_xor = _binary("bitwise_xor", "bitwise", "x ^ y of integers (xor for bool), broadcast.")
 bitwise_left_shift = _binary("left_shift", "shift", "x << y of integers (bits past the width are lost).",
                              "bitwise_left_shift")
-bitwise_right_shift = _binary("right_shift", "shift", "x >> y of integers: logical for uint8, arithmetic for signed "
-                              "dtypes.", "bitwise_right_shift")
+bitwise_right_shift = _binary("right_shift", "shift", "x >> y of integers: logical for unsigned, arithmetic for "
+                              "signed dtypes.", "bitwise_right_shift")
 
 
 def gelu(x, approximate: bool = False):

@@ -9,7 +9,7 @@ from ..dispatch.dispatcher import dispatch
 from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..tensor import Tensor, to_tensor
 from ..api import shapes
-from ._common import _INTEGER, _NUMERIC, _check, _tensor, cast, check_size
+from ._common import _INTEGER, _NUMERIC, _check, _tensor, cast, check_size, index_int64
 from .manipulation import _reshape, broadcast_to
 
 
@@ -61,7 +61,7 @@ def _index_tensor(op: str, name: str, index, dev) -> Tensor:
     if index._dtype not in _INTEGER:
         raise UnsupportedDTypeError(f"{op}: {name} must be an integer tensor, not {index._dtype.name}. Fix: cast it "
                                     f"with .astype('int64') if its values are whole")
-    return index if index._dtype == _dt.int64 else cast(index, _dt.int64)
+    return index_int64(index)
 
 
 def _along_axis(op: str, arr, indices, axis):

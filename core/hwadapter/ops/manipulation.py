@@ -11,7 +11,7 @@ from ..dispatch.dispatcher import dispatch
 from ..api.errors import InvalidArgumentError, UnsupportedDTypeError
 from ..tensor import Tensor, to_tensor
 from ..api import shapes
-from ._common import _INTEGER, _promote, _tensor, cast, check_size, fill_value
+from ._common import _INTEGER, _promote, _tensor, check_size, fill_value, index_int64
 
 
 def reshape(x, shape):
@@ -165,9 +165,7 @@ def gather(x, index, axis=0):
         raise UnsupportedDTypeError(f"gather: index must be an integer tensor, not {index._dtype.name}. Fix: cast "
                                     f"it with index.astype('int64') if its values are whole")
     check_size("gather", x.shape[:ax] + index.shape + x.shape[ax + 1:], x._dtype, x._device)
-    if index._dtype != _dt.int64:
-        index = cast(index, _dt.int64)
-    return dispatch("gather", (x, index), {"axis": ax})
+    return dispatch("gather", (x, index_int64(index)), {"axis": ax})
 
 
 def _host_index(index, size: int, ax: int, dev) -> np.ndarray:

@@ -29,22 +29,23 @@ def _nonempty(op: str, x: Tensor, axes: tuple) -> None:
 
 
 def _accumulate(op: str, x, axis, keepdim, dtype, keepdims) -> Tensor:
-    """sum and prod: in `dtype` when given, else bool and integer inputs accumulate in int64."""
+    """sum and prod: in `dtype` when given, else bool and integer inputs accumulate in int64 (uint64 in uint64: int64
+    cannot hold its values above 2^63)."""
     x, axes, keep = _reduce(op, x, axis, keepdim, keepdims)
     if dtype is not None:
         x = cast(x, _op_dtype(op, dtype))
-    elif x._dtype not in _FLOAT and x._dtype != _dt.int64:
+    elif x._dtype not in _FLOAT and x._dtype not in (_dt.int64, _dt.uint64):
         x = cast(x, _dt.int64)
     return _reduced(op, x, axes, keep)
 
 
 def sum(x, axis=None, keepdim=False, dtype=None, keepdims=False):  # noqa: A001
-    """Sum over axes (all by default); bool and integer inputs sum in int64."""
+    """Sum over axes (all by default); bool and integer inputs sum in int64 (uint64 in uint64)."""
     return _accumulate("sum", x, axis, keepdim, dtype, keepdims)
 
 
 def prod(x, axis=None, keepdim=False, dtype=None, keepdims=False):
-    """Product over axes; bool and integer inputs multiply in int64."""
+    """Product over axes; bool and integer inputs multiply in int64 (uint64 in uint64)."""
     return _accumulate("prod", x, axis, keepdim, dtype, keepdims)
 
 

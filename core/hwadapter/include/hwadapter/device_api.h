@@ -32,11 +32,17 @@
 #define HWA_NOT_READY 4        /* 1.1: stream_query/event_query: work is still pending (not an error) */
 #define HWA_UNSUPPORTED 5      /* 1.1: the library does not implement this request */
 
-/* 1.1: element types; the numbering is Paddle's C_DataType's, so a Paddle shim passes them through. */
+/* 1.1: element types; the numbering is Paddle's C_DataType's, so a Paddle shim passes them through. The unsigned
+ * 16-, 32- and 64-bit codes came later, inside 1.2 (no field changed): a core that predates them refuses to load a
+ * library that registers a kernel for one, naming the code. (Paddle's C_DataType has BFLOAT16 = 13, which hwadapter
+ * has no dtype for.) */
 typedef enum HwaDType {
   HWA_DTYPE_INVALID = 0,
   HWA_BOOL = 1,
   HWA_UINT8 = 2,
+  HWA_UINT16 = 3,
+  HWA_UINT32 = 4,
+  HWA_UINT64 = 5,
   HWA_INT8 = 6,
   HWA_INT16 = 7,
   HWA_INT32 = 8,

@@ -11,6 +11,7 @@ from . import converter
 BOOL = np.dtype(np.bool_)
 FLOAT64 = np.dtype(np.float64)
 INT64 = np.dtype(np.int64)
+UINT64 = np.dtype(np.uint64)
 
 
 # --- helpers shared with activation.py -------------------------------------------------------------------------------
@@ -27,7 +28,7 @@ def cast(ctx, ref, dtype):
 
 
 def kinds(ctx, node, refs, allowed: str, what: str):
-    """Fail unless every ref's dtype kind is in `allowed` ('f' float, 'i' signed, 'u' uint8, 'b' bool)."""
+    """Fail unless every ref's dtype kind is in `allowed` ('f' float, 'i' signed, 'u' unsigned, 'b' bool)."""
     for r in refs:
         if r is not None and ctx.dtype(r).kind not in allowed:
             ctx.fail(node, f"ONNX {node.op_type} takes {what} inputs; this one is {ctx.dtype(r).name}",
@@ -84,7 +85,7 @@ def int_div(ctx, node, a, b):
             q, r = np.floor_divide(ca, cb), np.remainder(ca, cb)
             return ctx.constant((q + ((r != 0) & ((ca < 0) ^ (cb < 0)))).astype(dt))
     if dt.itemsize > 4:
-        return _int64_div(ctx, a, b)
+        return _uint64_div(ctx, a, b) if dt.kind == "u" else _int64_div(ctx, a, b)
     q = ctx.op("div", cast(ctx, a, FLOAT64), cast(ctx, b, FLOAT64))
     return cast(ctx, q, dt)
 
@@ -112,6 +113,22 @@ def _int64_div(ctx, a, b):
     q0 = cast(ctx, fq, INT64)
     d = ctx.op("sub", m, ctx.op("mul", q0, b))
     return ctx.op("add", q0, cast(ctx, ctx.op("round", ctx.op("div", cast(ctx, d, FLOAT64), fb)), INT64))
+
+
+def _uint64_div(ctx, a, b):
+    """uint64 a / b (truncated, which is floored for unsigned values), exactly; b == 0 is undefined in ONNX.
+
+    _int64_div's method without signs: m = a - (a mod b) is an exact multiple of b, q0 = trunc(fl(m) / fl(b)) (clamped
+    below 2^64, where the cast is defined) is within 3 * 2^-53 * q + 1 of q = m / b, so d = m - q0 * b (wrapping) is
+    (q - q0) * b, which int64 holds (q0 differs from q only for q > 2, so b < 2^63), and q = q0 + rint(fl(d) / fl(b))
+    with the correction added modulo 2^64."""
+    m = ctx.op("sub", a, ctx.op("mod", a, b))  # unsigned: numpy's remainder is C's
+    fb = cast(ctx, b, FLOAT64)
+    fq = ctx.op("clip", ctx.op("div", cast(ctx, m, FLOAT64), fb), min=0.0, max=2.0 ** 64 - 2048)
+    q0 = cast(ctx, fq, UINT64)
+    d = cast(ctx, ctx.op("sub", m, ctx.op("mul", q0, b)), INT64)  # the exact difference, small, with its sign
+    fix = cast(ctx, ctx.op("round", ctx.op("div", cast(ctx, d, FLOAT64), fb)), INT64)
+    return ctx.op("add", q0, cast(ctx, fix, UINT64))  # a negative correction wraps, as it should
 
 
 @converter("Mod")
@@ -255,7 +272,7 @@ def _target(ctx, node, elem_type: int) -> np.dtype:
         return to_dtype(elem_type, "its target type")
     except UnsupportedDTypeError as err:
         ctx.fail(node, str(err).splitlines()[0].replace("onnx: ", ""),
-                 fix="hwadapter casts between bool, int8-int64, uint8, float16, float32 and float64")
+                 fix="hwadapter casts between bool, int8-int64, uint8-uint64, float16, float32 and float64")
 
 
 def _convert(ctx, node, x, to: np.dtype):

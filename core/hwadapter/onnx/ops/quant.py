@@ -1,5 +1,6 @@
 """Quantization ONNX ops: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul,
-ConvInteger, QLinearConv, for the integer types hwadapter has (int8, uint8, int16; int32 where ONNX allows it).
+ConvInteger, QLinearConv, for the integer types hwadapter has (int8, uint8, int16, uint16; int32 where ONNX allows it;
+the integer products take 8-bit types only).
 
 Integer products accumulate in int32 (hwadapter's integer matmul; convolutions as im2col + integer matmul), never
 in float. Where the float arithmetic of requantization is not pinned down by the spec, it is done as onnx's reference
@@ -18,8 +19,9 @@ INT32 = np.dtype(np.int32)
 FLOAT32 = np.dtype(np.float32)
 FLOAT64 = np.dtype(np.float64)
 _FLOATS = (np.dtype(np.float16), FLOAT32, FLOAT64)
-#: Quantized types hwadapter has, with their ranges (uint16, 4-bit, 2-bit, float8/4 have no hwadapter dtype).
-_RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127), np.dtype(np.int16): (-32768, 32767)}
+#: Quantized types hwadapter has, with their ranges (4-bit, 2-bit, float8/4 have no hwadapter dtype).
+_RANGES = {np.dtype(np.uint8): (0, 255), np.dtype(np.int8): (-128, 127), np.dtype(np.int16): (-32768, 32767),
+           np.dtype(np.uint16): (0, 65535)}
 _BIG = float(2 ** 30)  # rounded quotients are clamped to +-2^30 before the int32 cast (exact in float32/64)
 
 
@@ -123,7 +125,7 @@ def quantize_linear(ctx, node):
         out = ctx.dtype(zp)
     out = out or np.dtype(np.uint8)
     if out not in _RANGES:
-        ctx.fail(node, f"it quantizes to {out.name}; hwadapter converts uint8, int8 and int16 quantization")
+        ctx.fail(node, f"it quantizes to {out.name}; hwadapter converts uint8, int8, uint16 and int16 quantization")
     precision = node.int("precision", 0)
     if precision:
         work = _onnx_dtype(ctx, node, precision, "precision")
@@ -176,7 +178,7 @@ def dequantize_linear(ctx, node):
     block = _block(ctx, node)
     axis = _axis(ctx, node, len(shape))
     s = _param(ctx, node, scale, shape, axis, block, "scale")
-    dx = cast(ctx, x, work)  # int8/uint8/int16 are exact in float32; int32 rounds as the reference's astype does
+    dx = cast(ctx, x, work)  # 8- and 16-bit integers are exact in float32; int32 rounds as the reference's astype does
     if zp is not None:
         dx = ctx.op("sub", dx, cast(ctx, _param(ctx, node, zp, shape, axis, block, "zero point"), work))
     return cast(ctx, ctx.op("mul", dx, cast(ctx, s, work)), out)

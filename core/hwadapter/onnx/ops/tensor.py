@@ -545,6 +545,8 @@ def one_hot(ctx, node):
     dt = np.dtype(ctx.dtype(idx))
     if dt.kind == "b":
         ctx.fail(node, "its indices are bool")
+    if dt == np.uint64:  # above 2^63 the cast to int64 would wrap to a negative index: held at depth, out of range
+        idx = ctx.op("minimum", idx, scalar_const(ctx, depth, dt))
     if dt.kind in "iu":
         idx, dt = ctx.cast(idx, INT64), INT64
     elif depth > 2 ** (np.finfo(dt).nmant + 1):

@@ -73,7 +73,8 @@ def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None, activation=
     """C = act(A @ B (+ bias per row)) over batch axes: a/b/c/bias are buffer refs, sa/sb (row, column) element
     strides, batch a list of [size, a stride, b stride, bias stride]; `activation` one of EPILOGUES or None."""
     dt = np.dtype(dtype)
-    acc = {"f": None, "i": "long", "u": "long"}[dt.kind]
+    acc = {"f": None, "i": "long", "u": "ulong"}[dt.kind]  # integer products wrap, in the unsigned type for unsigned
+    # inputs: C's signed overflow is undefined
     if len(batch) > MAXB:
         raise InvalidArgumentError(f"matmul on {rt.name}: {len(batch)} batch axes that cannot be merged (at most "
                                    f"{MAXB}). Fix: reshape the inputs to fewer batch dimensions")
@@ -88,7 +89,7 @@ def gemm_step(rt, dtype, m, n, k, a, sa, b, sb, c, batch, bias=None, activation=
         geometry[:, MAXB - len(batch) + i] = dim
     count = math.prod(d[0] for d in batch)
     args = [a, b, c, bias, *(np.int64(v) for v in (m, n, k, *sa, *sb)), geometry.reshape(-1)]
-    acc_size = 8 if acc == "long" or dt == np.float64 else 4
+    acc_size = 8 if acc in ("long", "ulong") or dt == np.float64 else 4
     if m <= GEMV_ROWS:
         cfg = _gemv_config(rt, m, acc_size)
         program, key = build(rt, "gemv", options + "".join(f" -D{key}={v}" for key, v in cfg.items()))

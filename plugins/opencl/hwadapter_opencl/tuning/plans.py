@@ -22,7 +22,8 @@ from ..subgraph import Plan as NodePlan, Step
 
 _DIR = Path(__file__).with_name("kernels")
 _CL = {"bool": "uchar", "int8": "char", "int16": "short", "int32": "int", "int64": "long", "uint8": "uchar",
-       "float16": "half", "float32": "float", "float64": "double"}
+       "uint16": "ushort", "uint32": "uint", "uint64": "ulong", "float16": "half", "float32": "float",
+       "float64": "double"}
 BITS = {1: (np.uint8, "uchar"), 2: (np.uint16, "ushort"), 4: (np.uint32, "uint"), 8: (np.uint64, "ulong")}
 ALL = list(_CL)
 NUMERIC = [d for d in ALL if d != "bool"]
