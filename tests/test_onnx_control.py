@@ -148,3 +148,23 @@ def test_an_if_inside_a_loop_body_agrees_with_onnxruntime():
                    [helper.make_tensor(n, F, [], [v]) for n, v in (("one", 1.0), ("two", 2.0), ("half", 0.5),
                                                                     ("forty", 40.0))])
     _agree(model, [{"x": np.array(v, np.float32)} for v in ([0.5, 0.25, 0.0], [1.0, 2.0, 3.0], [30.0, 20.0, 1.0])])
+
+
+@pytest.mark.parametrize("reverse, out_axis", [(0, 0), (1, 1)])
+def test_a_scan_longer_than_the_unroll_limit_is_one_while_loop_and_agrees_with_onnxruntime(reverse, out_axis):
+    from hwadapter.onnx.ops.control import UNROLL
+    steps = UNROLL + 36
+    v = helper.make_tensor_value_info
+    body = helper.make_graph([helper.make_node("Mul", ["acc", "decay"], ["kept"]),
+                              helper.make_node("Add", ["kept", "row"], ["acc2"]),
+                              helper.make_node("Identity", ["acc2"], ["part"])], "body",
+                             [v("acc", F, [2]), v("row", F, [2])], [v("acc2", F, [2]), v("part", F, [2])])
+    node = helper.make_node("Scan", ["init", "x"], ["total", "parts"], body=body, num_scan_inputs=1,
+                            scan_input_directions=[reverse], scan_output_axes=[out_axis],
+                            scan_output_directions=[reverse])
+    parts = [steps, 2] if out_axis == 0 else [2, steps]
+    model = _model([node], [v("init", F, [2]), v("x", F, [steps, 2])], [v("total", F, [2]), v("parts", F, parts)],
+                   [helper.make_tensor("decay", F, [], [0.9])])
+    x = np.random.default_rng(4).standard_normal((steps, 2)).astype(np.float32)
+    loaded = _agree(model, [{"init": np.array([1.0, -1.0], np.float32), "x": x}])
+    assert [n.op for n in loaded.graph({"init": (2,), "x": (steps, 2)}).nodes].count("while_loop") == 1

@@ -34,6 +34,7 @@ class Scope(Context):
         self.values, self.constants, self.names = dict(outer.values), dict(outer.constants), dict(outer.names)
         self.graph_inputs = outer.graph_inputs
         self.label, self.outer = label, outer
+        self.node = outer.node  # until its own nodes convert: what its ops' errors name
 
     def all_nodes(self) -> list:
         return self.outer.all_nodes() + self.nodes
@@ -313,8 +314,7 @@ def _scan(ctx, node, proto, states: list, xs: list, in_axes, in_dirs, out_axes, 
         ctx.fail(node, f"its scan inputs have different lengths {sorted(lengths)} along their scan axes")
     length = lengths.pop()
     if length > UNROLL:
-        ctx.fail(node, f"it scans {length} steps; hwadapter unrolls Scan up to {UNROLL}",
-                 fix="export the model with a Loop, or a shorter sequence")
+        return _scan_loop(ctx, node, proto, states, xs, axes, in_dirs, out_axes, out_dirs, length)
     carried, stacked = list(states), [[] for _ in out_axes]
     for t in range(length):
         slices = [_take(ctx, x, a, length - 1 - t if d else t) for x, a, d in zip(xs, axes, in_dirs)]
@@ -331,3 +331,38 @@ def _scan(ctx, node, proto, states: list, xs: list, in_axes, in_dirs, out_axes, 
         rank = len(ctx.shape(refs[0])) + 1
         outs.append(_stack(ctx, refs, a + rank if a < 0 else a))
     return tuple(carried) + tuple(outs)
+
+
+def _scan_loop(ctx, node, proto, states: list, xs: list, axes, in_dirs, out_axes, out_dirs, length: int):
+    """A Scan longer than UNROLL as one while_loop over (step, states, one buffer per scan output): each step gathers
+    its slice of every scan input and scatters its outputs into the buffers, which are then its stacked outputs."""
+    probe, outs = body(ctx, proto, "shapes", dict(enumerate(states + [_take(ctx, x, a, 0) for x, a in zip(xs, axes)])))
+    elems = [(tuple(probe.shape(r)), np.dtype(probe.dtype(r))) for r in outs[len(states):]]  # the probe is dropped
+    carried = [ctx.constant(np.array(0, _I64))] + list(states) + [ctx.constant(np.zeros((length, *s), d))
+                                                                  for s, d in elems]
+    formals, t_formals = [_formal(ctx, r) for r in carried], [_formal(ctx, r) for r in carried]
+    scope = Scope(ctx, f"{node.name}/scan")
+    step, last = formals[0], scope.constant(np.array(length - 1, _I64))
+    flipped = scope.op("sub", last, step)
+    slices = [scope.op("gather", x, flipped if d else step, axis=a) for x, a, d in zip(xs, axes, in_dirs)]
+    inner, outs = body(scope, proto, "step", dict(enumerate(formals[1:1 + len(states)] + slices)))
+    inline(scope, inner)
+    buffers = []
+    for k, ((shape, _), ref) in enumerate(zip(elems, outs[len(states):])):
+        at = reshape(scope, flipped if out_dirs[k] else step, (1, 1))
+        buffers.append(scope.op("scatter_nd", formals[1 + len(states) + k], at, reshape(scope, ref, (1, *shape)),
+                                reduction="none"))
+    b_outs = [scope.op("add", step, scope.constant(np.array(1, _I64)))] + list(outs[:len(states)]) + buffers
+    t_scope = Scope(ctx, f"{node.name}/scan_test")
+    test = t_scope.op("less", t_formals[0], t_scope.constant(np.array(length, _I64)))
+    captures = list(dict.fromkeys(reads(scope, formals, b_outs) + reads(t_scope, t_formals, [test])))
+    attrs = {"cond": graph_of(t_scope, t_formals, [test], captures), "body": graph_of(scope, formals, b_outs, captures),
+             "carried": len(carried), "max_iters": None}
+    final = ctx.op("while_loop", *carried, *captures, n_outputs=len(carried), **attrs)
+    stacked = []
+    for buf, a in zip(final[1 + len(states):], out_axes):
+        rank = len(ctx.shape(buf))
+        a = a + rank if a < 0 else a
+        stacked.append(buf if a == 0 else ctx.op("transpose", buf, perm=tuple(list(range(1, a + 1)) + [0] +
+                                                                          list(range(a + 1, rank)))))
+    return tuple(final[1:1 + len(states)]) + tuple(stacked)
