@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 import hwadapter as hw
-from hwadapter import nn, profiler
+from hwadapter import profiler
 from hwadapter.api.errors import InvalidArgumentError, LoopLimitError, TracingError
 from hwadapter.api.ir import Graph, Node, Value
 from hwadapter.graph import partition
 from hwadapter.graph.reference import run as reference_run
+from control_models import Branchy
 
 F32, BOOL, I64 = np.dtype("float32"), np.dtype("bool"), np.dtype("int64")
 DEVICES = ["cpu"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
@@ -183,16 +184,6 @@ def test_eager_misuse_is_a_clear_error_naming_this_file(call, says):
 
 
 # --- under to_static -----------------------------------------------------------------------------------------------
-class Branchy(nn.Layer):
-    """The issue's example: relu(fc1(x)) or fc1(x), by the mean of x, then fc2."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2, self.relu = nn.Linear(4, 8), nn.Linear(8, 2), nn.ReLU()
-
-    def forward(self, x):
-        x = hw.static.nn.cond(x.mean() > 0.5, lambda: self.relu(self.fc1(x)), lambda: self.fc1(x))
-        return self.fc2(x)
 
 
 @pytest.mark.parametrize("dev", DEVICES)

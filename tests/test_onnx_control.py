@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hwadapter as hw
 from hwadapter.onnx.node import UnsupportedOpError
 
 onnx = pytest.importorskip("onnx")
@@ -14,7 +13,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import hwadapter.onnx as hwonnx  # noqa: E402
 
-DEVICES = ["cpu"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
+from onnx_oracle import agree  # noqa: E402
 F, B, I = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 
 
@@ -23,20 +22,6 @@ def _model(nodes, inputs, outputs, inits=()):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     onnx.checker.check_model(model)
     return model
-
-
-def _agree(model, feeds_list, devices=DEVICES):
-    """hwadapter's outputs equal onnxruntime's for every feed, on every device."""
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    loaded = hwonnx.load(model)
-    for feeds in feeds_list:
-        want = session.run(None, feeds)
-        for dev in devices:
-            got = loaded.run(feeds, [dev, "cpu"])
-            for g, w in zip(got, want):
-                g = g.numpy() if hasattr(g, "numpy") else np.asarray(g)
-                np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6, err_msg=f"{dev}, {feeds}")
-    return loaded
 
 
 def _branch(name, node_list, out):
@@ -57,7 +42,7 @@ def if_model():
 def test_an_if_on_a_run_time_condition_is_one_cond_node_and_agrees_with_onnxruntime():
     model = if_model()
     x = np.array([1.0, -2.0, 5.0], np.float32)
-    loaded = _agree(model, [{"c": np.array(v), "x": x} for v in (True, False)])
+    loaded = agree(model, [{"c": np.array(v), "x": x} for v in (True, False)])
     graph = loaded.graph({"c": (), "x": (3,)})
     assert [n.op for n in graph.nodes].count("cond") == 1
 
@@ -89,7 +74,7 @@ def test_a_loop_that_stops_on_its_values_is_a_while_loop_and_agrees_with_onnxrun
         if with_count:
             feed["m"] = np.array(4, np.int64)
         feeds.append(feed)
-    loaded = _agree(model, feeds)
+    loaded = agree(model, feeds)
     shapes = {"x": (2,), "limit": ()} | ({"m": ()} if with_count else {})
     assert [n.op for n in loaded.graph(shapes).nodes].count("while_loop") == 1
 
@@ -109,7 +94,7 @@ def scan_model(reverse: int, out_axis: int):
 @pytest.mark.parametrize("reverse, out_axis", [(0, 0), (1, 0), (0, 1), (1, -1)])
 def test_a_scan_in_either_direction_agrees_with_onnxruntime(reverse, out_axis):
     x = np.arange(8, dtype=np.float32).reshape(4, 2)
-    _agree(scan_model(reverse, out_axis), [{"init": np.array([1.0, -1.0], np.float32), "x": x}], devices=["cpu"])
+    agree(scan_model(reverse, out_axis), [{"init": np.array([1.0, -1.0], np.float32), "x": x}], devices=["cpu"])
 
 
 def test_a_loop_whose_scan_outputs_depend_on_run_time_values_is_refused_saying_why():
@@ -147,7 +132,7 @@ def test_an_if_inside_a_loop_body_agrees_with_onnxruntime():
                    [helper.make_tensor_value_info("x", F, [3])], [helper.make_tensor_value_info("y", F, [3])],
                    [helper.make_tensor(n, F, [], [v]) for n, v in (("one", 1.0), ("two", 2.0), ("half", 0.5),
                                                                     ("forty", 40.0))])
-    _agree(model, [{"x": np.array(v, np.float32)} for v in ([0.5, 0.25, 0.0], [1.0, 2.0, 3.0], [30.0, 20.0, 1.0])])
+    agree(model, [{"x": np.array(v, np.float32)} for v in ([0.5, 0.25, 0.0], [1.0, 2.0, 3.0], [30.0, 20.0, 1.0])])
 
 
 @pytest.mark.parametrize("reverse, out_axis", [(0, 0), (1, 1)])
@@ -166,5 +151,5 @@ def test_a_scan_longer_than_the_unroll_limit_is_one_while_loop_and_agrees_with_o
     model = _model([node], [v("init", F, [2]), v("x", F, [steps, 2])], [v("total", F, [2]), v("parts", F, parts)],
                    [helper.make_tensor("decay", F, [], [0.9])])
     x = np.random.default_rng(4).standard_normal((steps, 2)).astype(np.float32)
-    loaded = _agree(model, [{"init": np.array([1.0, -1.0], np.float32), "x": x}])
+    loaded = agree(model, [{"init": np.array([1.0, -1.0], np.float32), "x": x}])
     assert [n.op for n in loaded.graph({"init": (2,), "x": (steps, 2)}).nodes].count("while_loop") == 1

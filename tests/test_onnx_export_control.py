@@ -12,11 +12,11 @@ ort = pytest.importorskip("onnxruntime", reason="onnxruntime is the oracle of th
 import hwadapter as hw  # noqa: E402
 import hwadapter.nn.functional as F  # noqa: E402
 import hwadapter.onnx as hwonnx  # noqa: E402
-from hwadapter import nn  # noqa: E402
 from hwadapter.api.errors import LoopLimitError  # noqa: E402
 from hwadapter.api.ir import Graph, Node, Value  # noqa: E402
 from hwadapter.graph import run as hw_run  # noqa: E402
 from hwadapter.onnx import export  # noqa: E402
+from control_models import Branchy  # noqa: E402
 
 F32, F16, I8, I64, BOOL = (np.dtype(n) for n in ("float32", "float16", "int8", "int64", "bool"))
 
@@ -70,16 +70,6 @@ def _agree(path, fn, cases, rtol=1e-6, atol=1e-6):
 
 
 # --- traced functions ----------------------------------------------------------------------------------------------
-class Branchy(nn.Layer):
-    """The issue's example: relu(fc1(x)) or fc1(x), by the mean of x, then fc2."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1, self.fc2, self.relu = nn.Linear(4, 8), nn.Linear(8, 2), nn.ReLU()
-
-    def forward(self, x):
-        x = hw.static.nn.cond(x.mean() > 0.5, lambda: self.relu(self.fc1(x)), lambda: self.fc1(x))
-        return self.fc2(x)
 
 
 def test_a_layer_with_a_data_dependent_branch_runs_in_onnxruntime_as_eagerly(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import hwadapter as hw
 from hwadapter.api.errors import InvalidArgumentError
 from hwadapter.onnx.node import UnsupportedOpError
 
@@ -16,7 +15,7 @@ from onnx import TensorProto, helper  # noqa: E402
 import hwadapter.onnx as hwonnx  # noqa: E402
 from hwadapter.onnx import backend  # noqa: E402
 
-DEVICES = ["cpu"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
+from onnx_oracle import DEVICES, agree  # noqa: E402
 F, B, I = TensorProto.FLOAT, TensorProto.BOOL, TensorProto.INT64
 RNG = np.random.default_rng(7)
 
@@ -40,34 +39,6 @@ def _model(nodes, inputs, outputs, inits=(), opset=17):
     return model
 
 
-def _same(got, want, where):
-    """got equals want: arrays alike in dtype, shape and values; lists alike element by element; None alike."""
-    if want is None or got is None:
-        assert got is None and want is None, f"{where}: {got!r} vs {want!r}"
-    elif isinstance(want, list):
-        assert isinstance(got, list) and len(got) == len(want), f"{where}: {got!r} vs {want!r}"
-        for k, (g, w) in enumerate(zip(got, want)):
-            _same(g, w, f"{where}[{k}]")
-    else:
-        assert isinstance(got, np.ndarray) and got.dtype == want.dtype and got.shape == want.shape, \
-            f"{where}: {got!r} vs {want!r}"
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=where)
-
-
-def _agree(model, feeds_list, devices=DEVICES):
-    """hwadapter's outputs equal onnxruntime's for every feed, on every device; the loaded model."""
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    loaded = hwonnx.load(model)
-    for feeds in feeds_list:
-        want = session.run(None, feeds)
-        for dev in devices:
-            got = loaded.run(feeds, [dev, "cpu"])
-            assert len(got) == len(want)
-            for k, (g, w) in enumerate(zip(got, want)):
-                _same(g, w, f"{dev}, output {k}")
-    return loaded
-
-
 def _floats(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -80,7 +51,7 @@ def test_construct_at_length_and_a_sequence_output():
                     helper.make_node("SequenceLength", ["s"], ["n"])],
                    [ten("a", F, [2, 3]), ten("b", F, [1, 3])],
                    [seq("s", F), ten("last", F, [2, 3]), ten("n", I, [])])
-    got = _agree(model, [{"a": _floats(2, 3), "b": _floats(1, 3)}]).run([_floats(2, 3), _floats(1, 3)])
+    got = agree(model, [{"a": _floats(2, 3), "b": _floats(1, 3)}]).run([_floats(2, 3), _floats(1, 3)])
     assert got[0][0] is not got[0][2]  # one tensor twice in a sequence: two arrays, no shared memory
 
 
@@ -93,7 +64,7 @@ def test_insert_and_erase_at_positions_fed_as_inputs_convert_per_value():
     s = [_floats(2), _floats(3), _floats(1)]
     feeds = [{"s": s, "x": _floats(2), "p": np.array(p, np.int64), "q": np.array(q, np.int64)}
              for p, q in ((0, 1), (3, -1), (-2, 0), (1, 3))]
-    loaded = _agree(model, feeds)
+    loaded = agree(model, feeds)
     assert {"p", "q"} <= set(loaded.value_inputs)
 
 
@@ -104,7 +75,7 @@ def test_split_to_sequence_scalar_uneven_list_and_without_split():
                     helper.make_node("SplitToSequence", ["x"], ["s3"], axis=-1, keepdims=0)],
                    [ten("x", F, [5, 4])], [seq("s1"), seq("s2"), seq("s3")],
                    [helper.make_tensor("two", I, [], [2]), helper.make_tensor("sizes", I, [2], [1, 3])], opset=11)
-    _agree(model, [{"x": x}])
+    agree(model, [{"x": x}])
 
 
 @pytest.mark.parametrize("new_axis,axis", [(0, 0), (0, -1), (1, 0), (1, 2), (1, -1)])
@@ -112,7 +83,7 @@ def test_concat_from_sequence(new_axis, axis):
     model = _model([helper.make_node("SplitToSequence", ["x"], ["s"], axis=0),
                     helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=axis, new_axis=new_axis)],
                    [ten("x", F, [3, 2, 4])], [ten("y", F, ["a", "b", "c", "d"][:3 + new_axis])], opset=11)
-    _agree(model, [{"x": _floats(3, 2, 4)}])
+    agree(model, [{"x": _floats(3, 2, 4)}])
 
 
 def test_sequence_empty_then_inserts():
@@ -122,7 +93,7 @@ def test_sequence_empty_then_inserts():
                     helper.make_node("SequenceLength", ["e"], ["n"])],
                    [ten("x", I, [3])], [seq("e", I), seq("s2", I), ten("n", I, [])],
                    [helper.make_tensor("zero", I, [], [0])])
-    got = _agree(model, [{"x": np.arange(3, dtype=np.int64)}]).run([np.arange(3, dtype=np.int64)])
+    got = agree(model, [{"x": np.arange(3, dtype=np.int64)}]).run([np.arange(3, dtype=np.int64)])
     assert got[0] == []
 
 
@@ -132,7 +103,7 @@ def test_sequence_map_over_a_sequence_and_a_tensor_with_two_outputs():
     model = _model([helper.make_node("SequenceMap", ["s", "t"], ["sums", "shapes"], body=body)],
                    [seq("s", F), ten("t", F, [3])], [seq("sums", F), seq("shapes", I)])
     t = _floats(3)
-    _agree(model, [{"s": [_floats(3), _floats(2, 3), _floats(4, 1, 3)], "t": t}, {"s": [], "t": t}])
+    agree(model, [{"s": [_floats(3), _floats(2, 3), _floats(4, 1, 3)], "t": t}, {"s": [], "t": t}])
 
 
 def test_optional_wrap_has_element_and_get_element():
@@ -144,7 +115,7 @@ def test_optional_wrap_has_element_and_get_element():
                     helper.make_node("OptionalGetElement", ["o"], ["y"])],
                    [ten("x", F, [2])], [opt("o", ot), opt("none", ot), ten("h1", B, []), ten("h2", B, []),
                                         ten("y", F, [2])])
-    got = _agree(model, [{"x": _floats(2)}]).run([_floats(2)])
+    got = agree(model, [{"x": _floats(2)}]).run([_floats(2)])
     assert got[1] is None and bool(got[2]) and not bool(got[3])
 
 
@@ -160,7 +131,7 @@ def add_to_each_model():
 
 def test_a_sequence_input_is_its_tensors_as_graph_inputs_converted_per_length_and_shapes():
     model = add_to_each_model()
-    loaded = _agree(model, [{"s": [_floats(2), _floats(3, 2)]}, {"s": [_floats(4)]}, {"s": []}])
+    loaded = agree(model, [{"s": [_floats(2), _floats(3, 2)]}, {"s": [_floats(4)]}, {"s": []}])
     graph = loaded.graph({"s": [(2,), (3, 2)]})
     assert graph.inputs == ["s[0]", "s[1]"] and list(graph.constants[graph.outputs[-1]].shape) == []  # n: 2
     with pytest.raises(InvalidArgumentError, match="input 's' is a sequence of tensors.*known only when it runs"):
@@ -175,7 +146,7 @@ def test_a_sequence_tensor_read_as_a_value_converts_per_value_of_that_tensor():
                    [seq("s", I, [2]), ten("x", F, [6])], [ten("y", F, ["a", "b"])])
     x = _floats(6)
     shapes = ([2, 3], [3, 2], [6, 1])
-    loaded = _agree(model, [{"s": [np.array(v, np.int64), np.array([1, 1], np.int64)], "x": x} for v in shapes])
+    loaded = agree(model, [{"s": [np.array(v, np.int64), np.array([1, 1], np.int64)], "x": x} for v in shapes])
     assert loaded.value_inputs == ["s[0]"]
 
 
@@ -192,13 +163,13 @@ def test_the_backend_takes_and_gives_lists_and_none():
                           helper.make_node("OptionalHasElement", ["o"], ["h"])],
                          [opt("o", ot)], [opt("p", ot), ten("h", B, [])])
     assert backend.run_model(passthrough, [None])[0] is None
-    _agree(passthrough, [{"o": None}, {"o": np.float32([1, 2])}])
+    agree(passthrough, [{"o": None}, {"o": np.float32([1, 2])}])
 
 
 def test_an_optional_sequence_input_and_its_inputs_checked():
     inner = helper.make_sequence_type_proto(helper.make_tensor_type_proto(F, [2]))
     model = _model([helper.make_node("OptionalHasElement", ["o"], ["h"])], [opt("o", inner)], [ten("h", B, [])])
-    _agree(model, [{"o": None}, {"o": []}, {"o": [_floats(2)]}])
+    agree(model, [{"o": None}, {"o": []}, {"o": [_floats(2)]}])
     loaded = hwonnx.load(model)
     with pytest.raises(InvalidArgumentError, match=r"input 'o' is a ndarray; the model declares it an optional of a "
                                                    "sequence of tensors"):
@@ -221,7 +192,7 @@ def test_a_sequence_carried_through_an_unrolled_loop_grows_per_iteration():
                     helper.make_node("ConcatFromSequence", ["s"], ["y"], axis=0, new_axis=1)],
                    [ten("m", I, []), ten("x", F, [3])], [seq("s", F), ten("y", F, ["m", 3])])
     x = _floats(3)
-    loaded = _agree(model, [{"m": np.array(k, np.int64), "x": x} for k in (1, 4)])
+    loaded = agree(model, [{"m": np.array(k, np.int64), "x": x} for k in (1, 4)])
     assert "m" in loaded.value_inputs
 
 
@@ -235,7 +206,7 @@ def test_an_if_choosing_between_sequences_of_one_length_is_a_cond_node():
                                      else_branch=branch("else", "Mul"))],
                    [ten("x", F, [100])], [seq("s")], [helper.make_tensor("zero", F, [], [0.0])])
     x = _floats(100)
-    loaded = _agree(model, [{"x": x}, {"x": -x}])
+    loaded = agree(model, [{"x": x}, {"x": -x}])
     assert [n.op for n in loaded.graph({"x": (100,)}).nodes].count("cond") == 1
 
 
@@ -255,7 +226,7 @@ def _lengths_if(cond_input: bool):
 
 def test_an_if_giving_sequences_of_different_lengths_converts_per_value_of_its_condition_input():
     x = _floats(100)
-    loaded = _agree(_lengths_if(True), [{"x": x, "c": np.array(v)} for v in (True, False)])
+    loaded = agree(_lengths_if(True), [{"x": x, "c": np.array(v)} for v in (True, False)])
     assert loaded.value_inputs == ["c"]
 
 
