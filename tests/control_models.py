@@ -15,3 +15,13 @@ class Branchy(nn.Layer):
     def forward(self, x):
         x = hw.static.nn.cond(x.mean() > 0.5, lambda: self.relu(self.fc1(x)), lambda: self.fc1(x))
         return self.fc2(x)
+
+
+def nested(x, n):
+    """A cond inside a while_loop's body inside a cond: n times, add x on even steps and subtract 1 on odd ones."""
+    def body(i, acc):
+        step = hw.static.nn.cond(i % 2 == 0, lambda: acc + x, lambda: acc - 1.0)
+        return [i + 1, step]
+    return hw.static.nn.cond(n > 0, lambda: hw.static.nn.while_loop(lambda i, a: i < n, body,
+                                                                      [hw.to_tensor(0), x])[1],
+                             lambda: x * 0.0)

@@ -13,7 +13,7 @@ from hwadapter.api.errors import InvalidArgumentError, LoopLimitError, TracingEr
 from hwadapter.api.ir import Graph, Node, Value
 from hwadapter.graph import partition
 from hwadapter.graph.reference import run as reference_run
-from control_models import Branchy
+from control_models import Branchy, nested
 
 F32, BOOL, I64 = np.dtype("float32"), np.dtype("bool"), np.dtype("int64")
 DEVICES = ["cpu"] + (["opencl:0"] if hw.device.is_available("opencl") else [])
@@ -150,15 +150,23 @@ def test_the_profile_shows_the_predicate_read_and_the_branch_steps():
     assert "read" in names and "mul" in names and "add" not in names  # the else branch did not run
 
 
-def test_a_branch_returning_its_constant_hands_out_a_copy():
-    """The outer plan may write over a control node's result: it must not be the branch plan's own constant."""
+def test_a_step_after_a_cond_never_writes_over_what_a_branch_handed_out():
+    """A branch may hand out its own constant (or its input): the outer plan must not write in place over the
+    cond's result (neg here, whose input dies there and shares no graph input), or the constant changes run by
+    run."""
     then = Graph([], {"x": _v("x"), "k": _v("k")}, ["x"], ["k"], {"k": np.full(4, 7, F32)})
-    g = Graph([Node("c", "cond", ("p", "x"), ("r",), {"then": then, "else": then}),
-               Node("n", "neg", ("r",), ("o",))], {"p": _v("p", (), BOOL), "x": _v("x"), "r": _v("r"), "o": _v("o")},
-              ["p", "x"], ["o"])
+    other = Graph([], {"x": _v("x")}, ["x"], ["x"])
+    g = Graph([Node("d", "add", ("x", "x"), ("x2",)),
+               Node("s", "sum", ("x2",), ("s",), {"axis": (0,), "keepdim": False}),
+               Node("gt", "greater", ("s", "z"), ("p",)),
+               Node("c", "cond", ("p", "x2"), ("r",), {"then": then, "else": other}),
+               Node("n", "neg", ("r",), ("o",))],
+              {"x": _v("x"), "x2": _v("x2"), "s": _v("s", ()), "z": _v("z", ()), "p": _v("p", (), BOOL),
+               "r": _v("r"), "o": _v("o")}, ["x"], ["o"], {"z": np.array(0, F32)})
     plan = partition(g, ["cpu"])
     for _ in range(3):
-        np.testing.assert_array_equal(plan.run([np.array(True), np.zeros(4, F32)])[0].numpy(), np.full(4, -7, F32))
+        np.testing.assert_array_equal(plan.run([np.ones(4, F32)])[0].numpy(), np.full(4, -7, F32))
+        np.testing.assert_array_equal(plan.run([-np.ones(4, F32)])[0].numpy(), np.full(4, 2, F32))
 
 
 # --- hw.static.nn eagerly ------------------------------------------------------------------------------------------
@@ -219,19 +227,18 @@ def test_a_traced_loop_until_a_tolerance_matches_numpy():
 
 
 def test_a_loop_nested_in_a_branch_and_a_branch_in_a_loop_trace_and_run():
-    def f(x, n):
-        def body(i, acc):
-            step = hw.static.nn.cond(i % 2 == 0, lambda: acc + x, lambda: acc - 1.0)
-            return [i + 1, step]
-        return hw.static.nn.cond(n > 0, lambda: hw.static.nn.while_loop(lambda i, a: i < n, body,
-                                                                          [hw.to_tensor(0), x])[1],
-                                 lambda: x * 0.0)
-
-    static = hw.jit.to_static(f)
-    x = hw.to_tensor(np.array([1.0, 2.0], F32))
+    static = hw.jit.to_static(nested)
+    xs = np.array([1.0, 2.0], F32)
+    x = hw.to_tensor(xs)
     with hw.no_grad():
         for n in (0, 1, 4, 5):
-            np.testing.assert_allclose(static(x, hw.to_tensor(n)).numpy(), f(x, hw.to_tensor(n)).numpy())
+            want = xs * 0.0
+            if n > 0:
+                want = xs.copy()
+                for i in range(n):
+                    want = want + xs if i % 2 == 0 else want - 1.0
+            np.testing.assert_allclose(static(x, hw.to_tensor(n)).numpy(), want)
+            np.testing.assert_allclose(nested(x, hw.to_tensor(n)).numpy(), want)  # eagerly too
     assert static.cache_info()["traces"] == 1
 
 

@@ -16,7 +16,7 @@ from hwadapter.api.errors import LoopLimitError  # noqa: E402
 from hwadapter.api.ir import Graph, Node, Value  # noqa: E402
 from hwadapter.graph import run as hw_run  # noqa: E402
 from hwadapter.onnx import export  # noqa: E402
-from control_models import Branchy  # noqa: E402
+from control_models import Branchy, nested  # noqa: E402
 
 F32, F16, I8, I64, BOOL = (np.dtype(n) for n in ("float32", "float16", "int8", "int64", "bool"))
 
@@ -114,16 +114,6 @@ def test_newtons_iteration_to_a_tolerance_loops_as_often_as_eagerly(tmp_path):
     steps = {int(newton(hw.to_tensor(a))[1].numpy()) for (a,) in cases}
     assert 0 in steps and len(steps) == len(cases)  # none, and each case a different count
     _agree(path, newton, cases)
-
-
-def nested(x, n):
-    """A cond inside a while_loop's body inside a cond: n times, add x on even steps and subtract 1 on odd ones."""
-    def body(i, acc):
-        step = hw.static.nn.cond(i % 2 == 0, lambda: acc + x, lambda: acc - 1.0)
-        return [i + 1, step]
-    return hw.static.nn.cond(n > 0, lambda: hw.static.nn.while_loop(lambda i, a: i < n, body,
-                                                                      [hw.to_tensor(0), x])[1],
-                             lambda: x * 0.0)
 
 
 def test_a_cond_nested_in_a_loop_nested_in_a_cond(tmp_path):

@@ -83,9 +83,9 @@ _TABLE = {(a, b): _promote_pair(a, b) for a in ALL for b in ALL}
 
 def result_type(*dts: np.dtype, op: str = "op") -> np.dtype:
     """Promote tensor dtypes by the array API standard's lattice; uint64 with a signed integer is an error."""
-    floats = [d for d in dts if d.kind == "f"]
-    if floats and len(floats) < len(dts):  # a float wins over every integer: their order cannot matter
-        dts = floats
+    if len(dts) > 2:  # a float wins over every integer, whatever order they come in (a pair's table says so)
+        floats = [d for d in dts if d.kind == "f"]
+        dts = floats or dts
     out = dts[0]
     for d in dts[1:]:
         joined = _TABLE[out, d]

@@ -1,5 +1,6 @@
 """A user's function with its control flow converted (transform.py), compiled from its own source with its own file
-name and line numbers, its globals and (as they are now) its closure's values; cached per function. Functions of
+name and line numbers, its globals and its closure's cells (shared: a later trace sees them changed); cached per
+function. Functions of
 hwadapter, of installed packages and of the standard library, lambdas, generators, functions without source and
 those marked with `not_to_static` are used as they are."""
 from __future__ import annotations

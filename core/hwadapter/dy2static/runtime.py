@@ -46,11 +46,6 @@ def _traced(x) -> bool:
     return _trace.is_symbolic(x)
 
 
-def _where(fn) -> str:
-    code = getattr(fn, "__code__", None)
-    return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
-
-
 # --- if / else ----------------------------------------------------------------------------------------------------
 def ifelse(pred, true_fn, false_fn, args: tuple, names: tuple, line: str):
     """`true_fn(*args)` if pred else `false_fn(*args)`: both take and return the statement's variables. A traced
@@ -58,9 +53,7 @@ def ifelse(pred, true_fn, false_fn, args: tuple, names: tuple, line: str):
     only) is made a tensor where that is sound, else a TracingError names the user's line."""
     if not _traced(pred):
         return (true_fn if _as_bool(pred, line) else false_fn)(*args)
-    tracer = _trace.active()
-    if not is_predicate(pred.shape, pred.dtype):
-        pred = _as_predicate(pred, line)
+    tracer, pred = _trace.active(), _as_predicate(pred, line)
     sides = []
     for fn in (true_fn, false_fn):
         nodes, outs, structure = tracer.region(lambda fn=fn: tuple(fn(*args)), (), f"the if at {line}")
@@ -86,9 +79,7 @@ def ifexp(pred, then, other, line: str):
     """`then() if pred else other()`: a cond node on a traced predicate (both give alike tensors)."""
     if not _traced(pred):
         return then() if _as_bool(pred, line) else other()
-    if not is_predicate(pred.shape, pred.dtype):
-        pred = _as_predicate(pred, line)
-    return static_nn.cond(pred, then, other)
+    return static_nn.cond(_as_predicate(pred, line), then, other)
 
 
 def _value(leaf, outs: list) -> tuple:
@@ -138,14 +129,14 @@ def _ref(tracer, side: tuple, kind: tuple) -> str:
         return name
     if what == "number":
         return tracer.constant(np.array(side[1], dtype=meta)).name
-    if _number(side[1]):
-        return tracer.constant(np.array(side[1], dtype=meta[1]).reshape(meta[0])
-                               if np.size(side[1]) == 1 and not meta[0] else
-                               np.full(meta[0], side[1], dtype=meta[1])).name
-    return tracer.constant(np.zeros(meta[0], dtype=meta[1])).name
+    # a number beside a tensor, filled to its shape; a return value this branch does not set: zeros
+    return tracer.constant(np.full(meta[0], side[1] if _number(side[1]) else 0, dtype=meta[1])).name
 
 
 def _as_predicate(pred, line: str):
+    """A traced condition as a cond's predicate: a bool of one element (a number's truth: != 0)."""
+    if is_predicate(pred.shape, pred.dtype):
+        return pred
     if pred.size != 1:
         fix = "reduce it to one element (x.any(), x.all(), x.sum() > 0)"
         raise TracingError(f"{line}: an if on a traced tensor of {pred.size} elements is ambiguous. Fix: {fix}",
@@ -196,9 +187,7 @@ def while_(cond_fn, body_fn, args: tuple, names: tuple, line: str):
 def _traced_loop(cond_fn, body_fn, values: tuple, names: tuple, line: str):
     carried, fixed = [], {}
     for i, (name, v) in enumerate(zip(names, values)):
-        if isinstance(v, Tensor):
-            carried.append(i)
-        elif _number(v):
+        if isinstance(v, Tensor) or _number(v):
             carried.append(i)
         elif isinstance(v, Undefined):
             fixed[i] = v  # assigned in the body before it is read: a temporary of each iteration
@@ -212,13 +201,13 @@ def _traced_loop(cond_fn, body_fn, values: tuple, names: tuple, line: str):
         return tuple(fixed[i] if i in fixed else next(it) for i in range(len(values)))
 
     def test(*vals):
-        return _bool_tensor(cond_fn(*full(vals)), line)
+        return _bool_tensor(cond_fn(*full(vals)))
 
     def body(*vals):
         out = body_fn(*full(vals))
         return [_like(out[i], vals[k]) for k, i in enumerate(carried)]
     start = [values[i] if isinstance(values[i], Tensor) else to_tensor(values[i]) for i in carried]
-    final = static_nn.while_loop(test, body, start)
+    final = static_nn.record_while(_trace.active(), test, body, start, line, None)
     result = list(values)
     for k, i in enumerate(carried):
         result[i] = final[k]
@@ -237,7 +226,7 @@ def _like(v, template):
                        fix="keep loop variables tensors or numbers")
 
 
-def _bool_tensor(pred, line: str):
+def _bool_tensor(pred):
     if isinstance(pred, Tensor):
         return pred if pred.dtype == np.bool_ else pred != 0
     return to_tensor(np.array(bool(pred)))
@@ -257,25 +246,23 @@ def in_range(i, stop, step):
 # --- and / or / not -----------------------------------------------------------------------------------------------
 def and_(*thunks):
     """`a and b and ...` with each operand a thunk: Python's on concrete values, logical_and once one is traced."""
-    value = thunks[0]()
-    for thunk in thunks[1:]:
-        if _traced(value):
-            value = logical_and(_bool_tensor(value, ""), _bool_tensor(thunk(), ""))
-            continue
-        if not _truthy(value):
-            return value
-        value = thunk()
-    return value
+    return _logic(thunks, logical_and, False)
 
 
 def or_(*thunks):
     """`a or b or ...`, as and_."""
+    return _logic(thunks, logical_or, True)
+
+
+def _logic(thunks, op, stop: bool):
+    """Python's short-circuit `and` (stop False) or `or` (stop True) until an operand is traced, then `op` of the
+    rest as bool tensors."""
     value = thunks[0]()
     for thunk in thunks[1:]:
         if _traced(value):
-            value = logical_or(_bool_tensor(value, ""), _bool_tensor(thunk(), ""))
+            value = op(_bool_tensor(value), _bool_tensor(thunk()))
             continue
-        if _truthy(value):
+        if _truthy(value) is stop:
             return value
         value = thunk()
     return value
@@ -283,7 +270,7 @@ def or_(*thunks):
 
 def not_(value):
     """`not value`: logical_not of a traced tensor, Python's `not` otherwise."""
-    return logical_not(_bool_tensor(value, "")) if _traced(value) else not _truthy(value)
+    return logical_not(_bool_tensor(value)) if _traced(value) else not _truthy(value)
 
 
 def _truthy(value) -> bool:

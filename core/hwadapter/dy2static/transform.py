@@ -94,14 +94,15 @@ def _walk(node, stop):
             yield from _walk(child, stop)
 
 
-def _guarded(stmts: list, flag: str, holds) -> list:
-    """`stmts` with everything after a statement that may set `flag` (holds(stmt)) under `if not flag:`."""
+def _guarded(stmts: list, flags: tuple) -> list:
+    """`stmts` with everything after a statement that may set one of `flags` under `if not (flag or ...):`."""
     out = []
     for k, s in enumerate(stmts):
         out.append(s)
-        if holds(s) and k + 1 < len(stmts):
-            rest = _guarded(stmts[k + 1:], flag, holds)
-            guard = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=_name(flag)), body=rest, orelse=[])
+        if k + 1 < len(stmts) and any(_sets(s, f) for f in flags):
+            test = _name(flags[0]) if len(flags) == 1 else ast.BoolOp(op=ast.Or(), values=[_name(f) for f in flags])
+            guard = ast.If(test=ast.UnaryOp(op=ast.Not(), operand=test), body=_guarded(stmts[k + 1:], flags),
+                           orelse=[])
             out.append(ast.copy_location(guard, stmts[k + 1]))
             break
     return out
@@ -125,7 +126,7 @@ class _Returns(ast.NodeTransformer):
         flat = []
         for s in stmts:
             flat.extend(s if isinstance(s, list) else [s])
-        return _guarded(flat, RET_FLAG, lambda s: _contains([s], ast.Return) or _sets(s, RET_FLAG))
+        return _guarded(flat, (RET_FLAG,))  # its returns are flags now
 
     def visit_Return(self, node):
         out = [_set(RET_VAL, node.value or _const(None)), _set(RET_FLAG, _const(True))]
@@ -176,8 +177,8 @@ _LOOPS = (ast.While, ast.For, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDe
 class Transformer(ast.NodeTransformer):
     """The statements and expressions of one function, rewritten inner first (see the module's docstring)."""
 
-    def __init__(self, filename: str, declared: set):
-        self.filename, self.declared = filename, declared
+    def __init__(self, filename: str, declared: set, first_arg: str | None):
+        self.filename, self.declared, self.first_arg = filename, declared, first_arg  # first_arg: what super() gets
         self.count = itertools.count()
 
     def line(self, node) -> str:
@@ -306,14 +307,13 @@ class Transformer(ast.NodeTransformer):
 
             visit_For = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_While
 
-            def visit_If(self, n):
-                n.body = [self.visit(s) for s in n.body]
-                n.orelse = [self.visit(s) for s in n.orelse]
+            def visit_If(self, n):  # what follows a break or continue in a branch runs only without it
+                n.body = _guarded([self.visit(s) for s in n.body], flags)
+                n.orelse = _guarded([self.visit(s) for s in n.orelse], flags)
                 return n
 
-        body = [Flags().visit(s) for s in node.body]
         flags = tuple(f for f, used in ((brk, has_break), (cont, has_continue)) if used)
-        body = _guarded_all(body, flags)
+        body = _guarded([Flags().visit(s) for s in node.body], flags)
         if has_continue:
             body = [_set(cont, _const(False))] + body
         if bump is not None:
@@ -333,30 +333,6 @@ class Transformer(ast.NodeTransformer):
         converted = self.visit_While(out[-1])
         return out[:-1] + (converted if isinstance(converted, list) else [converted])
 
-    first_arg = None
-
-
-def _guarded_all(stmts: list, flags: tuple) -> list:
-    """`stmts` (of a loop body, nested ifs included) with what follows a break or continue under `if not flag`."""
-    def holds(s):
-        return any(_sets(s, f) for f in flags)
-    out = []
-    for s in stmts:
-        if isinstance(s, ast.If):
-            s.body = _guarded_all(s.body, flags)
-            s.orelse = _guarded_all(s.orelse, flags)
-        out.append(s)
-    result = []
-    for k, s in enumerate(out):
-        result.append(s)
-        if holds(s) and k + 1 < len(out):
-            test = ast.UnaryOp(op=ast.Not(), operand=ast.BoolOp(op=ast.Or(), values=[_name(f) for f in flags])) \
-                if len(flags) > 1 else ast.UnaryOp(op=ast.Not(), operand=_name(flags[0]))
-            result.append(ast.copy_location(ast.If(test=test, body=_guarded_all(out[k + 1:], flags), orelse=[]),
-                                            out[k + 1]))
-            break
-    return result
-
 
 def _no_args() -> ast.arguments:
     return ast.arguments(posonlyargs=[], args=[], vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
@@ -370,9 +346,8 @@ def transform(fn_def: ast.FunctionDef, filename: str) -> ast.FunctionDef:
                         for s in fn_def.body if isinstance(s, (ast.If, ast.While, ast.For, ast.With)))
     if nested_return:
         _Returns().run(fn_def)
-    t = Transformer(filename, declared)
     args = fn_def.args.posonlyargs + fn_def.args.args
-    t.first_arg = args[0].arg if args else None
+    t = Transformer(filename, declared, args[0].arg if args else None)
     body = []
     for s in fn_def.body:
         out = t.visit(s)

@@ -11,21 +11,19 @@ from ..api.config import config
 from ..api.control import graphs_of
 from ..api.errors import LoopLimitError
 from ..dispatch import dispatcher
-from ..runtime.memory import to_device, transfer
+from ..runtime.memory import transfer
 from . import executor
 
 
 class Body:
-    """One branch or body as a plan: called with arrays on the control step's device, it gives its results there."""
+    """One branch or body as a plan: called with arrays on the control step's device, it gives its results there
+    (which may be its inputs or its constants: the outer plan treats them as opaque, never written over)."""
 
     def __init__(self, plan, device):
         self.plan, self.device = plan, device
         sched = plan.schedule
         self.homes = [home for _, home, _ in sched.inputs]
         self.places = [home or sched.default_device for _, home in sched.outputs]
-        consts = plan.graph.constants or {}
-        # a result that is one of the plan's constants is handed out as a copy: the caller may write over it
-        self.fresh = [o in consts for o in plan.graph.outputs]
 
     def __call__(self, arrays, record=None) -> list:
         staged = [transfer(a, self.device, home) for a, home in zip(arrays, self.homes)]
@@ -33,13 +31,7 @@ class Body:
             results = self.plan.straight(staged)
         else:
             results = executor.execute(self.plan.schedule, staged, record)
-        out = [transfer(r, place, self.device) for r, place in zip(results, self.places)]
-        return [_copy(r, self.device) if fresh else r for r, fresh in zip(out, self.fresh)]
-
-
-def _copy(data, device):
-    host = np.array(data if isinstance(data, np.ndarray) else data.numpy(), order="C", copy=True)
-    return to_device(host, device)
+        return [transfer(r, place, self.device) for r, place in zip(results, self.places)]
 
 
 class _Read:
@@ -93,24 +85,31 @@ class WhileLoop:
 
     def __call__(self, *arrays) -> list:
         record = _reporter()
-        k, limit = self.carried, self.limit if self.limit is not None else config.max_loop_iters
+        k, limit = self.carried, limit_of(self.limit)
         carried, operands = list(arrays[:k]), list(arrays[k:])
         done = 0
         while _truth(self.test(carried + operands, record)[0], self.read, record):
             if done == limit:
-                raise self._stopped(limit)
+                raise stopped(self.name, self.source, self.device, self.limit)
             carried = self.body(carried + operands, record)
             done += 1
         return carried
 
-    def _stopped(self, limit: int) -> LoopLimitError:
-        where = f" (the loop at {self.source})" if self.source else ""
-        own = self.limit is not None
-        fix = ("make the loop's condition turn false; if it needs more iterations, raise the limit: "
-               + ("its max_iters" if own else "hw.configure(max_loop_iters=N) or HWADAPTER_MAX_LOOP_ITERS=N"))
-        return LoopLimitError(f"while_loop {self.name!r}{where} on {self.device}: its condition still held after "
-                              f"{limit} iterations, the {'loop' if own else 'configured'} limit. Fix: {fix}",
-                              fix=fix)
+
+def limit_of(max_iters) -> int:
+    """The iterations a loop may run: its own max_iters, else the configured limit (read at each run)."""
+    return config.max_loop_iters if max_iters is None else max_iters
+
+
+def stopped(name: str, source, device, max_iters) -> LoopLimitError:
+    """The error of while_loop `name` (made at `source`, the user's line) still going at its limit."""
+    where = f" (the loop at {source})" if source else ""
+    own = max_iters is not None
+    fix = ("make the loop's condition turn false; if it needs more iterations, raise the limit: "
+           + ("its max_iters" if own else "hw.configure(max_loop_iters=N) or HWADAPTER_MAX_LOOP_ITERS=N"))
+    return LoopLimitError(f"while_loop {name!r}{where} on {device}: its condition still held after "
+                          f"{limit_of(max_iters)} iterations, the {'loop' if own else 'configured'} limit. Fix: {fix}",
+                          fix=fix)
 
 
 STEPS = {"cond": Cond, "while_loop": WhileLoop}

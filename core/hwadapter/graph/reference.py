@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..api.config import config
 from ..api.control import CONTROL
-from ..api.errors import InvalidArgumentError, LoopLimitError
+from ..api.errors import InvalidArgumentError
 from ..dispatch.dispatcher import dispatch
 from ..dispatch.tensor import unwrap, wrap
 from ..runtime.device import devices
 from ..runtime.fused import fused_kernel
 from ..runtime.memory import to_device
+from .control import limit_of, stopped
 
 
 def run(graph, inputs: dict, device="cpu") -> dict:
@@ -39,14 +39,11 @@ def run_control(node, tensors: tuple, device) -> list:
         return bool(np.asarray(t.numpy()).reshape(-1)[0])
     if node.op == "cond":
         return call(node.attrs["then" if truth(tensors[0]) else "else"], tensors[1:])
-    k = node.attrs["carried"]
-    limit = node.attrs.get("max_iters")
-    limit = config.max_loop_iters if limit is None else limit
+    k, own = node.attrs["carried"], node.attrs.get("max_iters")
     carried, operands, done = list(tensors[:k]), list(tensors[k:]), 0
     while truth(call(node.attrs["cond"], carried + operands)[0]):
-        if done == limit:
-            raise LoopLimitError(f"while_loop {node.name!r}: its condition still held after {limit} iterations",
-                                 fix="make the loop's condition turn false, or raise its limit")
+        if done == limit_of(own):
+            raise stopped(node.name, node.attrs.get("source"), device, own)
         carried, done = call(node.attrs["body"], carried + operands), done + 1
     return carried
 

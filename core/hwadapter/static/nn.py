@@ -100,8 +100,9 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None, max_iters=None):
     return _loop(_trace.active(), cond, body, list(loop_vars), where, max_iters)
 
 
-def _traced(tracer, cond, body, values: list, where: str, max_iters) -> list:
-    """One while_loop node: the condition and the body traced over stand-ins of the loop variables."""
+def record_while(tracer, cond, body, values: list, where: str, max_iters) -> list:
+    """The outputs of one while_loop node: the condition and the body traced over stand-ins of the loop variables
+    (`where`: the user's line, for errors)."""
     values = [v if isinstance(v, Tensor) else to_tensor(v) for v in values]
     stand = [tracer.placeholder(v.shape, v.dtype) for v in values]
     names = [s._data.name for s in stand]
@@ -125,10 +126,10 @@ def _loop(tracer, cond, body, values: list, where: str, max_iters) -> list:
     done = 0
     while True:
         if tracer is not None and any(_trace.is_symbolic(v) for v in values):
-            return _traced(tracer, cond, body, values, where, None if max_iters is None else max_iters - done)
+            return record_while(tracer, cond, body, values, where, None if max_iters is None else max_iters - done)
         pred = cond(*values)
         if tracer is not None and _trace.is_symbolic(pred):
-            return _traced(tracer, cond, body, values, where, None if max_iters is None else max_iters - done)
+            return record_while(tracer, cond, body, values, where, None if max_iters is None else max_iters - done)
         if not _truth(pred, "while_loop"):
             return values
         if max_iters is not None and done == max_iters:

@@ -248,17 +248,22 @@ def _while(ctx, node, proto, m_ref, c_ref, v: list):
     if _metas(scope, outs[1:]) != _metas(ctx, v):
         ctx.fail(node, f"its body turns the loop-carried values ({_show(_metas(ctx, v))}) into "
                        f"({_show(_metas(scope, outs[1:]))}): a while_loop keeps their shapes and dtypes")
-    b_outs = step + list(outs[1:])
     t_formals = [_formal(ctx, r) for r in carried]
     t_scope = Scope(ctx, f"{node.name}/cond")
     test = t_formals[1]
     if count is not None:
         test = t_scope.op("logical_and", test, t_scope.op("less", t_formals[0], count))
-    captures = list(dict.fromkeys(reads(scope, formals, b_outs) + reads(t_scope, t_formals, [test])))
-    attrs = {"cond": graph_of(t_scope, t_formals, [test], captures), "body": graph_of(scope, formals, b_outs, captures),
+    return _while_node(ctx, carried, (scope, formals, step + list(outs[1:])), (t_scope, t_formals, test))[2:]
+
+
+def _while_node(ctx, carried: list, body_side: tuple, test_side: tuple) -> tuple:
+    """The outputs of one while_loop node over `carried`: body_side (scope, formals, next values) and test_side
+    (scope, formals, predicate), each scope's outer reads its operands."""
+    (scope, formals, nxt), (t_scope, t_formals, test) = body_side, test_side
+    captures = list(dict.fromkeys(reads(scope, formals, nxt) + reads(t_scope, t_formals, [test])))
+    attrs = {"cond": graph_of(t_scope, t_formals, [test], captures), "body": graph_of(scope, formals, nxt, captures),
              "carried": len(carried), "max_iters": None}
-    outs = ctx.op("while_loop", *carried, *captures, n_outputs=len(carried), **attrs)
-    return tuple(outs[2:])
+    return tuple(ctx.op("while_loop", *carried, *captures, n_outputs=len(carried), **attrs))
 
 
 def _formal(ctx: Context, ref) -> str:
@@ -355,10 +360,7 @@ def _scan_loop(ctx, node, proto, states: list, xs: list, axes, in_dirs, out_axes
     b_outs = [scope.op("add", step, scope.constant(np.array(1, _I64)))] + list(outs[:len(states)]) + buffers
     t_scope = Scope(ctx, f"{node.name}/scan_test")
     test = t_scope.op("less", t_formals[0], t_scope.constant(np.array(length, _I64)))
-    captures = list(dict.fromkeys(reads(scope, formals, b_outs) + reads(t_scope, t_formals, [test])))
-    attrs = {"cond": graph_of(t_scope, t_formals, [test], captures), "body": graph_of(scope, formals, b_outs, captures),
-             "carried": len(carried), "max_iters": None}
-    final = ctx.op("while_loop", *carried, *captures, n_outputs=len(carried), **attrs)
+    final = _while_node(ctx, carried, (scope, formals, b_outs), (t_scope, t_formals, test))
     stacked = []
     for buf, a in zip(final[1 + len(states):], out_axes):
         rank = len(ctx.shape(buf))

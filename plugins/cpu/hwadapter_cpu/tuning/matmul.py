@@ -42,13 +42,13 @@ DOT_ROWS = 4
 EXACT = frozenset({"relu", "relu6"})
 
 
-def _tiny(x, y, transpose_x: bool, transpose_y: bool) -> bool:
-    """Whether x @ y is a float32 product of a 2-D right operand of at most TINY multiply-adds."""
-    if x.dtype != np.float32 or y.dtype != np.float32 or y.ndim != 2 or x.ndim < 2:
-        return False
-    k = x.shape[-2] if transpose_x else x.shape[-1]
-    n = y.shape[0] if transpose_y else y.shape[1]
-    return k > 0 and (x.size // k) * k * n <= TINY
+def _slots(epilogue) -> dict:
+    """tasks.c's parameter slots, zero but a linear epilogue's (bias, activation code) when it is given."""
+    values = dict.fromkeys(SLOTS, 0)
+    if epilogue is not None:
+        bias, act = epilogue
+        values.update(bias=0 if bias is None else bias.ctypes.data, epilogue=1, act=act)
+    return values
 
 
 def matmul_kernel(transforms, tasks=None):
@@ -60,36 +60,31 @@ def matmul_kernel(transforms, tasks=None):
         bias, transpose_x, transpose_y = reference.old_positional(bias, transpose_x, transpose_y)
         if bias is None and activation is None:
             return product(x, y, transpose_x, transpose_y)[0]
-        if _tiny(x, y, transpose_x, transpose_y) and activation in EXACT | {None} and \
-                (bias is None or bias.dtype == np.float32 and bias.shape == (y.shape[0 if transpose_y else 1],)):
-            # a product OpenBLAS runs alone anyway: its epilogue in numpy too, as the unfused kernels compute it
-            # (the crew's epilogue phase cost several times the product here: a batch-1 linear layer)
-            out = reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y)
-            if bias is not None:
-                out = np.add(out, bias, out=out)
-            return out if activation is None else reference.conv_epilogue(activation)(out)
         if x.dtype != np.float32 or y.dtype != np.float32 or (bias is not None and bias.dtype != np.float32) or \
                 transforms.lib() is None or transforms.crew() is None:
             return reference.matmul(x, y, bias, transpose_x=transpose_x, transpose_y=transpose_y,
                                     activation=activation)
-        out_shape = meta.result_meta("matmul", (x.shape, y.shape, *(() if bias is None else (bias.shape,))),
-                                     (x.dtype, y.dtype), {"transpose_x": transpose_x, "transpose_y": transpose_y})
+        if bias is not None and bias.shape != (y.shape[-2] if transpose_y else y.shape[-1],):
+            meta.result_meta("matmul", (x.shape, y.shape, bias.shape), (x.dtype, y.dtype),
+                             {"transpose_x": transpose_x, "transpose_y": transpose_y})  # its rule names the mismatch
         bias = None if bias is None else np.ascontiguousarray(bias)  # checked: one value per output column
         exact = activation in EXACT  # C computes these as the unfused kernels do; the rest as the reference does
-        values = dict.fromkeys(SLOTS, 0)
-        values.update(bias=0 if bias is None else bias.ctypes.data, epilogue=1,
-                      act=ACTIVATIONS[activation] if exact else 0)
-        out, done = product(x, y, transpose_x, transpose_y, values)
-        if not done and out.size and (bias is not None or exact):  # made elsewhere: the epilogue on the crew
-            rows, n = out.size // out_shape[0][0][-1], out_shape[0][0][-1]
+        epilogue = (bias, ACTIVATIONS[activation] if exact else 0)
+        out, done = product(x, y, transpose_x, transpose_y, epilogue)
+        if not done and out.size and (bias is not None or exact):  # made elsewhere: the epilogue after it
+            n = out.shape[-1]
+            if out.size < 2 * UNITS_PER_PART:  # one part, the caller's, either way: numpy, as the unfused kernels
+                if bias is not None:  # (a phase call cost several times a batch-1 linear layer's product)
+                    np.add(out, bias, out=out)
+                return out if activation is None else reference.conv_epilogue(activation)(out)
+            values = _slots(epilogue)
             values.update(out=out.ctypes.data, ow=n)
             params = np.array([values[s] for s in SLOTS], np.int64)
-            ranges = split(rows, 2 * transforms.threads) if out.size >= 2 * UNITS_PER_PART else [(0, rows)]
-            transforms.phase(transforms.lib(), LINEAR, params, ranges, "matmul")
+            transforms.phase(transforms.lib(), LINEAR, params, split(out.size // n, 2 * transforms.threads), "matmul")
         return out if activation is None or exact else reference.conv_epilogue(activation)(out)
 
     def product(x, y, transpose_x, transpose_y, epilogue=None):
-        """(x @ y, whether its tasks applied `epilogue`: the linear epilogue's parameter slots, or None)."""
+        """(x @ y, whether its tasks applied `epilogue`: a linear epilogue's (bias, activation code), or None)."""
         if y.ndim > 2 and x.ndim >= 2 and x.dtype == y.dtype == np.float32 and int(np.prod(y.shape[:-2])) == 1:
             # one right operand: the product of a 2-D one, with the batch dimensions both operands broadcast to
             try:
@@ -113,7 +108,7 @@ def matmul_kernel(transforms, tasks=None):
             return reference.matmul(x, y, transpose_x=transpose_x, transpose_y=transpose_y), False
         a2, b = np.ascontiguousarray(a).reshape(rows, k), np.ascontiguousarray(y)
         out = np.empty((*a.shape[:-1], n), np.float32)
-        values = dict.fromkeys(SLOTS, 0) if epilogue is None else dict(epilogue)
+        values = _slots(epilogue)
         values.update(x=a2.ctypes.data, weight=b.ctypes.data, out=out.ctypes.data, sgemm=transforms.sgemm[0],
                       ilp64=int(transforms.sgemm[1]), c=k, oh=rows, ow=n, transb=int(transpose_y))
         params = np.array([values[s] for s in SLOTS], np.int64)
