@@ -179,6 +179,24 @@ def test_early_returns_under_tensor_conditions():
     assert static.cache_info()["traces"] == 1
 
 
+def guarded_return(x):
+    total = x * 0
+    try:
+        if x.sum() > 0:
+            return x * 2
+        total = total - x
+    finally:
+        total = total + 1
+    return total
+
+
+def test_an_early_return_inside_try_and_finally():
+    static = hw.jit.to_static(guarded_return)
+    for v in (1.0, -1.0):
+        _same(static, guarded_return, hw.to_tensor(np.full(2, v, F32)))
+    assert static.cache_info()["traces"] == 1
+
+
 def logic(x):
     if not (x.sum() > 0) or (x.max() > 5 and x.min() > 1):
         return x * 10

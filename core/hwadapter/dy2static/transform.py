@@ -81,6 +81,8 @@ _GENERATED = ("__hw_true_", "__hw_false_", "__hw_cond_", "__hw_body_")
 def _contains(stmts, kinds, stop=(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) -> bool:
     """Whether any statement holds a node of `kinds` outside nested scopes (and, for break/continue, loops)."""
     for s in stmts:
+        if isinstance(s, stop):  # a nested scope (or loop) statement: what is inside it is its own
+            continue
         for node in _walk(s, stop):
             if isinstance(node, kinds):
                 return True
@@ -160,6 +162,13 @@ class _Returns(ast.NodeTransformer):
         node.body = self.block(node.body)
         return node
 
+    def visit_Try(self, node):
+        node.body, node.orelse, node.finalbody = self.block(node.body), self.block(node.orelse), \
+            self.block(node.finalbody)
+        for handler in node.handlers:
+            handler.body = self.block(handler.body)
+        return node
+
     def visit_FunctionDef(self, node):
         return node  # its returns are its own
 
@@ -229,6 +238,8 @@ class Transformer(ast.NodeTransformer):
 
     def visit_If(self, node):
         self.generic_visit(node)
+        if _contains(node.body + node.orelse, ast.Return):  # a branch function would return from itself
+            raise SyntaxError(f"{self.line(node)}: a return here is not one to_static can convert")
         names = [n for n in assigned(node.body + node.orelse) if n not in self.declared]
         if any(n in self.declared for n in assigned(node.body + node.orelse)):
             return node  # global / nonlocal names: left to Python
@@ -246,6 +257,8 @@ class Transformer(ast.NodeTransformer):
         if not isinstance(node, ast.While):
             return node
         self.generic_visit(node)
+        if _contains(node.body, ast.Return):  # a body function would return from itself
+            raise SyntaxError(f"{self.line(node)}: a return here is not one to_static can convert")
         if node.orelse or any(n in self.declared for n in assigned(node.body)):
             return node
         names = assigned(node.body)
@@ -342,9 +355,7 @@ def transform(fn_def: ast.FunctionDef, filename: str) -> ast.FunctionDef:
     """The function definition with its control flow converted (in place)."""
     fn_def.decorator_list = []
     declared = {n for s in ast.walk(fn_def) if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
-    nested_return = any(_contains(s.body + getattr(s, "orelse", []), ast.Return)
-                        for s in fn_def.body if isinstance(s, (ast.If, ast.While, ast.For, ast.With)))
-    if nested_return:
+    if _contains([s for s in fn_def.body if not isinstance(s, ast.Return)], ast.Return):  # a return inside a block
         _Returns().run(fn_def)
     args = fn_def.args.posonlyargs + fn_def.args.args
     t = Transformer(filename, declared, args[0].arg if args else None)
